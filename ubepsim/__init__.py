@@ -1,0 +1,16 @@
+"""ubepsim: a cycle-approximate simulator of MoE expert-parallel dispatch on superpods."""
+
+__version__ = "0.1.0"
+
+from .errors import InputError  # noqa: E402
+from .params import Config, make_config  # noqa: E402
+from .profile import Profile, load_profile  # noqa: E402
+
+__all__ = ["Config", "InputError", "Profile", "__version__", "load_profile", "make_config",
+           "simulate"]
+
+
+def simulate(config, profile=None, timeline=False):
+    """Simulate one configuration; see ubepsim.model.simulate."""
+    from .model import simulate as _simulate
+    return _simulate(config, profile, timeline=timeline)

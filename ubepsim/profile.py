@@ -1,0 +1,203 @@
+"""Hardware profiles: TOML `[hardware]` tables, the built-in `cm384` and files that override it.
+
+Every key is declared once in FIELDS with its type, bounds and help; an unknown or ill-typed key
+is an error naming it. Time is simulated in integer cycles of `clock_ghz`; `cycles()` and
+`transfer_cycles()` are the only conversions from nanoseconds and bytes.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+# Hop classes, nearest first. A pair of dies is `local` (same die), `intra_npu` (same NPU), or
+# k-hop where k is the number of switch tiers its path climbs (paper Section 2.3).
+HOP_CLASSES = ("local", "intra_npu", "one_hop", "two_hop", "three_hop")
+MAX_TIERS = len(HOP_CLASSES) - 3  # tier_sizes lists all tiers but the top one
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    kind: type
+    help: str
+    minimum: float = 0.0
+    maximum: float = math.inf
+
+
+FIELDS: dict[str, Field] = {
+    "clock_ghz": Field(float, "AIV clock, cycles per nanosecond", 0.01, 100.0),
+    "aivs": Field(int, "AIVs per die", 2, 4096),
+    "npu_dies": Field(int, "dies per NPU (1: no intra_npu class)", 1, 64),
+    "tier_sizes": Field(list, "dies per switch domain of each tier below the top one, "
+                        "ascending, each a multiple of the one before and of npu_dies"),
+    "block_bytes": Field(int, "atomic remote-store unit, bytes", 64, 1 << 16),
+    "flag_bytes": Field(int, "flag / marker / sentinel field inside a block, bytes", 1, 1 << 15),
+    "stores_in_flight": Field(int, "remote stores one AIV may have outstanding", 1, 1 << 16),
+    "egress_gbps": Field(float, "die egress port bandwidth, GB/s", 0.001, 1e6),
+    "ingress_gbps": Field(float, "die ingress port bandwidth, GB/s", 0.001, 1e6),
+    "aiv_store_gbps": Field(float, "rate one AIV issues store data from its UBuf, GB/s",
+                            0.001, 1e6),
+    "aiv_copy_gbps": Field(float, "rate of one AIV's local HBM<->UBuf copies, GB/s", 0.001, 1e6),
+    "store_issue_cycles": Field(int, "fixed cycles to issue one store", 0, 1e7),
+    "init_cycles": Field(int, "per-AIV kernel setup cycles before any work", 0, 1e9),
+    "vector_op_cycles": Field(int, "fixed cycles of one vector instruction", 0, 1e7),
+    "vector_lanes": Field(int, "elements a vector instruction handles per cycle", 1, 1 << 16),
+    "prefix_cycles": Field(int, "prefix-sum cycles per count entry", 0, 1e7),
+    "syncall_cycles": Field(int, "cycles of one SyncAll after the last AIV arrives", 0, 1e9),
+    "flag_check_cycles": Field(int, "cycles to verify one block's flag/marker/sentinel", 0, 1e7),
+    "sentinel_reset_cycles": Field(int, "cycles to re-arm one block's sentinel (sp)", 0, 1e7),
+    "sentinel_collision_prob": Field(float, "chance a block's payload equals the sentinel (sp)",
+                                     0.0, 1.0),
+    "sentinel_timeout_ns": Field(float, "polling time before a collided block is taken by the "
+                                 "fallback path (sp)", 0.0, 1e9),
+    "latency_ns": Field(dict, "remote access latency by hop class, ns: keys "
+                        + ", ".join(HOP_CLASSES)),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """A resolved hardware profile: `values` holds every FIELDS key."""
+
+    name: str
+    values: dict[str, Any]
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self.__dict__["values"][key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def cycles(self, ns: float) -> int:
+        """Nanoseconds to whole cycles, rounded up."""
+        return int(math.ceil(ns * self.values["clock_ghz"] - 1e-9))
+
+    def transfer_cycles(self, nbytes: int, gbps: float) -> int:
+        """Cycles to move `nbytes` at `gbps` GB/s (= bytes per ns), rounded up."""
+        return int(math.ceil(nbytes * self.values["clock_ghz"] / gbps - 1e-9))
+
+    def latency_cycles(self) -> list[int]:
+        return [self.cycles(self.values["latency_ns"].get(h, 0.0)) for h in HOP_CLASSES]
+
+    def hop_classes_used(self, ranks: int) -> int:
+        """How many hop classes a fabric of `ranks` dies can reach (nearest first)."""
+        tiers = [t for t in self.values["tier_sizes"] if t < ranks]
+        return 3 + len(tiers) if ranks > self.values["npu_dies"] else (2 if ranks > 1 else 1)
+
+    def to_toml(self) -> str:
+        lines = ["[hardware]"]
+        for key in FIELDS:
+            if key != "latency_ns":
+                lines.append(f"{key} = {_toml_value(self.values[key])}")
+        lines.append("")
+        lines.append("[hardware.latency_ns]")
+        for h, v in self.values["latency_ns"].items():
+            lines.append(f"{h} = {_toml_value(v)}")
+        return "\n".join(lines) + "\n"
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+BUILTIN = ("cm384",)
+
+
+def builtin_values(name: str = "cm384") -> dict[str, Any]:
+    text = resources.files("ubepsim").joinpath("profiles", f"{name}.toml").read_text()
+    return tomllib.loads(text)["hardware"]
+
+
+def load_profile(spec: str | Path = "cm384", overrides: dict[str, Any] | None = None,
+                 source: str | None = None) -> Profile:
+    """A built-in name or a TOML file with a [hardware] table, then `overrides` on top.
+
+    A file may set any subset of keys; the rest come from cm384.
+    """
+    values = copy.deepcopy(builtin_values("cm384"))
+    name = str(spec)
+    if str(spec) not in BUILTIN:
+        path = Path(spec)
+        try:
+            doc = tomllib.loads(path.read_text())
+        except OSError as e:
+            raise InputError("profile", f"cannot read {path}: {e.strerror or e}", source) from None
+        except tomllib.TOMLDecodeError as e:
+            raise InputError("profile", f"{path} is not valid TOML: {e}", source) from None
+        if set(doc) - {"hardware"}:
+            raise InputError("profile", f"{path}: unknown table(s) "
+                             f"{', '.join(sorted(set(doc) - {'hardware'}))}; allowed: hardware",
+                             source)
+        _merge(values, doc.get("hardware", {}), str(path))
+        name = path.stem
+    if overrides:
+        _merge(values, overrides, source)
+    _check(values, source if overrides else (name if name not in BUILTIN else source))
+    return Profile(name, values)
+
+
+def _merge(values: dict[str, Any], new: dict[str, Any], source: str | None) -> None:
+    for key, v in new.items():
+        if key not in FIELDS:
+            raise InputError(f"profile.{key}", f"unknown hardware key; allowed: "
+                             f"{', '.join(FIELDS)}", source)
+        if key == "latency_ns":
+            if not isinstance(v, dict):
+                raise InputError("profile.latency_ns", "expected a table of hop class = ns",
+                                 source)
+            values["latency_ns"] = {**values["latency_ns"], **v}
+        else:
+            values[key] = v
+
+
+def _check(values: dict[str, Any], source: str | None) -> None:
+    for key, f in FIELDS.items():
+        v = values[key]
+        name = f"profile.{key}"
+        if f.kind is int:
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise InputError(name, f"expected an integer ({f.help}), got {v!r}", source)
+        elif f.kind is float:
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise InputError(name, f"expected a number ({f.help}), got {v!r}", source)
+            values[key] = v = float(v)
+        if f.kind in (int, float) and not (f.minimum <= v <= f.maximum):
+            raise InputError(name, f"{v!r} is outside [{f.minimum:g}, {f.maximum:g}] ({f.help})",
+                             source)
+    for h, ns in values["latency_ns"].items():
+        if h not in HOP_CLASSES:
+            raise InputError(f"profile.latency_ns.{h}", f"unknown hop class; allowed: "
+                             f"{', '.join(HOP_CLASSES)}", source)
+        if isinstance(ns, bool) or not isinstance(ns, (int, float)) or ns < 0:
+            raise InputError(f"profile.latency_ns.{h}", f"expected a latency >= 0 ns, got {ns!r}",
+                             source)
+        values["latency_ns"][h] = float(ns)
+    tiers = values["tier_sizes"]
+    if not isinstance(tiers, list) or len(tiers) > MAX_TIERS or not all(
+            isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tiers):
+        raise InputError("profile.tier_sizes", f"expected a list of at most {MAX_TIERS} positive "
+                         f"integers, got {tiers!r}", source)
+    below = values["npu_dies"]
+    for t in tiers:
+        if t <= below or t % below:
+            raise InputError("profile.tier_sizes", f"{t} must exceed and be a multiple of the "
+                             f"level below ({below})", source)
+        below = t
+    if values["flag_bytes"] >= values["block_bytes"]:
+        raise InputError("profile.flag_bytes", "must be smaller than block_bytes", source)
+    needed = HOP_CLASSES[: 3 + len(tiers)]
+    missing = [h for h in needed if h not in values["latency_ns"]]
+    if missing:
+        raise InputError("profile.latency_ns", f"missing {', '.join(missing)} for this fabric",
+                         source)
