@@ -12,6 +12,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .errors import InputError
 
 
@@ -219,43 +221,61 @@ def _fmt(x: float) -> str:
 def make_config(values: dict[str, Any], aivs_default: int, source: str | None = None,
                 check_trace: bool = True) -> Config:
     """Validate one point: types, ranges and the cross-parameter rules of the model."""
-    resolved: dict[str, Any] = {}
     for name in values:
         if name not in PARAM_BY_NAME:
             raise InputError(name, f"unknown parameter; allowed: {', '.join(NAMES)}", source)
+    resolved: dict[str, Any] = {}
     for p in PARAMS:
-        v = values.get(p.name, p.default)
-        resolved[p.name] = coerce(p.name, v if v is not None else p.default, source)
+        v = values.get(p.name)
+        resolved[p.name] = coerce(p.name, p.default if v is None else v, source)
     if resolved["experts"] is None:
         resolved["experts"] = resolved["ranks"]
     if resolved["aivs"] is None:
         resolved["aivs"] = aivs_default
-    r = resolved
-    if r["experts"] % r["ranks"]:
-        raise InputError("experts", f"{r['experts']} is not a multiple of ranks ({r['ranks']}); "
-                         "experts are placed experts/ranks per die", source)
-    if r["topk"] > r["experts"]:
-        raise InputError("topk", f"{r['topk']} exceeds experts ({r['experts']}); a token's "
-                         "experts are distinct", source)
-    if r["cumsum_aivs"] >= r["aivs"]:
-        raise InputError("cumsum_aivs", f"{r['cumsum_aivs']} must be below aivs ({r['aivs']}); "
-                         "at least one AIV must send tokens", source)
-    if r["routing"] is Routing.hot:
-        if r["hot_experts"] > r["experts"]:
-            raise InputError("hot_experts", f"{r['hot_experts']} exceeds experts "
-                             f"({r['experts']})", source)
-        cold = r["experts"] - r["hot_experts"]
-        with_traffic = (r["hot_experts"] if r["hot_share"] > 0 else 0) + \
-            (cold if r["hot_share"] < 1 else 0)
-        if r["topk"] > with_traffic:
-            raise InputError("hot_share", f"{r['hot_share']} leaves {with_traffic} experts with "
-                             f"traffic, fewer than topk ({r['topk']})", source)
-    if r["routing"] is Routing.trace:
-        if not r["trace"]:
-            raise InputError("trace", "routing = trace needs a trace file", source)
-        if check_trace:
-            from .workload import check_trace_file
-            check_trace_file(r["trace"], r["ranks"], r["batch"], r["topk"], r["experts"], source)
-    elif r["trace"]:
-        raise InputError("trace", "a trace file is only read with routing = trace", source)
-    return Config(**r)
+    check_rules({k: np.asarray([v]) for k, v in resolved.items()}, source, check_trace)
+    return Config(**resolved)
+
+
+def check_rules(cols: dict[str, np.ndarray], source: str | None = None,
+                check_trace: bool = True) -> None:
+    """The cross-parameter rules, on columns of resolved values (enums as codes or members).
+
+    Used for one point and for a whole expanded grid alike; the first violation raises an
+    InputError naming the parameter and quoting the offending values.
+    """
+    c = {k: np.asarray(v) for k, v in cols.items()}
+    routing = c["routing"].astype(np.int64)
+
+    def fail(name: str, bad: np.ndarray, message) -> None:
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(name, message(lambda k: c[k][i].item()), source)
+
+    fail("experts", c["experts"] % c["ranks"] != 0, lambda v: f"{v('experts')} is not a multiple "
+         f"of ranks ({v('ranks')}); experts are placed experts/ranks per die")
+    fail("topk", c["topk"] > c["experts"], lambda v: f"{v('topk')} exceeds experts "
+         f"({v('experts')}); a token's experts are distinct")
+    fail("cumsum_aivs", c["cumsum_aivs"] >= c["aivs"], lambda v: f"{v('cumsum_aivs')} must be "
+         f"below aivs ({v('aivs')}); at least one AIV must send tokens")
+    hot = routing == Routing.hot
+    fail("hot_experts", hot & (c["hot_experts"] > c["experts"]), lambda v: f"{v('hot_experts')} "
+         f"exceeds experts ({v('experts')})")
+    cold = c["experts"] - c["hot_experts"]
+    with_traffic = np.where(c["hot_share"] > 0, c["hot_experts"], 0) + \
+        np.where(c["hot_share"] < 1, cold, 0)
+    fail("hot_share", hot & (c["topk"] > with_traffic), lambda v: f"{v('hot_share')} leaves "
+         f"fewer experts with traffic than topk ({v('topk')})")
+    has_trace = np.array([bool(t) for t in c["trace"].ravel()])
+    fail("trace", (routing == Routing.trace) & ~has_trace,
+         lambda v: "routing = trace needs a trace file")
+    fail("trace", (routing != Routing.trace) & has_trace,
+         lambda v: "a trace file is only read with routing = trace")
+    if check_trace:
+        from .workload import check_trace_file
+        seen = set()
+        for i in np.flatnonzero(routing == Routing.trace):
+            key = (str(c["trace"][i]), *(int(c[k][i]) for k in ("ranks", "batch", "topk",
+                                                                   "experts")))
+            if key not in seen:
+                seen.add(key)
+                check_trace_file(*key, source)

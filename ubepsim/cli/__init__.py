@@ -1,0 +1,60 @@
+"""The `ubepsim` command: one root group, one thin module per command.
+
+`main` runs click with standalone_mode=False so that every usage error and every InputError
+(bad parameter, grid, profile or trace) exits with code 2 and one message, and anything else
+with 3.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import InputError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="ubepsim")
+def cli() -> None:
+    """Cycle-approximate simulator of MoE expert-parallel dispatch on superpods (BSP / UBEP)."""
+
+
+def _register() -> None:
+    from . import run  # noqa: F401  (each module adds its command to `cli`)
+    for name in ("sweep", "query", "tune", "calibrate", "validate", "plot"):
+        try:
+            __import__(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    _register()
+    try:
+        cli.main(args=argv, prog_name="ubepsim", standalone_mode=False)
+    except InputError as e:
+        click.echo(f"error: {e}", err=True)
+        return 2
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except click.ClickException as e:
+        e.show()
+        return 2 if isinstance(e, click.UsageError) or e.exit_code == 2 else e.exit_code
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except Exception as e:  # noqa: BLE001 - the documented contract: anything else exits 3
+        click.echo(f"internal error: {type(e).__name__}: {e}", err=True)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+def entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
