@@ -1,0 +1,111 @@
+"""Lowering: a configuration and a profile become the integer cycle costs the model runs on.
+
+Written once, on numpy columns, so that one configuration (the reference model, `ubepsim run`)
+and a million (the sweep kernel) are lowered by the same code. Every value is an int64 count of
+cycles, bytes or blocks, except the sentinel collision chances, which are probabilities.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .params import Dtype, Sync
+from .profile import HOP_CLASSES, Profile
+
+
+def _ceil_div(a, b):
+    return -(-a // b)
+
+
+def token_bytes_col(hidden: np.ndarray, dtype: np.ndarray) -> np.ndarray:
+    return np.select([dtype == Dtype.bf16, dtype == Dtype.fp8],
+                     [2 * hidden, hidden + 4 * _ceil_div(hidden, 128)], hidden + 4)
+
+
+# Order of the columns of the cost matrix handed to the kernels.
+COSTS = (
+    "token_bytes", "copy_blocks", "count_blocks",
+    "copy_issue", "copy_egress", "copy_ingress",
+    "count_issue", "count_egress", "count_ingress",
+    "signal_issue", "signal_egress", "signal_ingress",
+    "local_copy", "copy_verify", "count_verify", "copy_reset", "count_reset",
+    "vcount", "prefix", "init", "syncall", "stores_in_flight", "timeout", "poll",
+    "npu_dies", "tier1", "tier2",
+    *(f"lat_{h}" for h in HOP_CLASSES),
+)
+COST_INDEX = {name: i for i, name in enumerate(COSTS)}
+
+
+def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np.ndarray]:
+    """Integer costs [n, len(COSTS)] and sentinel collision chances [n, 2] (copy, count message).
+
+    `cols` holds resolved parameter columns with enums as integer codes.
+    """
+    v = profile.values
+    hidden = np.asarray(cols["hidden"], dtype=np.int64)
+    dtype = np.asarray(cols["dtype"], dtype=np.int64)
+    sync = np.asarray(cols["sync"], dtype=np.int64)
+    m = np.asarray(cols["batch"], dtype=np.int64) * np.asarray(cols["topk"], dtype=np.int64)
+    e_local = np.asarray(cols["experts"], dtype=np.int64) // np.asarray(cols["ranks"],
+                                                                        dtype=np.int64)
+    block = v["block_bytes"]
+    # TFF gives up the leading flag_bytes of every block to the flag (paper Section 3.4).
+    payload = np.where(sync == Sync.tff, block - v["flag_bytes"], block)
+    tb = token_bytes_col(hidden, dtype)
+    copy_blocks = _ceil_div(tb, payload)
+    count_blocks = _ceil_div(4 * e_local, payload)  # one int32 count per expert of the die
+
+    def xfer(nbytes, gbps):
+        return np.ceil(nbytes * v["clock_ghz"] / gbps - 1e-9).astype(np.int64)
+
+    def issue(nbytes):
+        return v["store_issue_cycles"] + xfer(nbytes, v["aiv_store_gbps"])
+
+    out = {
+        "token_bytes": tb,
+        "copy_blocks": copy_blocks,
+        "count_blocks": count_blocks,
+        "local_copy": xfer(tb, v["aiv_copy_gbps"]),
+        "copy_verify": v["flag_check_cycles"] * copy_blocks,
+        "count_verify": v["flag_check_cycles"] * count_blocks,
+        "copy_reset": v["sentinel_reset_cycles"] * copy_blocks,
+        "count_reset": v["sentinel_reset_cycles"] * count_blocks,
+        "vcount": v["vector_op_cycles"] + _ceil_div(m, v["vector_lanes"]),
+        "prefix": np.full_like(m, v["prefix_cycles"]),
+        "init": np.full_like(m, v["init_cycles"]),
+        "syncall": np.full_like(m, v["syncall_cycles"]),
+        "stores_in_flight": np.full_like(m, v["stores_in_flight"]),
+        "timeout": np.full_like(m, profile.cycles(v["sentinel_timeout_ns"])),
+        "npu_dies": np.full_like(m, v["npu_dies"]),
+    }
+    for kind, blocks in (("copy", copy_blocks), ("count", count_blocks),
+                         ("signal", np.ones_like(m))):
+        wire = blocks * block
+        out[f"{kind}_issue"] = issue(wire)
+        out[f"{kind}_egress"] = xfer(wire, v["egress_gbps"])
+        out[f"{kind}_ingress"] = xfer(wire, v["ingress_gbps"])
+    # A poll is one load of the poller's own memory; at least a cycle, so polling advances time.
+    out["poll"] = np.full_like(m, max(1, profile.latency_cycles()[0]))
+    tiers = list(v["tier_sizes"]) + [0, 0]
+    out["tier1"] = np.full_like(m, tiers[0])
+    out["tier2"] = np.full_like(m, tiers[1])
+    for h, cyc in zip(HOP_CLASSES, profile.latency_cycles()):
+        out[f"lat_{h}"] = np.full_like(m, cyc)
+    costs = np.stack([np.broadcast_to(out[name], m.shape) for name in COSTS], axis=1)
+    p = v["sentinel_collision_prob"]
+    # A polled signal collides if any of its blocks' payload equals the sentinel.
+    chance = np.stack([1.0 - (1.0 - p) ** copy_blocks, 1.0 - (1.0 - p) ** count_blocks], axis=1)
+    return costs.astype(np.int64), np.where(sync[:, None] == Sync.sp, chance, 0.0)
+
+
+def hop_class(src: int, dst: int, npu_dies: int, tier1: int, tier2: int) -> int:
+    """Index into HOP_CLASSES of a store from die `src` to die `dst` (tiers 0 = absent)."""
+    if src == dst:
+        return 0
+    if src // npu_dies == dst // npu_dies:
+        return 1
+    if tier1 == 0 or src // tier1 == dst // tier1:
+        return 2
+    if tier2 == 0 or src // tier2 == dst // tier2:
+        return 3
+    return 4
