@@ -8,3 +8,184 @@ resolved (experts and aivs filled in, enums as their names). The result frame ha
 rows in the same order: every parameter, `config_id`, then every field of ubepsim.results.
 A row depends only on its own parameters (never on the rest of the batch or on threads).
 """
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from .costs import lower
+from .errors import InputError
+from .kernels import dispatch as k
+from .params import ENUMS, NAMES, PARAMS, WORKLOAD_NAMES, Config, Routing, stable_id
+from .profile import HOP_CLASSES, Profile, load_profile
+from .results import RESULT_NAMES, RESULTS
+from .workload import expert_cdf, read_trace
+
+# Kernel output columns, in the order of RESULTS where they are cycles or counts.
+_CYCLE_FIELDS = {
+    "latency_us": k.O_LATENCY, "latency_mean_us": k.O_LATENCY_MEAN,
+    "send_max_aiv_us": k.O_SEND_MAX, "send_mean_aiv_us": k.O_SEND_MEAN, "wait_us": k.O_WAIT,
+    "phase_init_us": k.O_PH_INIT, "phase_send_us": k.O_PH_SEND, "phase_sync_us": k.O_PH_SYNC,
+    "phase_cumsum_us": k.O_PH_CUMSUM, "phase_reorder_us": k.O_PH_REORDER,
+}
+_COUNT_FIELDS = {
+    "copies_total": k.O_COPIES_TOTAL, "qsearch_steps": k.O_QSTEPS,
+    "sentinel_collisions": k.O_COLLISIONS,
+    **{f"copies_{h}": k.O_COPIES_HOP0 + i for i, h in enumerate(HOP_CLASSES)},
+}
+# Timeline phases per AIV role, in the order of their boundaries (kernels/dispatch.py marks).
+TIMELINE_PHASES = {
+    "bsp": ("init", "send", "syncall", "send_count", "verify", "syncall", "cumsum", "syncall",
+            "reorder"),
+    "cumsum": ("init", "count_send", "count_poll"),
+    "token": ("init", "send", "offset_poll", "reorder"),
+}
+
+
+def _codes(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Enum columns (names or members) as integer codes."""
+    out = dict(cols)
+    for name, enum_type in ENUMS.items():
+        v = np.asarray(cols[name], dtype=object)
+        out[name] = np.array([enum_type[x].value if isinstance(x, str) else int(x) for x in v],
+                             dtype=np.int64)
+    return out
+
+
+def prepare(cols: dict[str, np.ndarray], profile: Profile):
+    """Kernel inputs for resolved parameter columns: (params, costs, chances, cdf, trace)."""
+    codes = _codes(cols)
+    n = len(codes["ranks"])
+    params = np.zeros((n, k.N_PARAMS), dtype=np.int64)
+    for col, name in ((k.P_RANKS, "ranks"), (k.P_BATCH, "batch"), (k.P_TOPK, "topk"),
+                      (k.P_EXPERTS, "experts"), (k.P_AIVS, "aivs"), (k.P_CUMSUM, "cumsum_aivs"),
+                      (k.P_PROTOCOL, "protocol"), (k.P_SYNC, "sync"), (k.P_SCHEDULE, "schedule"),
+                      (k.P_ROUTING, "routing"), (k.P_SEED, "seed")):
+        params[:, col] = np.asarray(codes[name], dtype=np.int64)
+    wkeys = stable_id(cols, WORKLOAD_NAMES)
+    params[:, k.P_WKEY] = wkeys
+    costs, chances = lower(codes, profile)
+    # Popularity weights and traces are shared by every row of the same workload.
+    cdf_parts, trace_parts = [np.zeros(0)], [np.zeros(0, dtype=np.int64)]
+    cdf_at: dict[tuple, tuple[int, int]] = {}
+    trace_at: dict[tuple, int] = {}
+    cdf_end, trace_end = 0, 0
+    routing = codes["routing"]
+    for i in np.flatnonzero(routing != Routing.uniform):
+        if routing[i] == Routing.trace:
+            tkey = (str(cols["trace"][i]), *(int(codes[x][i]) for x in
+                                             ("ranks", "batch", "topk", "experts")))
+            if tkey not in trace_at:
+                trace_at[tkey] = trace_end
+                arr = read_trace(*tkey).ravel()
+                trace_parts.append(arr)
+                trace_end += len(arr)
+            params[i, k.P_TRACE] = trace_at[tkey]
+            continue
+        ckey = (int(routing[i]), int(codes["experts"][i]), float(codes["zipf_s"][i]),
+                int(codes["hot_experts"][i]), float(codes["hot_share"][i]),
+                int(codes["seed"][i]), int(wkeys[i]))
+        if ckey not in cdf_at:
+            cdf = expert_cdf(*ckey)
+            cdf_at[ckey] = (cdf_end, len(cdf))
+            cdf_parts.append(cdf)
+            cdf_end += len(cdf)
+        params[i, k.P_CDF_START], params[i, k.P_CDF_LEN] = cdf_at[ckey]
+    return (params, costs, chances, np.concatenate(cdf_parts),
+            np.concatenate(trace_parts).astype(np.int64))
+
+
+def results_from_kernel(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.ndarray,
+                        profile: Profile) -> dict[str, np.ndarray]:
+    """Result columns from kernel rows, after checking the invariants every row must hold."""
+    copies = out[:, k.O_COPIES_TOTAL]
+    bad = (out[:, k.O_DELIVERED] != copies) | (out[:, k.O_VIOLATIONS] != 0) | \
+        (out[:, k.O_LATENCY] < out[:, k.O_BOUND])
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise RuntimeError(f"model invariant violated (delivered {out[i, k.O_DELIVERED]:.0f} of "
+                           f"{copies[i]:.0f} copies, {out[i, k.O_VIOLATIONS]:.0f} read before "
+                           f"visible, latency {out[i, k.O_LATENCY]:.0f} < bound "
+                           f"{out[i, k.O_BOUND]:.0f} cycles) at row {i}")
+    clock = profile.values["clock_ghz"] * 1000.0   # cycles per microsecond
+    res: dict[str, np.ndarray] = {}
+    for name, col in _CYCLE_FIELDS.items():
+        res[name] = out[:, col] / clock
+    for name, col in _COUNT_FIELDS.items():
+        res[name] = out[:, col].astype(np.int64)
+    token_bytes = costs[:, 0]
+    res["bytes_per_rank"] = (np.asarray(cols["batch"], dtype=np.int64)
+                             * np.asarray(cols["topk"], dtype=np.int64) * token_bytes)
+    res["bw_gbps"] = res["bytes_per_rank"] / (res["latency_us"] * 1000.0)
+    return {name: res[name] for name in RESULT_NAMES}
+
+
+def simulate_columns(cols: dict[str, np.ndarray], profile: Profile,
+                     threads: int | None = None) -> dict[str, np.ndarray]:
+    """Result columns for resolved parameter columns, through the parallel batch kernel."""
+    import numba
+
+    params, costs, chances, cdf, trace = prepare(cols, profile)
+    out = np.zeros((len(params), k.N_OUT))
+    if threads is not None:
+        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    k._simulate_batch(params, costs, chances, cdf, trace, out)
+    return results_from_kernel(out, cols, costs, profile)
+
+
+def simulate_table(points: pl.DataFrame, profile: Profile,
+                   threads: int | None = None) -> pl.DataFrame:
+    """Every parameter, config_id and every result for each row of `points` (same order)."""
+    cols = {name: points[name].to_numpy() for name in NAMES}
+    res = simulate_columns(cols, profile, threads)
+    frame = points.select(NAMES).with_columns(
+        pl.Series("config_id", stable_id(cols, NAMES), dtype=pl.Int64))
+    return frame.with_columns([pl.Series(f.name, res[f.name],
+                                         dtype=pl.Float64 if f.dtype == "f8" else pl.Int64)
+                               for f in RESULTS])
+
+
+def simulate(config: Config, profile: Profile | None = None, timeline: bool = False) -> dict:
+    """One configuration: a dict of every parameter, config_id and every result.
+
+    With timeline=True, the key "timeline" holds a polars DataFrame with one row per
+    (die, AIV, phase): die, aiv, role, phase, start_us, end_us.
+    """
+    profile = profile or load_profile()
+    cols = {name: np.asarray([v]) for name, v in config.as_dict().items()}
+    params, costs, chances, cdf, trace = prepare(cols, profile)
+    out = np.zeros(k.N_OUT)
+    marks = np.zeros((config.ranks, config.aivs, k.N_MARKS) if timeline else (0, 0, 0),
+                     dtype=np.int64)
+    tr = trace if config.routing is Routing.trace else trace[:0]
+    k._simulate_dispatch(params[0], costs[0], chances[0], cdf[params[0, k.P_CDF_START]:
+                         params[0, k.P_CDF_START] + params[0, k.P_CDF_LEN]], tr, out, marks)
+    res = results_from_kernel(out[None, :], cols, costs, profile)
+    row = {**config.as_dict(), "config_id": config.config_id,
+           **{name: v[0].item() for name, v in res.items()}}
+    if timeline:
+        row["timeline"] = timeline_frame(config, marks, profile)
+    return row
+
+
+def timeline_frame(config: Config, marks: np.ndarray, profile: Profile) -> pl.DataFrame:
+    clock = profile.values["clock_ghz"] * 1000.0
+    rows = {"die": [], "aiv": [], "role": [], "phase": [], "start_us": [], "end_us": []}
+    ubep = config.protocol.name == "ubep"
+    for d in range(config.ranks):
+        for a in range(config.aivs):
+            role = ("cumsum" if a < config.cumsum_aivs else "token") if ubep else "bsp"
+            for x, phase in enumerate(TIMELINE_PHASES[role]):
+                rows["die"].append(d)
+                rows["aiv"].append(a)
+                rows["role"].append(role)
+                rows["phase"].append(phase)
+                rows["start_us"].append(marks[d, a, x] / clock)
+                rows["end_us"].append(marks[d, a, x + 1] / clock)
+    return pl.DataFrame(rows, schema={"die": pl.Int32, "aiv": pl.Int32, "role": pl.Utf8,
+                                      "phase": pl.Utf8, "start_us": pl.Float64,
+                                      "end_us": pl.Float64})
+
+
+__all__ = ["InputError", "PARAMS", "simulate", "simulate_columns", "simulate_table"]

@@ -1,0 +1,403 @@
+"""Sweep grids: a TOML file expanded into a table of resolved configurations.
+
+    [sweep]    name, out, seeds, filter, profile     what to run and where
+    [grid]     parameter = value | [values] | { range = [first, last], step = s | factor = f }
+    [[zip]]    parameters that move together: lists (or ranges) of equal length, one axis
+    [profile]  hardware overrides on top of the base profile
+
+The expansion is the cartesian product of the axes (file order, first axis slowest, the seeds
+innermost), then the filter drops points. Everything is checked before any work: each value with
+`params.coerce`, the cross-parameter rules with `params.check_rules` over whole columns, so a
+million-point grid expands and validates in seconds. Every error is an InputError naming the grid
+file and the key.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import math
+import operator
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from .errors import InputError
+from .params import ENUMS, NAMES, PARAM_BY_NAME, PARAMS, check_rules, coerce
+from .profile import Profile, load_profile
+
+TABLES = ("sweep", "grid", "zip", "profile")
+SWEEP_KEYS = {
+    "name": "the sweep's name (a string), recorded with the results",
+    "out": "the output directory (a string); `--out DIR` overrides it",
+    "seeds": "the replicate seeds: a list of integers or { range = [first, last] }",
+    "filter": "an expression over parameter names that keeps a point, e.g. \"topk <= experts\" "
+              "(or a list of them, all must hold)",
+    "profile": "the base hardware profile: \"cm384\" or a TOML file (relative to the grid file)",
+}
+AXIS_FORMS = ("a value, a list of values, or { range = [first, last] } with an optional "
+              "step = s or factor = f (both ends included)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Grid:
+    """A loaded, validated and expanded grid."""
+
+    path: Path
+    text: str                 # the grid file as written (provenance)
+    name: str
+    out: Path | None          # from [sweep] out; the CLI's --out wins
+    profile: Profile
+    axes: dict[str, int]      # axis label -> number of values, in expansion order
+    product: int              # points in the cartesian product, before the filter
+    points: pl.DataFrame      # resolved points, one column per parameter (enums as pl.Enum)
+
+    @property
+    def size(self) -> int:
+        return self.points.height
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of exactly what gets simulated: the points in order and the resolved profile.
+
+        Two grid files that expand to the same points (comments, key order within a zip group,
+        `out`) are the same sweep; a resumed run must present the same fingerprint.
+        """
+        h = hashlib.sha256(self.profile.to_toml().encode())
+        for name in NAMES:
+            col = self.points[name]
+            h.update(name.encode())
+            if col.dtype == pl.String:
+                h.update("\x00".join(col.to_list()).encode())
+            else:
+                h.update(_codes(name, col).tobytes())
+        return h.hexdigest()
+
+    def batch(self, start: int, stop: int) -> pl.DataFrame:
+        """Points [start, stop) in the form simulate_table takes: enums as their names."""
+        return self.points.slice(start, stop - start).with_columns(
+            pl.col(n).cast(pl.String) for n in ENUMS)
+
+
+def load_grid(path: str | Path) -> Grid:
+    """Read, check and expand a grid file; raises InputError naming the file and the key."""
+    path = Path(path)
+    source = str(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise InputError("GRID", f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise InputError("GRID", f"not valid TOML: {e}", source) from None
+    for table in doc:
+        if table not in TABLES:
+            raise InputError(table, f"unknown table; allowed: {', '.join(TABLES)}", source)
+    sweep = _table(doc, "sweep", source)
+    for key in sweep:
+        if key not in SWEEP_KEYS:
+            raise InputError(f"sweep.{key}", "unknown key; allowed: "
+                             + "; ".join(f"{k} ({h})" for k, h in SWEEP_KEYS.items()), source)
+    name = sweep.get("name")
+    if not isinstance(name, str) or not name:
+        raise InputError("sweep.name", f"expected a non-empty string ({SWEEP_KEYS['name']})",
+                         source)
+    out = sweep.get("out")
+    if out is not None and (not isinstance(out, str) or not out):
+        raise InputError("sweep.out", f"expected a directory name ({SWEEP_KEYS['out']})", source)
+    spec = sweep.get("profile", "cm384")
+    if not isinstance(spec, str):
+        raise InputError("sweep.profile", f"expected a string ({SWEEP_KEYS['profile']})", source)
+    if spec != "cm384":
+        spec = str(path.parent / spec)
+    profile = load_profile(spec, _table(doc, "profile", source), source)
+
+    axes = _axes(doc, sweep, source)
+    filters = sweep.get("filter", [])
+    filters = [filters] if isinstance(filters, str) else filters
+    if not isinstance(filters, list) or not all(isinstance(f, str) for f in filters):
+        raise InputError("sweep.filter", f"expected a string or a list of strings "
+                         f"({SWEEP_KEYS['filter']})", source)
+    filters = [filter_expr(f, source) for f in filters]
+    try:
+        points, product = _expand(axes, profile, filters)
+    except pl.exceptions.PolarsError as e:
+        raise InputError("sweep.filter", f"cannot evaluate: {str(e).splitlines()[0]}; "
+                         f"compare values, e.g. \"topk <= experts\"", source) from None
+    if points.height == 0:
+        raise InputError("sweep.filter", f"keeps none of the {product:,} points", source)
+    _check_points(points, source)
+    return Grid(path, text, name, Path(out) if out else None, profile,
+                {label: len(next(iter(cols.values()))) for label, cols in axes}, product, points)
+
+
+def _table(doc: dict, name: str, source: str) -> dict:
+    t = doc.get(name, {})
+    if not isinstance(t, dict):
+        raise InputError(name, "expected a table ([" + name + "])", source)
+    return t
+
+
+def _axes(doc: dict, sweep: dict, source: str) -> list[tuple[str, dict[str, list]]]:
+    """The axes in expansion order: (label, {parameter: values}); one parameter per [grid] key,
+    several per [[zip]] group, the seeds last."""
+    grid = _table(doc, "grid", source)
+    zips = doc.get("zip", [])
+    if not isinstance(zips, list) or not all(isinstance(z, dict) for z in zips):
+        raise InputError("zip", "expected tables [[zip]], each of parameter = list", source)
+    axes: list[tuple[str, dict[str, list]]] = []
+    owner: dict[str, str] = {}
+
+    def claim(name: str, key: str) -> None:
+        if name == "seed":
+            raise InputError(key, "the seeds are the [sweep] seeds axis; set them there", source)
+        if name not in PARAM_BY_NAME:
+            raise InputError(key, f"unknown parameter; allowed: {', '.join(NAMES)}", source)
+        if name in owner:
+            raise InputError(key, f"{name} is already an axis at {owner[name]}", source)
+        owner[name] = key
+
+    for name, spec in grid.items():
+        key = f"grid.{name}"
+        claim(name, key)
+        values = _values(name, spec, key, source)
+        _check_distinct(values, key, source)
+        axes.append((name, {name: values}))
+    for i, group in enumerate(zips):
+        label = f"zip[{i}]"
+        if len(group) < 2:
+            raise InputError(label, "a zipped group needs two or more parameters", source)
+        cols = {}
+        for name, spec in group.items():
+            key = f"{label}.{name}"
+            claim(name, key)
+            cols[name] = _values(name, spec, key, source, scalar=False)
+        lengths = {n: len(v) for n, v in cols.items()}
+        if len(set(lengths.values())) > 1:
+            raise InputError(label, "zipped lists must have equal lengths; got "
+                             + ", ".join(f"{n} {k}" for n, k in lengths.items()), source)
+        _check_distinct(list(zip(*cols.values())), label, source)
+        axes.append(("+".join(cols), cols))
+    seeds = _values("seed", sweep.get("seeds", [0]), "sweep.seeds", source, scalar=False)
+    _check_distinct(seeds, "sweep.seeds", source)
+    axes.append(("seed", {"seed": seeds}))
+    return axes
+
+
+def _values(name: str, spec: Any, key: str, source: str, scalar: bool = True) -> list:
+    """One parameter's values, each coerced to its type and checked against its bounds."""
+    if isinstance(spec, dict):
+        values = _range(name, spec, key, source)
+    elif isinstance(spec, list):
+        values = spec
+    elif scalar and not isinstance(spec, dict):
+        values = [spec]
+    else:
+        raise InputError(key, f"expected {AXIS_FORMS.replace('a value, ', '')}", source)
+    if not values:
+        raise InputError(key, f"empty axis; expected {AXIS_FORMS}", source)
+    out = []
+    for v in values:
+        if isinstance(v, (list, dict)):
+            raise InputError(key, f"expected {AXIS_FORMS}; got a nested {type(v).__name__}",
+                             source)
+        try:
+            v = coerce(name, v)
+        except InputError as e:
+            raise InputError(key, str(e).removeprefix(f"{name}: "), source) from None
+        out.append(v.name if name in ENUMS else v)
+    return out
+
+
+def _check_distinct(values: list, key: str, source: str) -> None:
+    if len(set(values)) != len(values):
+        seen = set()
+        dup = next(v for v in values if v in seen or seen.add(v))
+        raise InputError(key, f"{dup!r} appears twice; each point must be distinct", source)
+
+
+def _range(name: str, spec: dict, key: str, source: str) -> list:
+    p = PARAM_BY_NAME.get(name)
+    if p is not None and p.kind not in (int, float):
+        raise InputError(key, f"a range needs a numeric parameter; {name} takes a list of "
+                         f"{', '.join(p.choices or ['file names'])}", source)
+    unknown = set(spec) - {"range", "step", "factor"}
+    bounds = spec.get("range")
+    if unknown or not (isinstance(bounds, list) and len(bounds) == 2 and all(
+            _is_number(b) for b in bounds)):
+        raise InputError(key, f"expected {{ range = [first, last] }} with an optional step = s "
+                         f"or factor = f" + (f"; unknown key {sorted(unknown)[0]}" if unknown
+                                              else ""), source)
+    if "step" in spec and "factor" in spec:
+        raise InputError(key, "give step or factor, not both", source)
+    first, last = bounds
+    if "factor" in spec:
+        factor = spec["factor"]
+        if not _is_number(factor) or factor <= 1 or first <= 0:
+            raise InputError(key, "factor must be a number above 1, and the range must start "
+                             "above 0", source)
+        n = int(math.floor(math.log(last / first) / math.log(factor) + 1e-9)) + 1 \
+            if last >= first else 0
+        values = [first * factor ** i for i in range(n)]
+    else:
+        step = spec.get("step", 1)
+        if not _is_number(step) or step <= 0:
+            raise InputError(key, f"step must be a number above 0, got {step!r}", source)
+        n = int(math.floor((last - first) / step + 1e-9)) + 1 if last >= first else 0
+        values = [first + step * i for i in range(n)]
+    if p is not None and p.kind is int:
+        if not all(float(v).is_integer() for v in values):
+            raise InputError(key, f"an integer parameter needs integer range ends and steps, "
+                             f"got {spec!r}", source)
+        return [int(v) for v in values]
+    return [round(float(v), 12) for v in values]
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _expand(axes: list[tuple[str, dict[str, list]]], profile: Profile, filters: list[pl.Expr],
+            chunk: int = 1 << 20) -> tuple[pl.DataFrame, int]:
+    """The cartesian product, filtered, as a frame of resolved points.
+
+    Point i takes value (i // inner) % n of an axis of n values with `inner` points per value;
+    the product is built and filtered a chunk of indices at a time, so memory follows the points
+    kept, not the product.
+    """
+    sizes = [len(next(iter(cols.values()))) for _, cols in axes]
+    product = math.prod(sizes)
+    inners = [math.prod(sizes[i + 1:]) for i in range(len(sizes))]
+    series = [[pl.Series(name, values, _dtype(name)) for name, values in cols.items()]
+              for _, cols in axes]
+    parts = []
+    for lo in range(0, product, chunk):
+        flat = np.arange(lo, min(lo + chunk, product))
+        columns = [s.gather((flat // inner) % n)
+                   for axis, n, inner in zip(series, sizes, inners) for s in axis]
+        part = _resolve(pl.DataFrame(columns), profile)
+        for expr in filters:
+            part = part.filter(expr)
+        parts.append(part)
+    return pl.concat(parts, rechunk=True), product
+
+
+def _dtype(name: str) -> pl.DataType:
+    p = PARAM_BY_NAME[name]
+    if p.choices is not None:
+        return pl.Enum(p.choices)  # the names, stored as small codes
+    return {int: pl.Int64, float: pl.Float64}.get(p.kind, pl.String)
+
+
+def _resolve(frame: pl.DataFrame, profile: Profile) -> pl.DataFrame:
+    """A frame of every parameter: the axes, and defaults elsewhere (experts = ranks, aivs =
+    the profile's)."""
+    defaults = {p.name: p.default for p in PARAMS} | {"aivs": profile.aivs}
+    return frame.with_columns(
+        pl.col("ranks").alias("experts") if name == "experts" and defaults[name] is None
+        else pl.lit(defaults[name], _dtype(name)).alias(name)
+        for name in NAMES if name not in frame.columns).select(NAMES)
+
+
+def _codes(name: str, col: pl.Series) -> np.ndarray:
+    """A column as numpy; enum names as the IntEnum codes the kernels and check_rules use."""
+    if name in ENUMS:
+        values = np.array([ENUMS[name][c].value for c in col.dtype.categories], dtype=np.int64)
+        return values[col.to_physical().to_numpy()]
+    return col.to_numpy()
+
+
+def _check_points(points: pl.DataFrame, source: str) -> None:
+    cols = {}
+    for name in NAMES:
+        cols[name] = _codes(name, points[name])
+    try:
+        check_rules(cols, source)
+    except InputError as e:
+        raise InputError(e.key, str(e).removeprefix(f"{source}: {e.key}: ")
+                         + "; drop such points with a [sweep] filter", source) from None
+
+
+# --- filters: a small expression language turned into a polars expression, never eval'd -------
+
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+           ast.Pow: operator.pow}
+_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
+            ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
+FILTER_SYNTAX = ("parameter names, numbers, quoted enum names, + - * / // % **, comparisons "
+                 "(== != < <= > >=, in [...]), and, or, not, parentheses")
+
+
+def filter_expr(text: str, source: str | None = None) -> pl.Expr:
+    """Parse a filter such as `topk <= experts and (protocol == "ubep" or cumsum_aivs == 4)`."""
+    def fail(message: str) -> InputError:
+        return InputError("sweep.filter", f"{message} in {text!r}; allowed: {FILTER_SYNTAX}",
+                          source)
+
+    try:
+        tree = ast.parse(text, mode="eval").body
+    except SyntaxError as e:
+        raise fail(f"does not parse ({e.msg})") from None
+
+    def enum_of(node: ast.AST) -> str | None:
+        return node.id if isinstance(node, ast.Name) and node.id in ENUMS else None
+
+    def constant(node: ast.AST, enum: str | None) -> Any:
+        if isinstance(node, ast.Constant) and (_is_number(node.value) or
+                                               isinstance(node.value, str)):
+            if enum and node.value not in PARAM_BY_NAME[enum].choices:
+                raise fail(f"{node.value!r} is not a {enum}; choose one of "
+                           f"{', '.join(PARAM_BY_NAME[enum].choices)}")
+            return node.value
+        raise fail(f"unexpected {ast.unparse(node)!r}")
+
+    def build(node: ast.AST, enum: str | None = None) -> pl.Expr:
+        if isinstance(node, ast.Name):
+            if node.id not in PARAM_BY_NAME:
+                raise fail(f"unknown name {node.id!r} (parameters: {', '.join(NAMES)})")
+            return pl.col(node.id)
+        if isinstance(node, ast.Constant):
+            return pl.lit(constant(node, enum))
+        if isinstance(node, ast.BoolOp):
+            parts = [build(v) for v in node.values]
+            combine = operator.and_ if isinstance(node.op, ast.And) else operator.or_
+            out = parts[0]
+            for p in parts[1:]:
+                out = combine(out, p)
+            return out
+        if isinstance(node, ast.UnaryOp):
+            inner = build(node.operand)
+            if isinstance(node.op, ast.Not):
+                return ~inner
+            if isinstance(node.op, ast.USub):
+                return -inner
+            if isinstance(node.op, ast.UAdd):
+                return inner
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            return _BINARY[type(node.op)](build(node.left), build(node.right))
+        if isinstance(node, ast.Compare):
+            out = None
+            left = node.left
+            for op, right in zip(node.ops, node.comparators):
+                enum = enum_of(left) or enum_of(right)
+                if isinstance(op, (ast.In, ast.NotIn)):
+                    if not isinstance(right, (ast.List, ast.Tuple)):
+                        raise fail("`in` needs a list such as [\"sw\", \"sp\"]")
+                    term = build(left).is_in([constant(e, enum) for e in right.elts])
+                    term = ~term if isinstance(op, ast.NotIn) else term
+                elif type(op) in _COMPARE:
+                    term = _COMPARE[type(op)](build(left, enum), build(right, enum))
+                else:
+                    raise fail(f"unsupported comparison {type(op).__name__}")
+                out = term if out is None else out & term
+                left = right
+            return out
+        raise fail(f"unexpected {ast.unparse(node)!r}")
+
+    return build(tree)
