@@ -1,0 +1,295 @@
+"""The sweep engine: a grid's points, in batches through the parallel kernel, into Parquet.
+
+A dataset is a directory of parts `part-FIRST-STOP.parquet`, each holding the rows of points
+[FIRST, STOP) of the grid's expansion (one row per configuration: every parameter, `config_id`,
+every result) and carrying its provenance in the file metadata. A part is written to a hidden
+temporary file and renamed into place, so it is either complete or absent, whatever kills the
+run. Resuming reads the parts' metadata, checks they come from the same grid (its fingerprint:
+the points in order and the resolved hardware profile) and simulates only the points no part
+holds. Batches run in this process (`simulate_table` with `threads` Numba threads) or on a Dask
+cluster, whose workers return frames that this process writes: workers need no shared disk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import os
+import re
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from . import __version__
+from .errors import InputError
+from .grid import Grid
+from .params import NAMES
+from .profile import Profile
+from .results import RESULT_NAMES
+
+COLUMNS = (*NAMES, "config_id", *RESULT_NAMES)
+PART = re.compile(r"part-(\d+)-(\d+)\.parquet")
+META = "ubepsim."
+# One row group per part: large enough for polars.scan_parquet to read fast and prune by
+# statistics, small enough that a run killed mid-part loses little work.
+PART_ROWS = 65536
+BATCH_ROWS = 1024
+
+
+@dataclasses.dataclass
+class Summary:
+    points: int             # configurations in the grid
+    done_before: int        # rows already present (resume)
+    simulated: int = 0
+    parts: int = 0
+    seconds: float = 0.0    # wall time of the run
+    simulate_s: float = 0.0  # waiting for batches
+    write_s: float = 0.0     # writing parts
+
+
+def scan(dataset: str | Path) -> pl.LazyFrame:
+    """A results dataset as a LazyFrame: a sweep's directory, a Parquet file or a glob."""
+    path = Path(dataset)
+    if path.is_dir():
+        if not any(path.glob("*.parquet")):
+            raise InputError("DATASET", f"{path} holds no Parquet files")
+        return pl.scan_parquet(path / "*.parquet")
+    if path.is_file() or any(c in str(dataset) for c in "*?["):
+        return pl.scan_parquet(dataset)
+    raise InputError("DATASET", f"{dataset} does not exist; give a sweep's output directory, "
+                     f"a Parquet file or a glob")
+
+
+def provenance(part: str | Path) -> dict[str, str]:
+    """The ubepsim.* metadata of one part file (version, grid text, profile, ...)."""
+    meta = pq.read_schema(part).metadata or {}
+    return {k.decode().removeprefix(META): v.decode() for k, v in meta.items()
+            if k.startswith(META.encode())}
+
+
+def part_name(first: int, stop: int) -> str:
+    return f"part-{first:09d}-{stop:09d}.parquet"
+
+
+def metadata(grid: Grid) -> dict[str, str]:
+    """Provenance every part carries (Parquet key-value metadata)."""
+    return {META + "version": __version__, META + "sweep": grid.name,
+            META + "grid_file": str(grid.path), META + "grid": grid.text,
+            META + "profile": grid.profile.to_toml(), META + "fingerprint": grid.fingerprint,
+            META + "points": str(grid.size)}
+
+
+def existing_parts(out: Path, fingerprint: str) -> list[tuple[int, int]]:
+    """The point ranges the parts in `out` hold; refuses a directory of another grid's results.
+
+    Read-only: called before anything is created.
+    """
+    if not out.exists():
+        return []
+    if not out.is_dir():
+        raise InputError("--out", f"{out} exists and is not a directory")
+    ranges = []
+    for path in sorted(out.glob("*.parquet")):
+        if not PART.fullmatch(path.name):
+            raise InputError("--out", f"{out} holds Parquet files that are not parts of a sweep "
+                             f"({path.name}); choose a new or empty directory")
+        meta = provenance(path)
+        if meta.get("fingerprint") != fingerprint:
+            raise InputError("--out", f"{out} holds the results of another grid "
+                             f"({meta.get('sweep', 'unknown')!r}, from "
+                             f"{meta.get('grid_file', 'an unknown file')}); "
+                             f"choose another directory or delete this one")
+        if meta.get("version") != __version__:
+            raise InputError("--out", f"{out} was written by ubepsim {meta.get('version')}, "
+                             f"this is {__version__}; its rows may differ: choose another "
+                             f"directory or delete this one")
+        ranges.append((int(meta["first"]), int(meta["stop"])))
+    ranges.sort()
+    for (_, stop), (first, _) in zip(ranges, ranges[1:]):
+        if first < stop:
+            raise InputError("--out", f"{out} holds overlapping parts (at point {first}); "
+                             f"delete the directory and run again")
+    return ranges
+
+
+def missing(done: list[tuple[int, int]], points: int, part_rows: int) -> list[tuple[int, int]]:
+    """Parts still to write: the points no done range holds, cut at multiples of part_rows."""
+    todo, at = [], 0
+    for first, stop in [*done, (points, points)]:
+        for a in range(at, first, part_rows):
+            todo.append((a, min(first, (a // part_rows + 1) * part_rows)))
+        at = max(at, stop)
+    return todo
+
+
+def batches(parts: list[tuple[int, int]], batch_rows: int) -> Iterator[tuple[int, int]]:
+    """Each part cut into batches of at most batch_rows points."""
+    for first, stop in parts:
+        for a in range(first, stop, batch_rows):
+            yield a, min(stop, a + batch_rows)
+
+
+def simulate_batch(points: pl.DataFrame, profile: Profile, threads: int | None) -> pl.DataFrame:
+    """One batch through the model (also the task Dask workers run)."""
+    from .model import simulate_table
+
+    return simulate_table(points, profile, threads=threads)
+
+
+def run_local(grid: Grid, work: Iterable[tuple[int, int]], threads: int | None
+              ) -> Iterator[tuple[int, pl.DataFrame]]:
+    for first, stop in work:
+        yield first, simulate_batch(grid.batch(first, stop), grid.profile, threads)
+
+
+def local_workers(scheduler: str) -> int | None:
+    """N for `local:N` (a local cluster of N worker processes), None for a scheduler address."""
+    if not scheduler.startswith("local:"):
+        return None
+    n = scheduler.removeprefix("local:")
+    if not n.isdigit() or int(n) < 1:
+        raise InputError("--scheduler", f"local:N needs a number of workers >= 1, got {n!r}")
+    return int(n)
+
+
+def run_dask(grid: Grid, work: Iterable[tuple[int, int]], scheduler: str, threads: int | None
+             ) -> Iterator[tuple[int, pl.DataFrame]]:
+    """Batches on a Dask cluster, a bounded number in flight; results as they complete."""
+    from distributed import Client, LocalCluster, as_completed
+
+    n = local_workers(scheduler)
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                           dashboard_address=None) if n else None
+    try:
+        try:
+            client = Client(cluster or scheduler, timeout="20s")
+        except OSError as e:
+            raise InputError("--scheduler", f"cannot reach a Dask scheduler at {scheduler}: "
+                             f"{e}") from None
+        try:
+            window = 2 * max(1, sum(client.nthreads().values()))
+            work = iter(work)
+            pending = as_completed()
+            first_of = {}
+
+            def submit() -> bool:
+                batch = next(work, None)
+                if batch is None:
+                    return False
+                future = client.submit(simulate_batch, grid.batch(*batch), grid.profile, threads,
+                                       pure=False)
+                first_of[future.key] = batch[0]
+                pending.add(future)
+                return True
+
+            for _ in range(window):
+                if not submit():
+                    break
+            for future in pending:
+                frame = future.result()
+                yield first_of.pop(future.key), frame
+                future.release()
+                submit()
+        finally:
+            client.close()
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def write_part(out: Path, first: int, stop: int, frame: pl.DataFrame,
+               meta: dict[str, str]) -> None:
+    """Write points [first, stop) as one part: a temporary file, synced, then renamed."""
+    table = frame.select(COLUMNS).to_arrow()
+    table = table.replace_schema_metadata({**meta, META + "first": str(first),
+                                           META + "stop": str(stop)})
+    tmp = out / f".{part_name(first, stop)}.tmp"
+    with open(tmp, "wb") as f:
+        pq.write_table(table, f, row_group_size=max(1, frame.height), compression="zstd")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, out / part_name(first, stop))
+
+
+def run_sweep(grid: Grid, out: Path, *, resume: bool = False, threads: int | None = None,
+              batch_rows: int = BATCH_ROWS, part_rows: int = PART_ROWS,
+              scheduler: str | None = None, progress: bool = False) -> Summary:
+    """Simulate the grid's points that `out` lacks and write them as parts."""
+    started = time.perf_counter()
+    if scheduler:
+        local_workers(scheduler)  # a malformed local:N stops here, before anything is written
+    fingerprint = grid.fingerprint
+    done = existing_parts(out, fingerprint)
+    if done and not resume:
+        have = sum(b - a for a, b in done)
+        raise InputError("--out", f"{out} already holds {have:,} of the {grid.size:,} rows of "
+                         f"this grid; add --resume to finish it, or choose another directory")
+    out.mkdir(parents=True, exist_ok=True)
+    with _lock(out):
+        for tmp in out.glob(".part-*.parquet.tmp"):  # left by a run that was killed
+            tmp.unlink()
+        done = existing_parts(out, fingerprint)
+        summary = Summary(grid.size, sum(b - a for a, b in done))
+        parts = missing(done, grid.size, part_rows)
+        work = batches(parts, batch_rows)
+        results = (run_dask(grid, work, scheduler, threads) if scheduler
+                   else run_local(grid, work, threads))
+        meta = metadata(grid)
+        part_of = {a: part for part in parts for a in range(*part, batch_rows)}
+        pending: dict[int, pl.DataFrame] = {}
+        bar = _progress(grid, summary.done_before, progress)
+        try:
+            waited = time.perf_counter()
+            for first, frame in results:
+                summary.simulate_s += time.perf_counter() - waited
+                pending[first] = frame
+                bar.update(frame.height)
+                part = part_of[first]
+                starts = range(*part, batch_rows)
+                if all(a in pending for a in starts):
+                    t = time.perf_counter()
+                    frame = pl.concat([pending.pop(a) for a in starts])
+                    if frame.height != part[1] - part[0]:
+                        raise RuntimeError(f"the model returned {frame.height} rows for "
+                                           f"points [{part[0]}, {part[1]})")
+                    write_part(out, *part, frame, meta)
+                    summary.write_s += time.perf_counter() - t
+                    summary.simulated += frame.height
+                    summary.parts += 1
+                waited = time.perf_counter()
+        finally:
+            bar.close()
+            results.close()
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+class _lock:
+    """An exclusive lock on `out` for the run (released by the kernel if the process dies)."""
+
+    def __init__(self, out: Path):
+        self.path = out / ".lock"
+
+    def __enter__(self):
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            raise InputError("--out", f"another sweep is writing into {self.path.parent}") \
+                from None
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def _progress(grid: Grid, done: int, show: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=grid.size, initial=done, desc=grid.name, unit="cfg", unit_scale=True,
+                smoothing=0.05, dynamic_ncols=True, disable=not show)
