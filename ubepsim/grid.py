@@ -298,10 +298,12 @@ def _resolve(frame: pl.DataFrame, profile: Profile) -> pl.DataFrame:
     """A frame of every parameter: the axes, and defaults elsewhere (experts = ranks, aivs =
     the profile's)."""
     defaults = {p.name: p.default for p in PARAMS} | {"aivs": profile.aivs}
-    return frame.with_columns(
-        pl.col("ranks").alias("experts") if name == "experts" and defaults[name] is None
-        else pl.lit(defaults[name], _dtype(name)).alias(name)
-        for name in NAMES if name not in frame.columns).select(NAMES)
+    frame = frame.with_columns(pl.lit(defaults[name], _dtype(name)).alias(name)
+                               for name in NAMES if name not in frame.columns
+                               and name != "experts")
+    if "experts" not in frame.columns:
+        frame = frame.with_columns(experts=pl.col("ranks"))
+    return frame.select(NAMES)
 
 
 def _codes(name: str, col: pl.Series) -> np.ndarray:

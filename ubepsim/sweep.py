@@ -119,8 +119,10 @@ def missing(done: list[tuple[int, int]], points: int, part_rows: int) -> list[tu
     """Parts still to write: the points no done range holds, cut at multiples of part_rows."""
     todo, at = [], 0
     for first, stop in [*done, (points, points)]:
-        for a in range(at, first, part_rows):
-            todo.append((a, min(first, (a // part_rows + 1) * part_rows)))
+        while at < first:
+            cut = min(first, (at // part_rows + 1) * part_rows)
+            todo.append((at, cut))
+            at = cut
         at = max(at, stop)
     return todo
 

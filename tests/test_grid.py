@@ -1,0 +1,202 @@
+"""Grid files: expansion, ranges, zipped groups, filters, and every kind of error."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from conftest import TINY_GRID, TINY_SIZE, write_grid
+from ubepsim.errors import InputError
+from ubepsim.grid import filter_expr, load_grid
+from ubepsim.params import NAMES
+
+SWEEPS = Path(__file__).resolve().parent.parent / "sweeps"
+
+
+def grid_of(tmp_path: Path, body: str, sweep: str = 'name = "t"\n') -> Path:
+    return write_grid(tmp_path, f"[sweep]\n{sweep}\n{body}")
+
+
+def test_expansion_is_the_product_in_file_order_seeds_innermost(tmp_path):
+    g = load_grid(grid_of(tmp_path, """
+        [grid]
+        batch = [8, 16]
+        protocol = ["bsp", "ubep"]
+        """, 'name = "t"\nseeds = [5, 6, 7]'))
+    assert g.product == g.size == 12
+    assert g.axes == {"batch": 2, "protocol": 2, "seed": 3}
+    assert g.points.columns == list(NAMES)
+    assert g.points["batch"].to_list() == [8] * 6 + [16] * 6
+    assert g.points["protocol"].cast(pl.String).to_list()[:6] == ["bsp"] * 3 + ["ubep"] * 3
+    assert g.points["seed"].to_list() == [5, 6, 7] * 4
+
+
+def test_unset_parameters_take_defaults_experts_follow_ranks_aivs_the_profile(tmp_path):
+    g = load_grid(grid_of(tmp_path, """
+        [grid]
+        ranks = [16, 32]
+        [profile]
+        aivs = 24
+        """))
+    row = g.batch(0, 2).to_dicts()
+    assert [r["experts"] for r in row] == [16, 32]
+    assert {r["aivs"] for r in row} == {24}
+    assert {r["sync"] for r in row} == {"sp"} and {r["trace"] for r in row} == {""}
+    assert g.profile.aivs == 24
+
+
+def test_ranges_include_both_ends_with_steps_and_factors(tmp_path):
+    g = load_grid(grid_of(tmp_path, """
+        [grid]
+        cumsum_aivs = { range = [1, 16] }
+        batch = { range = [8, 128], factor = 2 }
+        hidden = { range = [64, 256], step = 64 }
+        hot_share = { range = [0.1, 0.3], step = 0.1 }
+        """))
+    assert g.axes == {"cumsum_aivs": 16, "batch": 5, "hidden": 4, "hot_share": 3, "seed": 1}
+    assert g.points["batch"].unique().sort().to_list() == [8, 16, 32, 64, 128]
+    assert g.points["hidden"].unique().sort().to_list() == [64, 128, 192, 256]
+    assert g.points["hot_share"].unique().sort().to_list() == [0.1, 0.2, 0.3]
+
+
+def test_zipped_parameters_move_together(tmp_path):
+    g = load_grid(grid_of(tmp_path, """
+        [grid]
+        batch = [8, 16]
+        [[zip]]
+        ranks = [16, 32, 64]
+        experts = [32, 64, 128]
+        """))
+    assert g.axes == {"batch": 2, "ranks+experts": 3, "seed": 1}
+    assert (g.points["experts"] == 2 * g.points["ranks"]).all()
+
+
+@pytest.mark.parametrize("expr, kept", [
+    ("topk <= experts", 6),
+    ("protocol == 'ubep' and topk > 1", 2),
+    ("sync in ['sw', 'sp'] or not topk < 8", 6),
+    ("experts % ranks == 0 and 2 <= topk * 2 < 8", 4),
+    ("-topk + 4 >= ranks // 2 ** 1", 4),
+])
+def test_filters_drop_points(tmp_path, expr, kept):
+    g = load_grid(grid_of(tmp_path, """
+        [grid]
+        ranks = [4]
+        experts = [4]
+        topk = [1, 2, 4]
+        protocol = ["bsp", "ubep"]
+        sync = "sw"
+        """, f'name = "t"\nfilter = "{expr}"\n'))
+    assert g.size == kept and g.product == 6
+
+
+def test_a_million_point_grid_expands_and_validates_in_seconds():
+    started = time.perf_counter()
+    g = load_grid(SWEEPS / "million.toml")
+    assert time.perf_counter() - started < 10
+    assert g.size >= 1_000_000
+    p = g.points
+    assert (p["batch"].min(), p["batch"].max()) == (8, 128)
+    assert (p["topk"].min(), p["topk"].max()) == (1, 8)
+    assert (p["ranks"].min(), p["ranks"].max()) == (16, 256)
+    assert sorted((p["experts"] // p["ranks"]).unique()) == [1, 2, 3, 4]
+    assert (p["cumsum_aivs"].min(), p["cumsum_aivs"].max()) == (1, 16)
+    for name, n in (("protocol", 2), ("sync", 4), ("schedule", 3)):
+        assert p[name].n_unique() == n
+    assert p["seed"].n_unique() > 1
+    assert p.select(NAMES).is_duplicated().sum() == 0
+
+
+@pytest.mark.parametrize("path", sorted(SWEEPS.glob("*.toml")), ids=lambda p: p.name)
+def test_every_ready_grid_loads(path):
+    g = load_grid(path)
+    assert g.size > 0 and g.out is not None
+
+
+def test_fingerprint_follows_the_points_not_the_text(tmp_path):
+    a = load_grid(write_grid(tmp_path, TINY_GRID, "a.toml"))
+    b = load_grid(write_grid(tmp_path, "# a comment\n" + TINY_GRID.replace(
+        'out = "tiny-results"', 'out = "elsewhere"'), "b.toml"))
+    c = load_grid(write_grid(tmp_path, TINY_GRID.replace("seeds = [0, 1]", "seeds = [0, 2]"),
+                             "c.toml"))
+    assert a.size == TINY_SIZE
+    assert a.fingerprint == b.fingerprint != c.fingerprint
+
+
+BAD = [
+    # (grid body, key named in the error, a fragment of the message)
+    ("[grid]\nbatch = [8]\n[extra]\n", "extra", "allowed: sweep, grid, zip, profile"),
+    ("[grid]\nbatchsize = [8]\n", "grid.batchsize", "unknown parameter; allowed: ranks"),
+    ("[grid]\nbatch = ['8']\n", "grid.batch", "expected an integer"),
+    ("[grid]\nbatch = []\n", "grid.batch", "empty axis"),
+    ("[grid]\nbatch = { range = [16, 8] }\n", "grid.batch", "empty axis"),
+    ("[grid]\nbatch = { range = [8] }\n", "grid.batch", "range = [first, last]"),
+    ("[grid]\nbatch = { range = [8, 16], stride = 2 }\n", "grid.batch", "unknown key stride"),
+    ("[grid]\nbatch = { range = [8, 16], step = 0.5 }\n", "grid.batch", "integer range"),
+    ("[grid]\nsync = { range = [1, 2] }\n", "grid.sync", "sw, tff, dc, sp"),
+    ("[grid]\nsync = ['sw', 'xx']\n", "grid.sync", "choose one of sw, tff, dc, sp"),
+    ("[grid]\nbatch = [8, 8]\n", "grid.batch", "appears twice"),
+    ("[grid]\nbatch = [0]\n", "grid.batch", "below the minimum 1"),
+    ("[grid]\nbatch = [[8]]\n", "grid.batch", "nested list"),
+    ("[grid]\nseed = [1, 2]\n", "grid.seed", "[sweep] seeds"),
+    ("[grid]\nranks = [4]\n[[zip]]\nranks = [8]\nexperts = [8]\n", "zip[0].ranks",
+     "already an axis at grid.ranks"),
+    ("[[zip]]\nranks = [4, 8]\nexperts = [8]\n", "zip[0]", "equal lengths"),
+    ("[[zip]]\nranks = [4, 4]\nexperts = [8, 8]\n", "zip[0]", "appears twice"),
+    ("[[zip]]\nranks = [4]\n", "zip[0]", "two or more"),
+    ("[grid]\nranks = [4]\ntopk = [8]\n", "topk", "exceeds experts (4); a token's experts"),
+    ("[grid]\naivs = 8\ncumsum_aivs = [4, 8]\n", "cumsum_aivs", "must be below aivs"),
+    ("[profile]\nwarp_size = 32\n", "profile.warp_size", "unknown hardware key; allowed"),
+    ("[profile]\naivs = 'many'\n", "profile.aivs", "expected an integer"),
+]
+BAD_SWEEP = [
+    ('name = "t"\nseeds = []\n', "sweep.seeds", "empty axis"),
+    ('name = "t"\nseeds = 3\n', "sweep.seeds", "expected a list"),
+    ('name = "t"\nworkers = 3\n', "sweep.workers", "unknown key; allowed: name"),
+    ('out = "x"\n', "sweep.name", "non-empty string"),
+    ('name = "t"\nfilter = "topk <="\n', "sweep.filter", "does not parse"),
+    ('name = "t"\nfilter = "topk <= k"\n', "sweep.filter", "unknown name 'k'"),
+    ('name = "t"\nfilter = "protocol == \'upep\'"\n', "sweep.filter", "choose one of bsp, ubep"),
+    ('name = "t"\nfilter = "__import__(\'os\').getpid() > 0"\n', "sweep.filter", "unexpected"),
+    ('name = "t"\nfilter = "ranks.bit_length() > 0"\n', "sweep.filter", "unexpected"),
+    ('name = "t"\nfilter = "topk + 1"\n', "sweep.filter", "cannot evaluate"),
+    ('name = "t"\nfilter = "topk > 100"\n', "sweep.filter", "keeps none of the 1 points"),
+    ('name = "t"\nfilter = 3\n', "sweep.filter", "a string or a list of strings"),
+    ('name = "t"\nprofile = "nowhere.toml"\n', "profile", "cannot read"),
+]
+
+
+@pytest.mark.parametrize("body, key, fragment", BAD)
+def test_grid_errors_name_the_file_and_key(tmp_path, body, key, fragment):
+    path = grid_of(tmp_path, body)
+    with pytest.raises(InputError) as e:
+        load_grid(path)
+    assert e.value.key == key
+    assert str(e.value).startswith(f"{path}: {key}: ")
+    assert fragment in str(e.value)
+
+
+@pytest.mark.parametrize("sweep, key, fragment", BAD_SWEEP)
+def test_sweep_table_errors_name_the_file_and_key(tmp_path, sweep, key, fragment):
+    path = grid_of(tmp_path, "", sweep)
+    with pytest.raises(InputError) as e:
+        load_grid(path)
+    assert e.value.key == key and str(path) in str(e.value)
+    assert fragment in str(e.value)
+
+
+def test_unreadable_or_invalid_toml(tmp_path):
+    with pytest.raises(InputError, match="cannot read"):
+        load_grid(tmp_path / "absent.toml")
+    with pytest.raises(InputError, match="not valid TOML"):
+        load_grid(write_grid(tmp_path, "[sweep\n"))
+
+
+def test_filter_is_never_evaluated_as_python():
+    for text in ("open('x')", "[x for x in ()]", "lambda: 1", "ranks if 1 else 2", "a.b",
+                 "{1: 2}", "ranks[0]"):
+        with pytest.raises(InputError):
+            filter_expr(text)

@@ -1,0 +1,213 @@
+"""`ubepsim sweep` end to end: the dataset it writes, refusals, resume after SIGKILL,
+determinism across workers and batching, and a real Dask cluster."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import TINY_GRID, TINY_SIZE, read_rows, run_cli, write_grid
+from ubepsim import __version__
+from ubepsim.grid import load_grid
+from ubepsim.model import simulate_table
+from ubepsim.params import NAMES
+from ubepsim.results import RESULT_NAMES
+from ubepsim.sweep import provenance, run_sweep
+
+
+def parts(out: Path) -> list[Path]:
+    return sorted(out.glob("part-*.parquet"))
+
+
+def test_sweep_writes_one_row_per_configuration_with_every_parameter_and_result(
+        tiny_grid, tmp_path):
+    out = tmp_path / "out"
+    code, stdout, stderr = run_cli("sweep", tiny_grid, "--out", out, "--part-rows", 100)
+    assert code == 0, stderr
+    assert stdout.splitlines()[0] == ("tiny: 576 points (2 batch x 2 topk x 2 hidden x 3 "
+                                      "cumsum_aivs x 2 protocol x 2 sync x 3 ranks+experts x "
+                                      f"2 seed); the filter keeps {TINY_SIZE}")
+    assert "cfg/s" not in stderr  # no progress bar when stderr is not a terminal
+    rows = pl.scan_parquet(out / "*.parquet").collect()
+    assert rows.columns == [*NAMES, "config_id", *RESULT_NAMES]
+    assert rows.height == TINY_SIZE and rows["config_id"].n_unique() == TINY_SIZE
+    assert rows["config_id"].dtype == pl.Int64 and rows["protocol"].dtype == pl.String
+    # The rows are the model's answer for the grid's points, whatever the batching.
+    grid = load_grid(tiny_grid)
+    direct = simulate_table(grid.batch(0, grid.size), grid.profile)
+    assert rows.sort("config_id").equals(direct.sort("config_id"))
+    # Parts of at most --part-rows points, one row group each.
+    sizes = [pq.ParquetFile(p).metadata.num_rows for p in parts(out)]
+    assert sizes == [100, 100, 100, TINY_SIZE - 300]
+    assert all(pq.ParquetFile(p).metadata.num_row_groups == 1 for p in parts(out))
+
+
+def test_parts_carry_their_provenance(tiny_grid, tmp_path):
+    out = tmp_path / "out"
+    assert run_cli("sweep", tiny_grid, "--out", out, "-q")[0] == 0
+    meta = provenance(parts(out)[0])
+    grid = load_grid(tiny_grid)
+    assert meta["version"] == __version__
+    assert meta["grid"] == tiny_grid.read_text()
+    assert meta["profile"] == grid.profile.to_toml()
+    assert meta["sweep"] == "tiny" and meta["points"] == str(TINY_SIZE)
+    assert pl.read_parquet_metadata(parts(out)[0])["ubepsim.fingerprint"] == grid.fingerprint
+
+
+def test_out_in_the_grid_is_relative_to_the_working_directory_and_dry_run_writes_nothing(
+        tiny_grid, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, stdout, _ = run_cli("sweep", tiny_grid, "--dry-run")
+    assert code == 0 and f"the filter keeps {TINY_SIZE}" in stdout
+    assert not (tmp_path / "tiny-results").exists()
+    assert run_cli("sweep", tiny_grid, "-q")[0] == 0
+    assert read_rows(tmp_path / "tiny-results").height == TINY_SIZE
+
+
+def test_progress_bar_counts_configurations(tiny_grid, tmp_path, capsys):
+    run_sweep(load_grid(tiny_grid), tmp_path / "out", progress=True)
+    err = capsys.readouterr().err
+    assert f"{TINY_SIZE}/{TINY_SIZE}" in err and "cfg/s" in err
+
+
+def test_bad_grid_exits_2_before_creating_anything(tmp_path):
+    grid = write_grid(tmp_path, TINY_GRID.replace("aivs = 8", "aivs = 3"))
+    out = tmp_path / "out"
+    code, stdout, stderr = run_cli("sweep", grid, "--out", out)
+    assert code == 2 and stdout == ""
+    assert stderr.startswith(f"error: {grid}: cumsum_aivs: 3 must be below aivs (3)")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args, key", [
+    (("--workers", 0), "--workers"),
+    (("--workers", 4096), "--workers"),
+    (("--batch-size", 0), "--batch-size"),
+    (("--scheduler", "local:x"), "--scheduler"),
+])
+def test_bad_options_exit_2(tiny_grid, tmp_path, args, key):
+    code, _, stderr = run_cli("sweep", tiny_grid, "--out", tmp_path / "out", *args)
+    assert code == 2 and key in stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_grid_without_out_needs_the_flag(tmp_path):
+    grid = write_grid(tmp_path, TINY_GRID.replace('out = "tiny-results"\n', ""))
+    code, _, stderr = run_cli("sweep", grid)
+    assert code == 2 and "--out" in stderr
+
+
+def test_another_grids_directory_is_refused_and_left_alone(tiny_grid, tmp_path):
+    out = tmp_path / "out"
+    assert run_cli("sweep", tiny_grid, "--out", out, "-q")[0] == 0
+    before = {p.name: p.stat().st_mtime_ns for p in parts(out)}
+    other = write_grid(tmp_path, TINY_GRID.replace("seeds = [0, 1]", "seeds = [7]"), "other.toml")
+    for extra in ((), ("--resume",)):
+        code, _, stderr = run_cli("sweep", other, "--out", out, *extra)
+        assert code == 2 and "holds the results of another grid ('tiny'" in stderr
+    assert {p.name: p.stat().st_mtime_ns for p in parts(out)} == before
+
+
+def test_a_finished_sweep_needs_resume_and_then_does_nothing(tiny_grid, tmp_path):
+    out = tmp_path / "out"
+    assert run_cli("sweep", tiny_grid, "--out", out, "-q")[0] == 0
+    code, _, stderr = run_cli("sweep", tiny_grid, "--out", out)
+    assert code == 2 and f"already holds {TINY_SIZE} of the {TINY_SIZE} rows" in stderr
+    code, stdout, _ = run_cli("sweep", tiny_grid, "--out", out, "--resume", "-q")
+    assert code == 0 and "simulated 0 " in stdout
+    assert read_rows(out).height == TINY_SIZE
+
+
+def test_foreign_parquet_and_a_running_sweep_are_refused(tiny_grid, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    pl.DataFrame({"x": [1]}).write_parquet(out / "mine.parquet")
+    code, _, stderr = run_cli("sweep", tiny_grid, "--out", out)
+    assert code == 2 and "not parts of a sweep (mine.parquet)" in stderr
+    (out / "mine.parquet").unlink()
+    with open(out / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        code, _, stderr = run_cli("sweep", tiny_grid, "--out", out)
+    assert code == 2 and "another sweep is writing" in stderr
+    assert not parts(out)
+
+
+def test_resume_fills_the_gaps_and_drops_half_written_parts(tiny_grid, tmp_path):
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert run_cli("sweep", tiny_grid, "--out", ref, "-q")[0] == 0
+    assert run_cli("sweep", tiny_grid, "--out", out, "--part-rows", 50, "-q")[0] == 0
+    for p in parts(out)[1::3]:
+        p.unlink()
+    stale = out / ".part-000000050-000000100.parquet.tmp"
+    stale.write_bytes(b"PAR1 half a part")
+    assert read_rows(out).height < TINY_SIZE  # the stale file is never read as data
+    code, stdout, _ = run_cli("sweep", tiny_grid, "--out", out, "--resume", "--part-rows", 64,
+                              "-q")
+    assert code == 0 and "were there already" in stdout
+    assert not stale.exists()
+    assert read_rows(out).equals(read_rows(ref))
+
+
+KILL_GRID = TINY_GRID.replace("seeds = [0, 1]", "seeds = { range = [0, 7] }")
+KILL_SIZE = TINY_SIZE * 4
+
+
+def test_sigkill_at_any_moment_then_resume_gives_the_uninterrupted_rows(tmp_path):
+    grid = write_grid(tmp_path, KILL_GRID)
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert run_cli("sweep", grid, "--out", ref, "-q")[0] == 0
+    cmd = [sys.executable, "-c", "from ubepsim.cli import entry; entry()", "sweep", str(grid),
+           "--out", str(out), "--part-rows", "32", "--batch-size", "8", "--workers", "1", "-q"]
+    partial = []
+    for delay in (0.0, 0.05, 0.2):
+        before = len(parts(out)) if out.exists() else 0
+        proc = subprocess.Popen(cmd + (["--resume"] if before else []),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while (proc.poll() is None and time.monotonic() < deadline
+               and (not out.exists() or len(parts(out)) <= before)):
+            time.sleep(0.005)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert proc.returncode in (-signal.SIGKILL, 0), proc.stderr.read().decode()
+        partial.append(read_rows(out).height)
+    assert 0 < partial[0] < KILL_SIZE  # the first kill really interrupted the sweep
+    assert run_cli("sweep", grid, "--out", out, "--resume", "-q")[0] == 0
+    rows = read_rows(out)
+    assert rows.height == KILL_SIZE and rows["config_id"].n_unique() == KILL_SIZE
+    assert rows.equals(read_rows(ref))
+    assert not list(out.glob(".*.tmp"))
+
+
+def test_rows_do_not_depend_on_workers_batch_size_or_parts(tiny_grid, tmp_path):
+    runs = [("--workers", 1, "--batch-size", 7, "--part-rows", 50),
+            ("--workers", 2, "--batch-size", 1000),
+            ("--workers", 2, "--batch-size", 64, "--part-rows", 100)]
+    datasets = []
+    for i, args in enumerate(runs):
+        out = tmp_path / f"run{i}"
+        assert run_cli("sweep", tiny_grid, "--out", out, "-q", *args)[0] == 0
+        datasets.append(read_rows(out))
+    assert datasets[0].height == TINY_SIZE
+    assert all(d.equals(datasets[0]) for d in datasets[1:])
+    assert len(parts(tmp_path / "run0")) != len(parts(tmp_path / "run1"))
+
+
+def test_a_local_dask_cluster_gives_the_single_machine_rows(tiny_grid, tmp_path):
+    local, dask = tmp_path / "local", tmp_path / "dask"
+    assert run_cli("sweep", tiny_grid, "--out", local, "-q")[0] == 0
+    code, _, stderr = run_cli("sweep", tiny_grid, "--out", dask, "--scheduler", "local:2",
+                              "--batch-size", 32, "--part-rows", 100, "-q")
+    assert code == 0, stderr
+    assert read_rows(dask).equals(read_rows(local))
+    assert os.path.exists(dask / "part-000000000-000000100.parquet")
