@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from conftest import TINY_GRID, TINY_SIZE, write_grid
+from conftest import TINY_GRID, TINY_SIZE, run_cli, write_grid
 from ubepsim.errors import InputError
 from ubepsim.grid import filter_expr, load_grid
 from ubepsim.params import NAMES
@@ -200,3 +201,12 @@ def test_filter_is_never_evaluated_as_python():
                  "{1: 2}", "ranks[0]"):
         with pytest.raises(InputError):
             filter_expr(text)
+
+
+def test_the_documented_example_is_complete_and_its_size_is_as_documented(tmp_path):
+    doc = next(p for p in (SWEEPS.parent / "docs" / "sweeps.md", SWEEPS.parent / "README.md")
+               if p.exists() and "```toml\n[sweep]" in p.read_text()).read_text()
+    example = re.findall(r"```toml\n(\[sweep\].*?)```", doc, re.S)[0]
+    code, stdout, stderr = run_cli("sweep", write_grid(tmp_path, example), "--dry-run")
+    assert code == 0, stderr
+    assert stdout.strip() in doc

@@ -1,0 +1,121 @@
+"""`ubepsim query`: Polars SQL over a dataset, printed or written; and the documented queries,
+run from the documentation itself, SQL and Polars Python alike."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from conftest import run_cli, write_grid
+
+ROOT = Path(__file__).resolve().parent.parent
+QUERY_GRID = """\
+[sweep]
+name = "queries"
+out = "results/quickstart"
+filter = "protocol == 'ubep' or cumsum_aivs == 4"
+
+[grid]
+ranks = [4, 8, 16]
+batch = [4, 16]
+topk = 2
+hidden = 64
+aivs = 8
+cumsum_aivs = [1, 2, 4]
+protocol = ["bsp", "ubep"]
+sync = ["sw", "sp"]
+schedule = ["expert_block", "homogenized"]
+routing = ["uniform", "hot"]
+hot_experts = 2
+"""
+QUERY_SIZE = 3 * 2 * 2 * 2 * 2 * (3 + 1)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    """A dataset at results/quickstart below a fresh directory, as the documentation names it."""
+    root = tmp_path_factory.mktemp("queries")
+    grid = write_grid(root, QUERY_GRID)
+    out = root / "results" / "quickstart"
+    assert run_cli("sweep", grid, "--out", out, "-q")[0] == 0
+    return out
+
+
+def test_query_prints_the_answer_as_a_table(dataset):
+    code, stdout, _ = run_cli("query", dataset, "SELECT protocol, count(*) AS n FROM results "
+                              "GROUP BY protocol ORDER BY protocol")
+    assert code == 0
+    lines = stdout.splitlines()
+    assert lines[0].startswith("┌") and lines[-1] == "2 rows"
+    assert re.search(r"│ bsp +┆ 48 +│", stdout) and re.search(r"│ ubep +┆ 144 +│", stdout)
+
+
+def test_query_reads_a_single_part_or_a_glob(dataset):
+    part = sorted(dataset.glob("*.parquet"))[0]
+    for target in (part, dataset / "*.parquet"):
+        code, stdout, _ = run_cli("query", target, "SELECT count(*) AS n FROM results")
+        assert code == 0 and f"{QUERY_SIZE}" in stdout
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_query_writes_parquet_or_csv(dataset, tmp_path, suffix):
+    sql = ("SELECT ranks, batch, avg(latency_us) AS latency_us FROM results "
+           "GROUP BY ranks, batch ORDER BY ranks, batch")
+    target = tmp_path / f"answer{suffix}"
+    code, stdout, _ = run_cli("query", dataset, sql, "--out", target)
+    assert code == 0 and stdout == ""
+    answer = pl.read_parquet(target) if suffix == ".parquet" else pl.read_csv(target)
+    expected = (pl.scan_parquet(dataset / "*.parquet").group_by("ranks", "batch")
+                .agg(pl.col("latency_us").mean()).sort("ranks", "batch").collect())
+    assert answer.height == 6
+    assert answer["latency_us"].to_list() == pytest.approx(expected["latency_us"].to_list())
+
+
+@pytest.mark.parametrize("args, key, fragment", [
+    (("SELEC * FROM results",), "SQL", ""),
+    (("SELECT nope FROM results",), "SQL", "nope"),
+    (("SELECT * FROM elsewhere",), "SQL", "elsewhere"),
+    (("SELECT * FROM results", "--out", "answer.json"), "--out", ".parquet, .csv"),
+])
+def test_bad_queries_exit_2(dataset, args, key, fragment):
+    code, _, stderr = run_cli("query", dataset, *args)
+    assert code == 2 and stderr.startswith(f"error: {key}: ") and fragment in stderr
+
+
+def test_missing_or_empty_dataset_exits_2(tmp_path):
+    code, _, stderr = run_cli("query", tmp_path / "absent", "SELECT 1 FROM results")
+    assert code == 2 and "DATASET" in stderr and "does not exist" in stderr
+    code, _, stderr = run_cli("query", tmp_path, "SELECT 1 FROM results")
+    assert code == 2 and "holds no Parquet files" in stderr
+
+
+def documented_queries() -> list[tuple[str, str]]:
+    """(SQL, Polars Python) pairs from the sweep documentation, in order of appearance."""
+    for doc in (ROOT / "docs" / "sweeps.md", ROOT / "README.md"):
+        text = doc.read_text() if doc.exists() else ""
+        sql = [b for b in re.findall(r"```sql\n(.*?)```", text, re.S) if "FROM results" in b]
+        python = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "answer = " in b]
+        if sql:
+            assert len(sql) == len(python) == 3, doc
+            return list(zip(sql, python))
+    raise AssertionError("no documented queries found")
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_documented_queries_run_and_agree(dataset, monkeypatch, index):
+    sql, python = documented_queries()[index]
+    code, stdout, stderr = run_cli("query", dataset, sql, "--out", dataset.parent / "a.parquet")
+    assert code == 0, stderr
+    by_sql = pl.read_parquet(dataset.parent / "a.parquet")
+    monkeypatch.chdir(dataset.parent.parent)
+    scope: dict = {}
+    exec(python, scope)  # the documentation's own code, on a dataset it names
+    by_polars = scope["answer"]
+    assert by_sql.height > 0
+    assert by_polars.columns == by_sql.columns
+    assert by_polars.equals(by_sql) or all(
+        by_polars[c].to_list() == pytest.approx(by_sql[c].to_list()) if by_sql[c].dtype.is_float()
+        else by_polars[c].to_list() == by_sql[c].to_list() for c in by_sql.columns)
