@@ -14,6 +14,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, strategies as st
 
 from conftest import TINY_GRID, TINY_SIZE, read_rows, run_cli, write_grid
 from ubepsim import __version__
@@ -21,7 +22,7 @@ from ubepsim.grid import load_grid
 from ubepsim.model import simulate_table
 from ubepsim.params import NAMES
 from ubepsim.results import RESULT_NAMES
-from ubepsim.sweep import provenance, run_sweep
+from ubepsim.sweep import missing, provenance, run_sweep
 
 
 def parts(out: Path) -> list[Path]:
@@ -211,3 +212,14 @@ def test_a_local_dask_cluster_gives_the_single_machine_rows(tiny_grid, tmp_path)
     assert code == 0, stderr
     assert read_rows(dask).equals(read_rows(local))
     assert os.path.exists(dask / "part-000000000-000000100.parquet")
+
+
+@given(st.integers(1, 300), st.lists(st.integers(0, 300), max_size=12), st.integers(1, 64))
+def test_missing_parts_cover_exactly_the_gaps_within_part_boundaries(points, cuts, part_rows):
+    bounds = sorted({min(c, points) for c in cuts} | {0, points})
+    done = [r for r in zip(bounds, bounds[1:]) if hash(r) % 2]  # some ranges done already
+    todo = missing(done, points, part_rows)
+    covered = sorted(done + todo)
+    assert [a for a, _ in covered[1:]] == [b for _, b in covered[:-1]]  # no gap, no overlap
+    assert covered[0][0] == 0 and covered[-1][1] == points
+    assert all(a < b and (b - 1) // part_rows == a // part_rows for a, b in todo)
