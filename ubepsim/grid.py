@@ -28,7 +28,7 @@ import polars as pl
 
 from .errors import InputError
 from .params import ENUMS, NAMES, PARAM_BY_NAME, PARAMS, check_rules, coerce
-from .profile import Profile, load_profile
+from .profile import BUILTIN, Profile, load_profile
 
 TABLES = ("sweep", "grid", "zip", "profile")
 SWEEP_KEYS = {
@@ -113,7 +113,7 @@ def load_grid(path: str | Path) -> Grid:
     spec = sweep.get("profile", "cm384")
     if not isinstance(spec, str):
         raise InputError("sweep.profile", f"expected a string ({SWEEP_KEYS['profile']})", source)
-    if spec != "cm384":
+    if spec not in BUILTIN:
         spec = str(path.parent / spec)
     profile = load_profile(spec, _table(doc, "profile", source), source)
 
@@ -195,7 +195,7 @@ def _values(name: str, spec: Any, key: str, source: str, scalar: bool = True) ->
         values = _range(name, spec, key, source)
     elif isinstance(spec, list):
         values = spec
-    elif scalar and not isinstance(spec, dict):
+    elif scalar:
         values = [spec]
     else:
         raise InputError(key, f"expected {AXIS_FORMS.replace('a value, ', '')}", source)

@@ -46,8 +46,7 @@ class Summary:
     simulated: int = 0
     parts: int = 0
     seconds: float = 0.0    # wall time of the run
-    simulate_s: float = 0.0  # waiting for batches
-    write_s: float = 0.0     # writing parts
+    write_s: float = 0.0    # writing parts
 
 
 def scan(dataset: str | Path) -> pl.LazyFrame:
@@ -244,9 +243,7 @@ def run_sweep(grid: Grid, out: Path, *, resume: bool = False, threads: int | Non
         pending: dict[int, pl.DataFrame] = {}
         bar = _progress(grid, summary.done_before, progress)
         try:
-            waited = time.perf_counter()
             for first, frame in results:
-                summary.simulate_s += time.perf_counter() - waited
                 pending[first] = frame
                 bar.update(frame.height)
                 part = part_of[first]
@@ -261,7 +258,6 @@ def run_sweep(grid: Grid, out: Path, *, resume: bool = False, threads: int | Non
                     summary.write_s += time.perf_counter() - t
                     summary.simulated += frame.height
                     summary.parts += 1
-                waited = time.perf_counter()
         finally:
             bar.close()
             results.close()

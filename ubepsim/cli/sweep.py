@@ -62,8 +62,8 @@ def sweep(grid_file: str, out: str | None, resume: bool, workers: int | None,
     rate = summary.simulated / summary.seconds if summary.seconds else 0.0
     before = f" ({summary.done_before:,} were there already)" if summary.done_before else ""
     click.echo(f"{target}: {summary.done_before + summary.simulated:,} rows{before}; simulated "
-               f"{summary.simulated:,} in {summary.seconds:.1f} s ({rate:,.0f}/s), Parquet "
-               f"writing {summary.write_s:.2f} s")
+               f"{summary.simulated:,} in {summary.seconds:.1f} s ({rate:,.0f}/s) into "
+               f"{summary.parts} part(s), Parquet writing {summary.write_s:.2f} s")
 
 
 def _threads(workers: int | None, scheduler: str | None) -> int | None:
