@@ -50,7 +50,7 @@ O_SEND_MAX = O_COPIES_HOP0 + N_HOPS
 N_OUT = O_BOUND + 1
 
 
-@njit
+@njit(inline="always")
 def hop_class(src, dst, npu_dies, tier1, tier2):
     if src == dst:
         return 0
@@ -116,14 +116,14 @@ def _route_die(out, key, batch, topk, experts, cdf, chosen):
             out[t * topk + k] = expert
 
 
-@njit
+@njit(inline="always")
 def _weight(e, cdf, weighted):
     if not weighted:
         return 1.0
     return cdf[0] if e == 0 else cdf[e] - cdf[e - 1]
 
 
-@njit
+@njit(inline="always")
 def _free(e, chosen, k, cdf, weighted):
     for k2 in range(k):
         if chosen[k2] == e:
@@ -131,7 +131,7 @@ def _free(e, chosen, k, cdf, weighted):
     return (not weighted) or _weight(e, cdf, weighted) > 0.0
 
 
-@njit
+@njit(inline="always")
 def _qsearch(cum, target, n_experts):
     """Algorithm 1 on per-expert cumulative counts: cum[p] = VectorCount(ids < p).
 
@@ -155,7 +155,7 @@ def _qsearch(cum, target, n_experts):
     return lo, steps
 
 
-@njit
+@njit(inline="always")
 def _poll(t, visible, period):
     """Back-to-back polls from t: (time the poll that sees `visible` returns)."""
     if visible <= t:
@@ -164,44 +164,8 @@ def _poll(t, visible, period):
     return t + (n + 1) * period
 
 
-@njit
-def _heap_push(ht, hj, size, t, j):
-    i = size
-    ht[i] = t
-    hj[i] = j
-    while i > 0:
-        p = (i - 1) >> 1
-        if ht[p] > ht[i] or (ht[p] == ht[i] and hj[p] > hj[i]):
-            ht[p], ht[i] = ht[i], ht[p]
-            hj[p], hj[i] = hj[i], hj[p]
-            i = p
-        else:
-            break
-    return size + 1
-
-
-@njit
-def _heap_pop(ht, hj, size):
-    t, j = ht[0], hj[0]
-    size -= 1
-    ht[0] = ht[size]
-    hj[0] = hj[size]
-    i = 0
-    while True:
-        l = 2 * i + 1
-        if l >= size:
-            break
-        c = l
-        r = l + 1
-        if r < size and (ht[r] < ht[l] or (ht[r] == ht[l] and hj[r] < hj[l])):
-            c = r
-        if ht[c] < ht[i] or (ht[c] == ht[i] and hj[c] < hj[i]):
-            ht[c], ht[i] = ht[i], ht[c]
-            hj[c], hj[i] = hj[i], hj[c]
-            i = c
-        else:
-            break
-    return t, j, size
+# Egress requests are ordered by (time, AIV): both packed in one key, the AIV in the low bits.
+AIV_BITS = 13   # aivs <= 4096
 
 
 @njit
@@ -218,16 +182,14 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     NS = A - C
     M = B * K
     EL = E // R
-    F = c[C_IN_FLIGHT]
-    npu, t1, t2 = c[C_NPU_DIES], c[C_TIER1], c[C_TIER2]
+    cap = c[C_IN_FLIGHT]
     lat = c[C_LAT0:C_LAT0 + N_HOPS]
     lat_local = lat[0]
     period = c[C_POLL]
     q_copy, q_count = chance[0], chance[1]
-    want_marks = marks_out.shape[0] == R
 
     # ---- routing of every die ---------------------------------------------------------------
-    experts_of = np.empty(R * M, np.int64)
+    experts_of = np.empty(R * M, np.int32)
     if p[P_ROUTING] == TRACE:
         experts_of[:] = trace
     else:
@@ -235,8 +197,14 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         for s in range(R):
             key = rng.stream(p[P_SEED], p[P_WKEY], s, rng.DOMAIN_ROUTING)
             _route_die(experts_of[s * M:(s + 1) * M], key, B, K, E, cdf, chosen)
+    die_of = np.empty(E, np.int64)
+    for e in range(E):
+        die_of[e] = e // EL
+    token_of = np.empty(M, np.int64)
+    for i in range(M):
+        token_of[i] = i // K
 
-    # ---- per-die state that lives across passes ----------------------------------------------
+    # ---- per-AIV state that lives across passes ----------------------------------------------
     t_aiv = np.zeros((R, A), np.int64)
     bucket = np.zeros((R, A, 5), np.int64)
     wait = np.zeros((R, A), np.int64)
@@ -244,19 +212,18 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     last_copy_ack = np.full((R, A), -1, np.int64)
     marks = np.zeros((R, A, N_MARKS), np.int64)
     nmarks = np.ones((R, A), np.int64)
-    die_done_send = np.zeros(R, np.int64)
 
-    extra = 1 if (ubep and (sync == SW or sync == DC)) else 0
-    two = 1 if (sync == SW or sync == DC) else 0
-    max_stores = R * M * (1 + extra) + R * R * (1 + two)
-    st_dst = np.empty(max_stores, np.int64)
-    st_kind = np.empty(max_stores, np.int64)
-    st_arr = np.empty(max_stores, np.int64)
+    per_copy = 2 if (ubep and (sync == SW or sync == DC)) else 1
+    per_count = 2 if (sync == SW or sync == DC) else 1
+    max_stores = R * M * per_copy + R * R * per_count
+    st_dst = np.empty(max_stores, np.int32)
+    st_kind = np.empty(max_stores, np.int8)
+    st_arr = np.empty(max_stores, np.int64)    # arrival at the ingress port; -1: local store
     st_vis = np.empty(max_stores, np.int64)
     n_st = 0
-    copy_store = np.empty(R * M, np.int64)     # store carrying each copy (global id s * M + i)
-    copy_signal = np.empty(R * M, np.int64)    # store a receiver polls for it
-    count_signal = np.empty(R * R, np.int64)   # [s * R + d]: store polled for s's counts to d
+    copy_store = np.empty(R * M, np.int32)     # store carrying each copy (global id s * M + i)
+    copy_signal = np.empty(R * M, np.int32)    # store a receiver polls for it
+    count_signal = np.empty(R * R, np.int32)   # [s * R + d]: store polled for s's counts to d
 
     copies_hop = np.zeros(N_HOPS, np.int64)
     qsteps_max = 0
@@ -264,56 +231,58 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     ingress_load = np.zeros(R, np.int64)
 
     # Per-die scratch.
-    dest = np.empty(M, np.int64)
-    hop = np.empty(M, np.int64)
+    hop_row = np.empty(R, np.int64)
     order = np.empty(M, np.int64)
     alist = np.empty(M, np.int64)
     aoff = np.zeros(NS + 1, np.int64)
     steps = np.zeros(NS, np.int64)
     cnt = np.zeros(E + 1, np.int64)
+    fill = np.zeros(E, np.int64)
     key_of = np.empty(E, np.int64)
     last_to = np.zeros(M, np.bool_)
     chk_of = np.empty(M, np.int64)
     cur_sig = np.empty(R, np.int64)
     seen_dest = np.full(R, -1, np.int64)
-    ring = np.zeros((A, F), np.int64)
-    nstore = np.zeros(A, np.int64)
+    fifo_ack = np.zeros((A, cap), np.int64)    # outstanding stores per AIV, in issue order
+    fifo_blocks = np.zeros((A, cap), np.int64)
+    fifo_head = np.zeros(A, np.int64)
+    fifo_n = np.zeros(A, np.int64)
+    fifo_out = np.zeros(A, np.int64)           # outstanding blocks
     max_ack = np.zeros(A, np.int64)
     pos = np.zeros(A, np.int64)
     sub = np.zeros(A, np.int64)
-    mode = np.zeros(A, np.int64)       # 0 token list, 1 count destinations, -1 nothing
-    d_lo = np.zeros(A, np.int64)
+    mode = np.zeros(A, np.int64)       # 0 token list, 1 count destinations, -1 nothing to send
     d_hi = np.zeros(A, np.int64)
-    ht = np.empty(A, np.int64)
-    hj = np.empty(A, np.int64)
+    heap = np.empty(A, np.int64)
     hcounts = np.zeros(N_HOPS + 1, np.int64)
+    amask = (1 << AIV_BITS) - 1
+    copy_pre = c[C_COPY_VERIFY] if (ubep and sync == DC) else 0
+    count_bucket = B_CUMSUM if ubep else B_SYNC
 
     for s in range(R):
         base = s * M
-        # copies of die s: destination and hop class
+        for d in range(R):
+            hop_row[d] = hop_class(s, d, c[C_NPU_DIES], c[C_TIER1], c[C_TIER2])
         eg = 0
         for i in range(M):
-            e = experts_of[base + i]
-            d = e // EL
-            h = hop_class(s, d, npu, t1, t2)
-            dest[i] = d
-            hop[i] = h
+            d = die_of[experts_of[base + i]]
+            h = hop_row[d]
             copies_hop[h] += 1
             if h:
                 eg += c[C_COPY_EGRESS]
                 ingress_load[d] += c[C_COPY_INGRESS]
         bound = max(bound, eg)
 
-        # ---- schedule: order of copies by (key of expert, copy index), then AIV lists --------
+        # ---- schedule: copies ordered by (key of their expert, copy index), then AIV lists ----
         if sched == HOMOGENIZED:
-            # remapped expert order: nearest hop class first, then expert id
+            # remapped expert order: farthest hop class first, then expert id
             hcounts[:] = 0
             for e in range(E):
-                hcounts[hop_class(s, e // EL, npu, t1, t2) + 1] += 1
+                hcounts[N_HOPS - hop_row[die_of[e]]] += 1
             for h in range(N_HOPS):
                 hcounts[h + 1] += hcounts[h]
             for e in range(E):
-                h = hop_class(s, e // EL, npu, t1, t2)
+                h = N_HOPS - 1 - hop_row[die_of[e]]
                 key_of[e] = hcounts[h]
                 hcounts[h] += 1
         else:
@@ -324,7 +293,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             cnt[key_of[experts_of[base + i]] + 1] += 1
         for e in range(E):
             cnt[e + 1] += cnt[e]        # cnt[r] = copies with key < r (VectorCount(ids < r))
-        fill = cnt[:E].copy()
+        fill[:] = cnt[:E]
         for i in range(M):
             r = key_of[experts_of[base + i]]
             order[fill[r]] = i
@@ -369,26 +338,23 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         if ubep and sync == DC:
             for j in range(NS):
                 for x in range(aoff[j + 1] - 1, aoff[j] - 1, -1):
-                    i = alist[x]
-                    if seen_dest[dest[i]] != s * A + j:
-                        seen_dest[dest[i]] = s * A + j
-                        last_to[x] = True
-                    else:
-                        last_to[x] = False
+                    d = die_of[experts_of[base + alist[x]]]
+                    last_to[x] = seen_dest[d] != s * A + j
+                    seen_dest[d] = s * A + j
 
         # ---- Init -----------------------------------------------------------------------------
-        for j in range(A):
-            ring[j, :] = 0
-            nstore[j] = 0
-            max_ack[j] = 0
-            pos[j] = 0
-            sub[j] = 0
+        for a in range(A):
+            fifo_head[a] = 0
+            fifo_n[a] = 0
+            fifo_out[a] = 0
+            max_ack[a] = 0
+            sub[a] = 0
         for j in range(NS):
             a = C + j
             lo, hi = aoff[j], aoff[j + 1]
             loads = 0
             for x in range(lo, hi):
-                if x == lo or alist[x] // K != alist[x - 1] // K:
+                if x == lo or token_of[alist[x]] != token_of[alist[x - 1]]:
                     loads += 1
             search = 0
             if sched != EXPERT_BLOCK and hi > lo:
@@ -397,6 +363,8 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             t_aiv[s, a] = cyc
             bucket[s, a, B_INIT] = cyc
             mode[a] = 0 if hi > lo else -1
+            pos[a] = lo
+            d_hi[a] = hi
             marks[s, a, 1] = cyc
             nmarks[s, a] = 2
         for j in range(C):
@@ -404,21 +372,18 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             bucket[s, j, B_INIT] = c[C_INIT]
             marks[s, j, 1] = c[C_INIT]
             nmarks[s, j] = 2
-            d_lo[j] = j * R // C
+            pos[j] = j * R // C
             d_hi[j] = (j + 1) * R // C
-            mode[j] = 1 if d_hi[j] > d_lo[j] else -1
-            pos[j] = d_lo[j]
+            mode[j] = 1 if d_hi[j] > pos[j] else -1
 
         egress = 0
-        n_phases = 1 if ubep else 2
-        for phase in range(n_phases):
+        for phase in range(1 if ubep else 2):
             if phase == 1:
                 # BSP: SyncAll after Token-Sending, then SendFlag & Count on every AIV
+                done = 0
                 for a in range(A):
                     marks[s, a, nmarks[s, a]] = t_aiv[s, a]
                     nmarks[s, a] += 1
-                done = 0
-                for a in range(A):
                     done = max(done, max(t_aiv[s, a], max_ack[a]))
                 barrier = done + c[C_SYNCALL]
                 for a in range(A):
@@ -428,131 +393,193 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     t_aiv[s, a] = barrier
                     marks[s, a, nmarks[s, a]] = barrier
                     nmarks[s, a] += 1
-                    d_lo[a] = a * R // A
+                    pos[a] = a * R // A
                     d_hi[a] = (a + 1) * R // A
-                    mode[a] = 1 if d_hi[a] > d_lo[a] else -1
-                    pos[a] = d_lo[a]
+                    mode[a] = 1 if d_hi[a] > pos[a] else -1
                     sub[a] = 0
-            # ---- egress event loop over the die's AIVs ----------------------------------------
+            # ---- egress event loop over the die's AIVs: requests served in (time, AIV) order ---
+            # One loop body serves both the AIVs' first requests and the stores popped from the
+            # heap, so the request code is written once and inline (calls taking arrays would
+            # pay atomic reference counts per store).
             size = 0
-            for a in range(A):
-                if mode[a] >= 0:
-                    size = _request(a, s, size, ht, hj, mode, pos, sub, alist, aoff, C, dest,
-                                    ubep, sync, last_to, c, EL, F, t_aiv, bucket, wait, ring,
-                                    nstore, max_ack, first_copy)
-            while size > 0:
-                t, a, size = _heap_pop(ht, hj, size)
-                # which store is it
-                if mode[a] == 0:
-                    x = aoff[a - C] + pos[a]
-                    i = alist[x]
-                    d = dest[i]
-                    h = hop[i]
-                    kind = K_COPY if sub[a] == 0 else (K_FLAG if sync == SW else K_CHECKSUM)
+            first = 0
+            while True:
+                if first < A:
+                    a = first
+                    first += 1
+                    if mode[a] < 0:
+                        continue
+                    replace = False
                 else:
-                    d = pos[a]
-                    h = hop_class(s, d, npu, t1, t2)
-                    kind = K_COUNT if sub[a] == 0 else (K_FLAG if sync == SW else K_CHECKSUM)
-                sid = n_st
-                n_st += 1
-                st_dst[sid] = d
-                st_kind[sid] = kind
-                if d == s:
-                    ack = t + lat_local
-                    st_arr[sid] = -1
-                    st_vis[sid] = ack
-                else:
-                    if kind == K_COPY:
-                        eg_c = c[C_COPY_EGRESS]
-                    elif kind == K_COUNT:
-                        eg_c = c[C_COUNT_EGRESS]
+                    if size == 0:
+                        break
+                    top = heap[0]
+                    t = top >> AIV_BITS
+                    a = top & amask
+                    if mode[a] == 0:
+                        x = pos[a]
+                        i = alist[x]
+                        d = die_of[experts_of[base + i]]
+                        kind = K_COPY if sub[a] == 0 else (K_FLAG if sync == SW else K_CHECKSUM)
                     else:
-                        eg_c = c[C_SIGNAL_EGRESS]
-                    depart = max(t, egress) + eg_c
-                    egress = depart
-                    st_arr[sid] = depart + lat[h] // 2
-                    ack = depart + lat[h]
-                ring[a, nstore[a] % F] = ack
-                nstore[a] += 1
-                if ack > max_ack[a]:
-                    max_ack[a] = ack
-                # record signals and advance the AIV's program
-                if mode[a] == 0:
-                    if sub[a] == 0:
-                        copy_store[base + i] = sid
-                        copy_signal[base + i] = sid
-                        last_copy_ack[s, a] = ack
-                        if ubep and sync == SW:
-                            sub[a] = 1
-                        elif ubep and sync == DC and last_to[x]:
-                            sub[a] = 1
+                        d = pos[a]
+                        kind = K_COUNT if sub[a] == 0 else (K_FLAG if sync == SW else K_CHECKSUM)
+                    sid = n_st
+                    n_st += 1
+                    st_dst[sid] = d
+                    st_kind[sid] = kind
+                    if kind == K_COPY:
+                        eg_c, nb = c[C_COPY_EGRESS], c[C_COPY_BLOCKS]
+                    elif kind == K_COUNT:
+                        eg_c, nb = c[C_COUNT_EGRESS], c[C_COUNT_BLOCKS]
+                    else:
+                        eg_c, nb = c[C_SIGNAL_EGRESS], 1
+                    if d == s:
+                        ack = t + lat_local
+                        st_arr[sid] = -1
+                        st_vis[sid] = ack
+                    else:
+                        h = hop_row[d]
+                        depart = max(t, egress) + eg_c
+                        egress = depart
+                        st_arr[sid] = depart + lat[h] // 2
+                        ack = depart + lat[h]
+                    slot = fifo_head[a] + fifo_n[a]
+                    if slot >= cap:
+                        slot -= cap
+                    fifo_ack[a, slot] = ack
+                    fifo_blocks[a, slot] = nb
+                    fifo_n[a] += 1
+                    fifo_out[a] += nb
+                    if ack > max_ack[a]:
+                        max_ack[a] = ack
+                    # record signals and advance the AIV's program
+                    if mode[a] == 0:
+                        if sub[a] == 0:
+                            copy_store[base + i] = sid
+                            copy_signal[base + i] = sid
+                            last_copy_ack[s, a] = ack
+                            if ubep and (sync == SW or (sync == DC and last_to[x])):
+                                sub[a] = 1
+                            else:
+                                pos[a] += 1
                         else:
+                            if sync == SW:
+                                copy_signal[base + i] = sid
+                            else:
+                                chk_of[x] = sid    # dc: the checksum, given to the copies below
+                            sub[a] = 0
                             pos[a] += 1
                     else:
-                        if sync == SW:
-                            copy_signal[base + i] = sid
+                        count_signal[s * R + d] = sid
+                        if sub[a] == 0 and (sync == SW or sync == DC):
+                            sub[a] = 1
                         else:
-                            chk_of[x] = sid    # dc: the checksum, assigned to copies below
-                        sub[a] = 0
-                        pos[a] += 1
-                    more = pos[a] < aoff[a - C + 1] - aoff[a - C]
-                else:
-                    count_signal[s * R + d] = sid
-                    if sub[a] == 0 and (sync == SW or sync == DC):
-                        sub[a] = 1
+                            sub[a] = 0
+                            pos[a] += 1
+                    if pos[a] >= d_hi[a]:
+                        # AIV a is done: the heap's last key replaces the root
+                        size -= 1
+                        key = heap[size]
+                        replace = True
+                        a = -1
                     else:
-                        sub[a] = 0
-                        pos[a] += 1
-                    more = pos[a] < d_hi[a]
-                if more:
-                    size = _request(a, s, size, ht, hj, mode, pos, sub, alist, aoff, C, dest,
-                                    ubep, sync, last_to, c, EL, F, t_aiv, bucket, wait, ring,
-                                    nstore, max_ack, first_copy)
+                        replace = True
+                if a >= 0:
+                    # AIV a's next store: pre-work, fence, in-flight credits, issue
+                    if sub[a] == 0 and mode[a] == 0:
+                        kind, nb, issue = K_COPY, c[C_COPY_BLOCKS], c[C_COPY_ISSUE]
+                        pre = copy_pre                 # dc: accumulate the markers
+                        b = B_SEND
+                    elif sub[a] == 0:
+                        kind, nb, issue = K_COUNT, c[C_COUNT_BLOCKS], c[C_COUNT_ISSUE]
+                        pre = EL * c[C_VCOUNT]         # VectorCount per expert of the die
+                        b = count_bucket
+                    else:
+                        kind, nb, issue = K_FLAG, 1, c[C_SIGNAL_ISSUE]
+                        pre = 0
+                        b = B_SYNC
+                    t = t_aiv[s, a] + pre
+                    bucket[s, a, b] += pre
+                    if kind == K_FLAG and sync == SW:
+                        # stop-and-wait: the flag waits until every earlier store completed
+                        w = max_ack[a] - t
+                        if w > 0:
+                            t += w
+                            bucket[s, a, B_SYNC] += w
+                            wait[s, a] += w
+                    # credits come back in issue order: wait for the oldest stores until it fits
+                    while fifo_n[a] > 0 and fifo_out[a] + nb > cap:
+                        hd = fifo_head[a]
+                        if fifo_ack[a, hd] > t:
+                            bucket[s, a, b] += fifo_ack[a, hd] - t
+                            t = fifo_ack[a, hd]
+                        fifo_out[a] -= fifo_blocks[a, hd]
+                        fifo_n[a] -= 1
+                        fifo_head[a] = hd + 1 if hd + 1 < cap else 0
+                    if kind == K_COPY and first_copy[s, a] < 0:
+                        first_copy[s, a] = t
+                    t += issue
+                    bucket[s, a, b] += issue
+                    t_aiv[s, a] = t
+                    key = (t << AIV_BITS) | a
+                if replace:
+                    # sift `key` down from the root
+                    if size > 0:
+                        hx = 0
+                        while True:
+                            ch = 2 * hx + 1
+                            if ch >= size:
+                                break
+                            if ch + 1 < size and heap[ch + 1] < heap[ch]:
+                                ch += 1
+                            if heap[ch] >= key:
+                                break
+                            heap[hx] = heap[ch]
+                            hx = ch
+                        heap[hx] = key
+                else:
+                    # sift `key` up from a new leaf
+                    hx = size
+                    size += 1
+                    while hx > 0:
+                        par = (hx - 1) >> 1
+                        if heap[par] <= key:
+                            break
+                        heap[hx] = heap[par]
+                        hx = par
+                    heap[hx] = key
         # dc: every copy's signal is its (AIV, destination) checksum
         if ubep and sync == DC:
             for j in range(NS):
                 for x in range(aoff[j + 1] - 1, aoff[j] - 1, -1):
                     i = alist[x]
+                    d = die_of[experts_of[base + i]]
                     if last_to[x]:
-                        cur_sig[dest[i]] = chk_of[x]
-                    copy_signal[base + i] = cur_sig[dest[i]]
-        done = 0
+                        cur_sig[d] = chk_of[x]
+                    copy_signal[base + i] = cur_sig[d]
         for a in range(A):
             marks[s, a, nmarks[s, a]] = t_aiv[s, a]
             nmarks[s, a] += 1
-            done = max(done, max(t_aiv[s, a], max_ack[a]))
-        die_done_send[s] = done
 
-    # ---- ingress ports --------------------------------------------------------------------------
-    icnt = np.zeros(R + 1, np.int64)
-    for sid in range(n_st):
-        if st_arr[sid] >= 0:
-            icnt[st_dst[sid] + 1] += 1
-    for d in range(R):
-        icnt[d + 1] += icnt[d]
-    ifill = icnt[:R].copy()
-    ilist = np.empty(icnt[R], np.int64)
-    for sid in range(n_st):
-        if st_arr[sid] >= 0:
-            ilist[ifill[st_dst[sid]]] = sid
-            ifill[st_dst[sid]] += 1
-    for d in range(R):
-        ids = ilist[icnt[d]:icnt[d + 1]]
-        arr = st_arr[ids]
-        o = np.argsort(arr, kind="mergesort")
-        free = 0
-        for x in range(ids.shape[0]):
-            sid = ids[o[x]]
-            k = st_kind[sid]
-            if k == K_COPY:
-                ing = c[C_COPY_INGRESS]
-            elif k == K_COUNT:
-                ing = c[C_COUNT_INGRESS]
-            else:
-                ing = c[C_SIGNAL_INGRESS]
-            v = max(st_arr[sid], free) + ing
-            st_vis[sid] = v
-            free = v
+    # ---- ingress ports: arrivals served in (arrival, source, store order) ------------------------
+    ingress = _ingress_order(st_dst, st_arr, n_st, R)
+    free = 0
+    prev = -1
+    for x in range(ingress.shape[0]):
+        sid = ingress[x]
+        if st_dst[sid] != prev:
+            prev = st_dst[sid]
+            free = 0
+        k = st_kind[sid]
+        if k == K_COPY:
+            ing = c[C_COPY_INGRESS]
+        elif k == K_COUNT:
+            ing = c[C_COUNT_INGRESS]
+        else:
+            ing = c[C_SIGNAL_INGRESS]
+        free = max(st_arr[sid], free) + ing
+        st_vis[sid] = free
 
     # ---- receivers --------------------------------------------------------------------------------
     # received copies of every die in output order (expert, source, copy index): counting sort
@@ -562,7 +589,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     for e in range(E):
         ecnt[e + 1] += ecnt[e]
     efill = ecnt[:E].copy()
-    recv = np.empty(R * M, np.int64)
+    recv = np.empty(R * M, np.int32)
     for g in range(R * M):
         e = experts_of[g]
         recv[efill[e]] = g
@@ -572,16 +599,16 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     violations = 0
     collisions = 0
     ends = np.zeros(R, np.int64)
+    n_verify = C if ubep else A
+    entries = R * EL
     for d in range(R):
         skey = rng.stream(p[P_SEED], p[P_WKEY], d, rng.DOMAIN_SENTINEL)
         r_lo = ecnt[d * EL]
         n_recv = ecnt[(d + 1) * EL] - r_lo
-        n_verify = C if ubep else A
+        # Flag verification (bsp) / polling every source's counts (ubep CalCumSum group)
         for j in range(n_verify):
             t = t_aiv[d, j]
-            s_lo = j * R // n_verify
-            s_hi = (j + 1) * R // n_verify
-            for s in range(s_lo, s_hi):
+            for s in range(j * R // n_verify, (j + 1) * R // n_verify):
                 v = st_vis[count_signal[s * R + d]]
                 if q_count > 0.0 and rng.unit(skey, s) < q_count:
                     collisions += 1
@@ -603,6 +630,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             marks[d, j, nmarks[d, j]] = t
             nmarks[d, j] += 1
         if ubep:
+            # the group publishes the offsets with one local store once its last AIV is done
             offsets = 0
             for j in range(C):
                 offsets = max(offsets, t_aiv[d, j])
@@ -610,15 +638,11 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             first_aiv = C
             n_reorder = NS
         else:
-            for a in range(n_verify, A):
-                marks[d, a, nmarks[d, a]] = t_aiv[d, a]
-                nmarks[d, a] += 1
-            # SyncAll, CalCumSum, SyncAll
+            # SyncAll, CalCumSum over the ranks x experts-per-die counts, SyncAll
             barrier = 0
             for a in range(A):
                 barrier = max(barrier, t_aiv[d, a])
             barrier += c[C_SYNCALL]
-            entries = R * EL
             for a in range(A):
                 w = barrier - t_aiv[d, a]
                 bucket[d, a, B_SYNC] += w
@@ -642,6 +666,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 nmarks[d, a] += 1
             first_aiv = 0
             n_reorder = A
+        # Token-Reordering: each AIV an equal contiguous slice of the received copies
         for j in range(n_reorder):
             a = first_aiv + j
             t = t_aiv[d, a]
@@ -652,9 +677,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 t = t2p
                 marks[d, a, nmarks[d, a]] = t
                 nmarks[d, a] += 1
-            lo = j * n_recv // n_reorder
-            hi = (j + 1) * n_recv // n_reorder
-            for x in range(lo, hi):
+            for x in range(j * n_recv // n_reorder, (j + 1) * n_recv // n_reorder):
                 g = recv[r_lo + x]
                 if ubep:
                     v = st_vis[copy_signal[g]]
@@ -691,17 +714,18 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             crit = d
     latency = ends[crit]
     if ubep:
+        # the last AIV of the last die: its own time, bucket by bucket
         ca = 0
         for a in range(A):
             if t_aiv[crit, a] > t_aiv[crit, ca]:
                 ca = a
-        ph = bucket[crit, ca]
-        out[O_PH_INIT] = ph[B_INIT]
-        out[O_PH_SEND] = ph[B_SEND]
-        out[O_PH_SYNC] = ph[B_SYNC]
-        out[O_PH_CUMSUM] = ph[B_CUMSUM]
-        out[O_PH_REORDER] = ph[B_REORDER]
+        out[O_PH_INIT] = bucket[crit, ca, B_INIT]
+        out[O_PH_SEND] = bucket[crit, ca, B_SEND]
+        out[O_PH_SYNC] = bucket[crit, ca, B_SYNC]
+        out[O_PH_CUMSUM] = bucket[crit, ca, B_CUMSUM]
+        out[O_PH_REORDER] = bucket[crit, ca, B_REORDER]
     else:
+        # the last die, between its SyncAlls
         init_end = 0
         for a in range(A):
             init_end = max(init_end, marks[crit, a, 1])
@@ -736,63 +760,57 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     out[O_DELIVERED] = delivered
     out[O_VIOLATIONS] = violations
     out[O_BOUND] = max(bound, ingress_load.max()) + c[C_INIT]
-    if want_marks:
+    if marks_out.shape[0] == R:
         marks_out[:, :, :] = marks
 
 
+RADIX_BITS = 11
+
+
 @njit
-def _request(a, s, size, ht, hj, mode, pos, sub, alist, aoff, C, dest, ubep, sync, last_to, c,
-             EL, F, t_aiv, bucket, wait, ring, nstore, max_ack, first_copy):
-    """AIV a's next store: pre-work, fence, in-flight slot, issue; then it requests the port."""
-    if mode[a] == 0:
-        if sub[a] == 0:
-            kind = K_COPY
-            pre = c[C_COPY_VERIFY] if (ubep and sync == DC) else 0
-            pre_b = B_SEND
-            b = B_SEND
-            fence = False
-            issue = c[C_COPY_ISSUE]
-        else:
-            kind = K_FLAG
-            pre = 0
-            pre_b = B_SYNC
-            b = B_SYNC
-            fence = sync == SW
-            issue = c[C_SIGNAL_ISSUE]
-    else:
-        if sub[a] == 0:
-            kind = K_COUNT
-            pre = EL * c[C_VCOUNT]
-            pre_b = B_CUMSUM if ubep else B_SYNC
-            b = pre_b
-            fence = False
-            issue = c[C_COUNT_ISSUE]
-        else:
-            kind = K_FLAG
-            pre = 0
-            pre_b = B_SYNC
-            b = B_SYNC
-            fence = sync == SW
-            issue = c[C_SIGNAL_ISSUE]
-    t = t_aiv[s, a] + pre
-    bucket[s, a, pre_b] += pre
-    if fence and nstore[a] > 0:
-        w = max_ack[a] - t
-        if w > 0:
-            t += w
-            bucket[s, a, B_SYNC] += w
-            wait[s, a] += w
-    if nstore[a] >= F:
-        w = ring[a, nstore[a] % F] - t
-        if w > 0:
-            t += w
-            bucket[s, a, b] += w
-    if kind == K_COPY and first_copy[s, a] < 0:
-        first_copy[s, a] = t
-    t += issue
-    bucket[s, a, b] += issue
-    t_aiv[s, a] = t
-    return _heap_push(ht, hj, size, t, a)
+def _ingress_order(st_dst, st_arr, n_st, R):
+    """Remote stores sorted by (destination, arrival, store id): a stable LSD radix sort of
+    packed keys (destination above the arrival bits), moving keys with ids so that every pass
+    reads sequentially."""
+    n = 0
+    top = 0
+    for sid in range(n_st):
+        if st_arr[sid] >= 0:
+            n += 1
+            top = max(top, st_arr[sid])
+    arr_bits = 1
+    while (top >> arr_bits) > 0:
+        arr_bits += 1
+    keys = np.empty(n, np.int64)
+    ids = np.empty(n, np.int32)
+    x = 0
+    for sid in range(n_st):
+        if st_arr[sid] >= 0:
+            keys[x] = (np.int64(st_dst[sid]) << arr_bits) | st_arr[sid]
+            ids[x] = sid
+            x += 1
+    keys2 = np.empty(n, np.int64)
+    ids2 = np.empty(n, np.int32)
+    radix = 1 << RADIX_BITS
+    count = np.zeros(radix + 1, np.int64)
+    top_key = (np.int64(R) << arr_bits)
+    shift = 0
+    while (top_key >> shift) > 0:
+        count[:] = 0
+        for x in range(n):
+            count[((keys[x] >> shift) & (radix - 1)) + 1] += 1
+        for b in range(radix):
+            count[b + 1] += count[b]
+        for x in range(n):
+            b = (keys[x] >> shift) & (radix - 1)
+            y = count[b]
+            keys2[y] = keys[x]
+            ids2[y] = ids[x]
+            count[b] = y + 1
+        keys, keys2 = keys2, keys
+        ids, ids2 = ids2, ids
+        shift += RADIX_BITS
+    return ids
 
 
 @njit(parallel=True)

@@ -29,7 +29,7 @@ COSTS = (
     "count_issue", "count_egress", "count_ingress",
     "signal_issue", "signal_egress", "signal_ingress",
     "local_copy", "copy_verify", "count_verify", "copy_reset", "count_reset",
-    "vcount", "prefix", "init", "syncall", "stores_in_flight", "timeout", "poll",
+    "vcount", "prefix", "init", "syncall", "blocks_in_flight", "timeout", "poll",
     "npu_dies", "tier1", "tier2",
     *(f"lat_{h}" for h in HOP_CLASSES),
 )
@@ -74,7 +74,7 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
         "prefix": np.full_like(m, v["prefix_cycles"]),
         "init": np.full_like(m, v["init_cycles"]),
         "syncall": np.full_like(m, v["syncall_cycles"]),
-        "stores_in_flight": np.full_like(m, v["stores_in_flight"]),
+        "blocks_in_flight": np.full_like(m, v["blocks_in_flight"]),
         "timeout": np.full_like(m, profile.cycles(v["sentinel_timeout_ns"])),
         "npu_dies": np.full_like(m, v["npu_dies"]),
     }

@@ -39,7 +39,8 @@ FIELDS: dict[str, Field] = {
                         "ascending, each a multiple of the one before and of npu_dies"),
     "block_bytes": Field(int, "atomic remote-store unit, bytes", 64, 1 << 16),
     "flag_bytes": Field(int, "flag / marker / sentinel field inside a block, bytes", 1, 1 << 15),
-    "stores_in_flight": Field(int, "remote stores one AIV may have outstanding", 1, 1 << 16),
+    "blocks_in_flight": Field(int, "blocks of stores one AIV may have outstanding; credits "
+                              "return in issue order", 1, 1 << 16),
     "egress_gbps": Field(float, "die egress port bandwidth, GB/s", 0.001, 1e6),
     "ingress_gbps": Field(float, "die ingress port bandwidth, GB/s", 0.001, 1e6),
     "aiv_store_gbps": Field(float, "rate one AIV issues store data from its UBuf, GB/s",

@@ -24,7 +24,7 @@ The model in short (README, "The model"):
 from __future__ import annotations
 
 import heapq
-import math
+from collections import deque
 
 from .costs import COST_INDEX, lower
 from .params import Config, Protocol, Routing, Schedule, Sync
@@ -159,11 +159,11 @@ def schedule_copies(cfg: Config, copies: list[tuple[int, int, int]], expert_hop:
                 expert, offset, steps[j] = quaternary_search(ids, lo, cfg.experts)
                 assert ids[lo] == expert and lo - ids.index(expert) == offset
         return lists, steps
-    # homogenized: experts renumbered nearest hop class first (the remapped expert order); the
-    # copies in that order are written row by row into a matrix of n columns and AIV j reads
-    # column j, so every AIV gets floor or ceil of each class's share (logical transposition).
-    e_local = cfg.experts // cfg.ranks
-    remap_key = sorted(range(cfg.experts), key=lambda e: (expert_hop[e], e))
+    # homogenized: experts renumbered farthest hop class first (the remapped expert order), so
+    # the longest latencies start earliest and overlap the rest; the copies in that order are
+    # written row by row into a matrix of n columns and AIV j reads column j, so every AIV gets
+    # floor or ceil of each class's share (logical matrix transposition).
+    remap_key = sorted(range(cfg.experts), key=lambda e: (-expert_hop[e], e))
     rid = [0] * cfg.experts
     for r, e in enumerate(remap_key):
         rid[e] = r
@@ -193,6 +193,8 @@ class Aiv:
     def __init__(self):
         self.t = 0
         self.acks: list[int] = []
+        self.in_flight: deque[tuple[int, int]] = deque()   # (completion, blocks), issue order
+        self.in_flight_blocks = 0
         self.buckets = {"init": 0, "send": 0, "sync": 0, "cumsum": 0, "reorder": 0}
         self.wait = 0
         self.marks: list[int] = [0]
@@ -234,8 +236,12 @@ def run_stores(die: int, aivs: list[Aiv], programs: dict[int, list[tuple]], c: d
         a.spend(pre_bucket, pre)
         if fence and a.acks:
             a.spend("sync", max(0, max(a.acks) - a.t), waiting=True)
-        if len(a.acks) >= c["stores_in_flight"]:
-            a.spend(bucket, max(0, a.acks[-c["stores_in_flight"]] - a.t))
+        # Credits come back in issue order: wait for the oldest stores until this one fits.
+        blocks = _blocks(st, c)
+        while a.in_flight and a.in_flight_blocks + blocks > c["blocks_in_flight"]:
+            ack, b = a.in_flight.popleft()
+            a.in_flight_blocks -= b
+            a.spend(bucket, max(0, ack - a.t))
         if st.kind == COPY and a.first_copy < 0:
             a.first_copy = a.t
         a.spend(bucket, c[f"{_cost_kind(st)}_issue"])
@@ -260,12 +266,18 @@ def run_stores(die: int, aivs: list[Aiv], programs: dict[int, list[tuple]], c: d
             st.arrival = st.depart + lat // 2
             st.ack = st.depart + lat
         aivs[j].acks.append(st.ack)
+        aivs[j].in_flight.append((st.ack, _blocks(st, c)))
+        aivs[j].in_flight_blocks += _blocks(st, c)
         if st.kind == COPY:
             aivs[j].last_copy_ack = st.ack
         stores.append(st)
         cursor[j] += 1
         if cursor[j] < len(programs[j]):
             request(j)
+
+
+def _blocks(st: Store, c: dict) -> int:
+    return {COPY: c["copy_blocks"], COUNT: c["count_blocks"]}.get(st.kind, 1)
 
 
 def _cost_kind(st: Store) -> str:
