@@ -12,6 +12,7 @@ cluster, whose workers return frames that this process writes: workers need no s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import os
@@ -156,49 +157,53 @@ def local_workers(scheduler: str) -> int | None:
     return int(n)
 
 
-def run_dask(grid: Grid, work: Iterable[tuple[int, int]], scheduler: str, threads: int | None
-             ) -> Iterator[tuple[int, pl.DataFrame]]:
-    """Batches on a Dask cluster, a bounded number in flight; results as they complete."""
-    from distributed import Client, LocalCluster, as_completed
+@contextlib.contextmanager
+def dask_client(scheduler: str) -> Iterator:
+    """A client of the cluster at `scheduler`, or of a new local cluster for `local:N`."""
+    from distributed import Client, LocalCluster
 
     n = local_workers(scheduler)
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                           dashboard_address=None) if n else None
-    try:
+    with contextlib.ExitStack() as stack:
+        if n:
+            cluster = stack.enter_context(LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None))
         try:
-            client = Client(cluster or scheduler, timeout="20s")
+            client = Client(cluster if n else scheduler, timeout="20s")
         except OSError as e:
             raise InputError("--scheduler", f"cannot reach a Dask scheduler at {scheduler}: "
                              f"{e}") from None
-        try:
-            window = 2 * max(1, sum(client.nthreads().values()))
-            work = iter(work)
-            pending = as_completed()
-            first_of = {}
+        with client:
+            yield client
 
-            def submit() -> bool:
-                batch = next(work, None)
-                if batch is None:
-                    return False
-                future = client.submit(simulate_batch, grid.batch(*batch), grid.profile, threads,
-                                       pure=False)
-                first_of[future.key] = batch[0]
-                pending.add(future)
-                return True
 
-            for _ in range(window):
-                if not submit():
-                    break
-            for future in pending:
-                frame = future.result()
-                yield first_of.pop(future.key), frame
-                future.release()
-                submit()
-        finally:
-            client.close()
-    finally:
-        if cluster is not None:
-            cluster.close()
+def run_dask(client, grid: Grid, work: Iterable[tuple[int, int]], threads: int | None
+             ) -> Iterator[tuple[int, pl.DataFrame]]:
+    """Batches on a Dask cluster, a bounded number in flight; results as they complete."""
+    from distributed import as_completed
+
+    window = 2 * max(1, sum(client.nthreads().values()))
+    work = iter(work)
+    pending = as_completed()
+    first_of = {}
+
+    def submit() -> bool:
+        batch = next(work, None)
+        if batch is None:
+            return False
+        future = client.submit(simulate_batch, grid.batch(*batch), grid.profile, threads,
+                               pure=False)
+        first_of[future.key] = batch[0]
+        pending.add(future)
+        return True
+
+    for _ in range(window):
+        if not submit():
+            break
+    for future in pending:
+        frame = future.result()
+        yield first_of.pop(future.key), frame
+        future.release()
+        submit()
 
 
 def write_part(out: Path, first: int, stop: int, frame: pl.DataFrame,
@@ -220,23 +225,23 @@ def run_sweep(grid: Grid, out: Path, *, resume: bool = False, threads: int | Non
               scheduler: str | None = None, progress: bool = False) -> Summary:
     """Simulate the grid's points that `out` lacks and write them as parts."""
     started = time.perf_counter()
-    if scheduler:
-        local_workers(scheduler)  # a malformed local:N stops here, before anything is written
     fingerprint = grid.fingerprint
     done = existing_parts(out, fingerprint)
     if done and not resume:
         have = sum(b - a for a, b in done)
         raise InputError("--out", f"{out} already holds {have:,} of the {grid.size:,} rows of "
                          f"this grid; add --resume to finish it, or choose another directory")
-    out.mkdir(parents=True, exist_ok=True)
-    with _lock(out):
+    with contextlib.ExitStack() as stack:
+        client = stack.enter_context(dask_client(scheduler)) if scheduler else None
+        out.mkdir(parents=True, exist_ok=True)
+        stack.enter_context(_lock(out))
         for tmp in out.glob(".part-*.parquet.tmp"):  # left by a run that was killed
             tmp.unlink()
         done = existing_parts(out, fingerprint)
         summary = Summary(grid.size, sum(b - a for a, b in done))
         parts = missing(done, grid.size, part_rows)
         work = batches(parts, batch_rows)
-        results = (run_dask(grid, work, scheduler, threads) if scheduler
+        results = (run_dask(client, grid, work, threads) if client
                    else run_local(grid, work, threads))
         meta = metadata(grid)
         part_of = {a: part for part in parts for a in range(*part, batch_rows)}
