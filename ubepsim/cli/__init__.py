@@ -30,12 +30,20 @@ def _register() -> None:
                 raise
 
 
+def _with_flag(e: InputError) -> str:
+    """The message, with the CLI flag beside a parameter name."""
+    from ..params import PARAM_BY_NAME
+    if e.key in PARAM_BY_NAME and not e.source:
+        return f"{e.key} ({PARAM_BY_NAME[e.key].flag}): {str(e).split(': ', 1)[1]}"
+    return str(e)
+
+
 def main(argv: list[str] | None = None) -> int:
     _register()
     try:
         cli.main(args=argv, prog_name="ubepsim", standalone_mode=False)
     except InputError as e:
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"error: {_with_flag(e)}", err=True)
         return 2
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

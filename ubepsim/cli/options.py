@@ -1,0 +1,60 @@
+"""Model flags for click commands, generated from ubepsim.params.PARAMS (one name per concept)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import click
+
+from ..errors import InputError
+from ..params import PARAM_BY_NAME, PARAMS, make_config
+from ..profile import load_profile
+
+
+def model_options(lists: tuple[str, ...] = ()) -> Callable:
+    """Add one flag per model parameter, plus --profile. Flags named in `lists` take
+    comma-separated values. Values arrive as strings and are checked by `parse_value`, so a bad
+    one is reported with its flag and what is allowed."""
+    def decorate(f: Callable) -> Callable:
+        for p in reversed(PARAMS):
+            help_text = p.help
+            if p.choices:
+                help_text += f" [{'|'.join(p.choices)}]"
+            if p.default is not None:
+                help_text += f" (default: {p.default or 'none'})"
+            if p.name in lists:
+                help_text += " Comma-separated list allowed."
+            f = click.option(p.flag, p.name, type=str, default=None, metavar=_metavar(p),
+                             help=help_text)(f)
+        f = click.option("--profile", "profile", default="cm384", show_default=True,
+                         metavar="NAME|FILE.toml",
+                         help="Hardware profile: built-in name or a TOML file with [hardware].")(f)
+        return f
+    return decorate
+
+
+def _metavar(p) -> str:
+    if p.choices:
+        return "NAME"
+    return {int: "INT", float: "NUM"}.get(p.kind, "FILE")
+
+
+def parse_value(name: str, text: str) -> Any:
+    """A flag's text as the parameter's type; InputError names the flag on failure."""
+    p = PARAM_BY_NAME[name]
+    try:
+        if p.kind is int:
+            return int(text)
+        if p.kind is float:
+            return float(text)
+    except ValueError:
+        kind = "an integer" if p.kind is int else "a number"
+        raise InputError(name, f"expected {kind}, got {text!r}") from None
+    return text
+
+
+def config_from_flags(values: dict[str, Any]):
+    """(Config, Profile) from the values of model_options flags; InputError on bad input."""
+    profile = load_profile(values.pop("profile"))
+    given = {k: parse_value(k, v) for k, v in values.items() if v is not None}
+    return make_config(given, profile.aivs), profile
