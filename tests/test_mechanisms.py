@@ -1,0 +1,125 @@
+"""The paper's qualitative mechanisms, as they come out of the model (no special cases)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ubepsim import model, reference
+from ubepsim.params import make_config
+from ubepsim.profile import load_profile
+
+PROFILE = load_profile()
+
+
+def run(**values):
+    return model.simulate(make_config(values, PROFILE.aivs), PROFILE)
+
+
+def test_ubep_beats_bsp_on_the_default_configuration():
+    """Default: 128 ranks, batch 64, top-8, one expert per die; CANN EP is bsp + sw +
+    expert_block, UBEP the defaults."""
+    bsp = run(protocol="bsp", sync="sw", schedule="expert_block")
+    ubep = run()
+    assert ubep["latency_us"] < bsp["latency_us"]
+    assert ubep["wait_us"] < bsp["wait_us"]          # the barriers are gone
+
+
+def test_hot_experts_order_the_schedules_by_straggler_latency():
+    """Figure 9's setup: 64 dies, 256 experts, top-8, eight hot experts."""
+    sends = {s: run(ranks=64, experts=256, routing="hot", hot_experts=8, hot_share=0.5,
+                    schedule=s)["send_max_aiv_us"]
+             for s in ("expert_block", "balanced", "homogenized")}
+    assert sends["expert_block"] > sends["balanced"] > sends["homogenized"]
+
+
+@pytest.mark.parametrize("protocol", ["ubep"])
+def test_stop_and_wait_is_the_slowest_sync_variant_at_small_payloads(protocol):
+    """Figure 10's setup at 32 ranks and a 32-byte payload per token."""
+    lat = {s: run(ranks=32, hidden=16, protocol=protocol, sync=s)["latency_us"]
+           for s in ("sw", "tff", "dc", "sp")}
+    assert lat["sw"] == max(lat.values())
+    assert lat["sw"] > 1.5 * min(lat.values())
+
+
+def test_more_aivs_give_diminishing_token_sending_returns():
+    """Figure 3(b): the same work on more AIVs is faster, with falling efficiency."""
+    sends = [run(protocol="bsp", sync="sw", schedule="balanced", aivs=a)["phase_send_us"]
+             for a in (8, 16, 24, 32, 48)]
+    eff = [sends[0] * 8 / (s * a) for s, a in zip(sends, (8, 16, 24, 32, 48))]
+    assert all(b <= a for a, b in zip(sends, sends[1:]))
+    assert all(b < a for a, b in zip(eff, eff[1:]))
+
+
+def test_latency_grows_with_batch_and_respects_the_bandwidth_bound():
+    lat = [run(batch=b)["latency_us"] for b in (8, 32, 128)]
+    assert lat[0] < lat[1] < lat[2]
+    big = run(batch=128)
+    egress_us = big["bytes_per_rank"] / (PROFILE.egress_gbps * 1000.0)
+    assert big["latency_us"] > egress_us * (1 - 1 / 128)   # remote share of the bytes
+
+
+def test_same_parameters_same_results_and_seeds_change_routing():
+    a, b = run(ranks=16, seed=3), run(ranks=16, seed=3)
+    assert a == b
+    c = run(ranks=16, seed=4)
+    assert c["latency_us"] != a["latency_us"] or c["copies_local"] != a["copies_local"]
+
+
+def test_protocols_see_the_same_token_copies_at_the_same_seed():
+    """The routing key leaves out protocol, sync, schedule: comparisons are paired."""
+    a = run(ranks=16, seed=1, protocol="bsp")
+    b = run(ranks=16, seed=1, protocol="ubep", schedule="balanced", sync="tff")
+    for h in ("local", "intra_npu", "one_hop", "two_hop"):
+        assert a[f"copies_{h}"] == b[f"copies_{h}"]
+
+
+def test_hop_classes_follow_the_die_hierarchy():
+    """2 dies per NPU, 16 per first-tier domain: from die 0, die 1 is intra-NPU, dies 2-15
+    one hop, the rest two hops; a third tier adds three-hop pairs."""
+    tiers = []
+    assert [reference.hop_of(0, d, 2, tiers + [16]) for d in (0, 1, 2, 15, 16, 255)] == \
+        [0, 1, 2, 2, 3, 3]
+    assert reference.hop_of(0, 200, 2, [16, 128]) == 4
+    from ubepsim.kernels.dispatch import hop_class
+    for d in range(256):
+        assert hop_class(0, d, 2, 16, 128) == reference.hop_of(0, d, 2, [16, 128])
+
+
+def test_flat_fabric_has_no_two_hop_copies():
+    flat = load_profile(overrides={"npu_dies": 1, "tier_sizes": []})
+    out = model.simulate(make_config({"ranks": 32}, 48), flat)
+    assert out["copies_two_hop"] == out["copies_intra_npu"] == 0
+    assert out["copies_one_hop"] + out["copies_local"] == out["copies_total"]
+
+
+def test_hot_routing_gives_hot_experts_their_share():
+    cfg = make_config({"ranks": 8, "experts": 64, "batch": 2000, "topk": 1, "routing": "hot",
+                       "hot_experts": 4, "hot_share": 0.6}, 48)
+    from ubepsim.workload import expert_cdf, popularity_order
+    hot = set(popularity_order(cfg.seed, cfg.workload_key, 64)[:4].tolist())
+    cdf = list(expert_cdf(2, 64, 1.0, 4, 0.6, cfg.seed, cfg.workload_key))
+    experts = [e for t in reference.route_die(cfg, 0, cdf) for e in t]
+    share = np.mean([e in hot for e in experts])
+    assert share == pytest.approx(0.6, abs=0.04)
+
+
+def test_zipf_routing_is_skewed_and_tokens_have_distinct_experts():
+    cfg = make_config({"ranks": 4, "experts": 32, "batch": 500, "topk": 6, "routing": "zipf",
+                       "zipf_s": 1.5}, 48)
+    from ubepsim.workload import expert_cdf
+    cdf = list(expert_cdf(1, 32, 1.5, 8, 0.5, cfg.seed, cfg.workload_key))
+    tokens = reference.route_die(cfg, 0, cdf)
+    assert all(len(set(t)) == 6 for t in tokens)
+    counts = np.bincount([e for t in tokens for e in t], minlength=32)
+    assert counts.max() > 4 * np.median(counts)
+
+
+def test_sentinel_collisions_cost_a_timeout():
+    clean = run(ranks=8, batch=8)
+    noisy = model.simulate(make_config({"ranks": 8, "batch": 8}, 48),
+                           load_profile(overrides={"sentinel_collision_prob": 0.01}))
+    assert clean["sentinel_collisions"] == 0 < noisy["sentinel_collisions"]
+    assert noisy["latency_us"] > clean["latency_us"]
+    other = run(ranks=8, batch=8, sync="tff")   # only sentinel polling can collide
+    assert other["sentinel_collisions"] == 0

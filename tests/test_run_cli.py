@@ -1,0 +1,120 @@
+"""`ubepsim run` as a user calls it, and bad input: exit code 2, one message naming the key."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from conftest import run_cli
+from ubepsim.params import NAMES
+from ubepsim.profile import load_profile
+from ubepsim.results import RESULT_NAMES
+
+SMALL = ("--ranks", 8, "--batch", 4, "--topk", 2, "--aivs", 8, "--cumsum-aivs", 2)
+
+
+def test_run_prints_every_result():
+    code, out, err = run_cli("run", *SMALL)
+    assert code == 0, err
+    for name in RESULT_NAMES:
+        assert name in out
+
+
+def test_run_json_has_every_parameter_and_result():
+    code, out, _ = run_cli("run", *SMALL, "--json", "--protocol", "bsp")
+    assert code == 0
+    row = json.loads(out)
+    assert set(NAMES) | set(RESULT_NAMES) | {"config_id", "profile"} <= set(row)
+    assert row["protocol"] == "bsp" and row["ranks"] == 8 and row["experts"] == 8
+    assert row["copies_total"] == 8 * 4 * 2
+
+
+def test_run_is_deterministic():
+    a = json.loads(run_cli("run", *SMALL, "--json", "--seed", "5")[1])
+    b = json.loads(run_cli("run", *SMALL, "--json", "--seed", "5")[1])
+    assert a == b
+
+
+def test_timeline_has_a_row_per_die_aiv_and_phase(tmp_path):
+    path = tmp_path / "tl.parquet"
+    code, out, err = run_cli("run", *SMALL, "--json", "--timeline", path)
+    assert code == 0, err
+    row = json.loads(out)
+    tl = pl.read_parquet(path)
+    # ubep: 2 CalCumSum AIVs with 3 phases, 6 token AIVs with 4, on each of 8 dies
+    assert tl.height == 8 * (2 * 3 + 6 * 4)
+    assert set(tl["role"]) == {"cumsum", "token"}
+    assert (tl["end_us"] >= tl["start_us"]).all()
+    assert tl["end_us"].max() == pytest.approx(row["latency_us"])
+    code, _, _ = run_cli("run", *SMALL, "--protocol", "bsp", "--timeline", path)
+    tl = pl.read_parquet(path)
+    assert tl.height == 8 * 8 * 9 and set(tl["role"]) == {"bsp"}
+
+
+@pytest.mark.parametrize("args, key", [
+    (("--protocol", "mpi"), "protocol"),
+    (("--sync", "fast"), "sync"),
+    (("--cumsum-aivs", "8"), "cumsum_aivs"),
+    (("--topk", "9"), "topk"),
+    (("--experts", "12"), "experts"),
+    (("--batch", "0"), "batch"),
+    (("--hidden", "-3"), "hidden"),
+    (("--ranks", "many"), "ranks"),
+    (("--routing", "trace", "--trace", "/no/such.parquet"), "trace"),
+    (("--routing", "trace"), "trace"),
+    (("--profile", "/no/such.toml"), "profile"),
+])
+def test_bad_input_exits_2_naming_the_parameter(args, key, tmp_path):
+    code, out, err = run_cli("run", *SMALL, *args)
+    assert code == 2
+    assert out == ""
+    assert err.startswith("error: ") and key in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_unknown_flag_is_a_usage_error():
+    code, _, err = run_cli("run", "--bogus", "1")
+    assert code == 2 and "--bogus" in err
+
+
+def test_profile_file_overrides_and_rejects_unknown_keys(tmp_path):
+    good = tmp_path / "slow.toml"
+    good.write_text("[hardware]\negress_gbps = 20.0\ningress_gbps = 20.0\n")
+    base = json.loads(run_cli("run", *SMALL, "--json")[1])
+    slow = json.loads(run_cli("run", *SMALL, "--json", "--profile", good)[1])
+    assert slow["latency_us"] > base["latency_us"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[hardware]\negress_gpbs = 20.0\n")
+    code, _, err = run_cli("run", *SMALL, "--profile", bad)
+    assert code == 2 and "profile.egress_gpbs" in err and "unknown hardware key" in err
+    typed = tmp_path / "typed.toml"
+    typed.write_text("[hardware]\naivs = 'many'\n")
+    code, _, err = run_cli("run", *SMALL, "--profile", typed)
+    assert code == 2 and "profile.aivs" in err
+
+
+def test_profile_rejects_impossible_fabrics():
+    from ubepsim.errors import InputError
+    for overrides, key in (({"tier_sizes": [3]}, "tier_sizes"),
+                           ({"tier_sizes": [16, 8]}, "tier_sizes"),
+                           ({"flag_bytes": 512}, "flag_bytes"),
+                           ({"latency_ns": {"four_hop": 1.0}}, "latency_ns"),
+                           ({"clock_ghz": 0}, "clock_ghz")):
+        with pytest.raises(InputError, match=key):
+            load_profile(overrides=overrides)
+
+
+def test_trace_routing_runs_from_a_file(tmp_path):
+    path = tmp_path / "t.parquet"
+    rows = [(r, t, k, (r + t + k) % 8) for r in range(8) for t in range(4) for k in range(2)]
+    pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(path)
+    code, out, err = run_cli("run", *SMALL, "--routing", "trace", "--trace", path, "--json")
+    assert code == 0, err
+    assert json.loads(out)["copies_total"] == 64
+    dup = tmp_path / "dup.parquet"
+    rows = [(r, t, k, 1) for r in range(8) for t in range(4) for k in range(2)]
+    pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(dup)
+    code, _, err = run_cli("run", *SMALL, "--routing", "trace", "--trace", dup)
+    assert code == 2 and "distinct" in err

@@ -1,0 +1,136 @@
+"""The Numba kernel against its plain-Python twin, and the invariants on every configuration.
+
+Random small configurations cover every protocol, sync variant, schedule, routing mode (traces
+included), dtype and three fabrics (two tiers, flat, three tiers with sentinel collisions).
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import polars as pl
+import pytest
+
+from ubepsim import model, reference
+from ubepsim.errors import InputError
+from ubepsim.params import make_config
+from ubepsim.profile import load_profile
+
+PROFILES = {
+    "cm384": load_profile(),
+    "flat": load_profile(overrides={"npu_dies": 1, "tier_sizes": []}),
+    "three_tier": load_profile(overrides={"tier_sizes": [4, 8], "blocks_in_flight": 3,
+                                          "sentinel_collision_prob": 0.02}),
+}
+N_CONFIGS = 320
+CHUNK = 40
+
+
+def write_trace(path, ranks, batch, topk, experts, seed):
+    rnd = np.random.default_rng(seed)
+    rows = {"rank": [], "token": [], "k": [], "expert": []}
+    for r in range(ranks):
+        for t in range(batch):
+            for k, e in enumerate(rnd.choice(experts, size=topk, replace=False)):
+                rows["rank"].append(r)
+                rows["token"].append(t)
+                rows["k"].append(k)
+                rows["expert"].append(int(e))
+    pl.DataFrame(rows).write_parquet(path)
+
+
+def random_configs(n, seed, trace_dir):
+    """n valid random configurations, with every mode represented."""
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < n:
+        i = len(out)
+        ranks = rnd.choice([1, 2, 3, 4, 6, 8, 12, 16])
+        experts = ranks * rnd.randint(1, 4)
+        v = dict(ranks=ranks, experts=experts, batch=rnd.randint(1, 10),
+                 aivs=rnd.randint(2, 9), hidden=rnd.choice([1, 7, 100, 240, 480, 1000]),
+                 dtype=rnd.choice(["bf16", "fp8", "int8"]),
+                 # cycle through the modes so that every combination shows up
+                 protocol=["bsp", "ubep"][i % 2], sync=["sw", "tff", "dc", "sp"][(i // 2) % 4],
+                 schedule=["expert_block", "balanced", "homogenized"][(i // 8) % 3],
+                 routing=["uniform", "zipf", "hot", "trace"][(i // 24) % 4],
+                 zipf_s=rnd.choice([0.5, 1.2, 3.0]), hot_share=rnd.choice([0.2, 0.9]),
+                 seed=rnd.randint(0, 3))
+        v["topk"] = rnd.randint(1, min(6, experts))
+        v["cumsum_aivs"] = rnd.randint(1, v["aivs"] - 1)
+        v["hot_experts"] = rnd.randint(1, experts)
+        if v["routing"] == "trace":
+            path = trace_dir / f"trace{i}.parquet"
+            write_trace(path, ranks, v["batch"], v["topk"], experts, i)
+            v["trace"] = str(path)
+        try:
+            out.append((make_config(v, 48), rnd.choice(list(PROFILES))))
+        except InputError:
+            continue
+    return out
+
+
+@pytest.fixture(scope="module")
+def configs(tmp_path_factory):
+    return random_configs(N_CONFIGS, 2026, tmp_path_factory.mktemp("traces"))
+
+
+@pytest.mark.parametrize("chunk", range(N_CONFIGS // CHUNK))
+def test_kernel_matches_twin_exactly(configs, chunk):
+    for cfg, prof in configs[chunk * CHUNK:(chunk + 1) * CHUNK]:
+        twin = reference.simulate(cfg, PROFILES[prof])
+        twin.pop("_detail")
+        kernel = model.simulate(cfg, PROFILES[prof])
+        mismatched = {k: (twin[k], kernel[k]) for k in twin if twin[k] != kernel[k]}
+        assert not mismatched, (cfg, prof, mismatched)
+
+
+def test_random_configurations_cover_every_mode(configs):
+    seen = {(c.protocol.name, c.sync.name, c.schedule.name) for c, _ in configs}
+    assert len(seen) == 2 * 4 * 3
+    assert {c.routing.name for c, _ in configs} == {"uniform", "zipf", "hot", "trace"}
+    assert {p for _, p in configs} == set(PROFILES)
+
+
+@pytest.mark.parametrize("chunk", range(2))
+def test_invariants_hold_in_the_twin(configs, chunk):
+    """Every copy delivered once, nothing read before it is visible, latency above the bound."""
+    for cfg, prof in configs[chunk::4]:
+        out = reference.simulate(cfg, PROFILES[prof])
+        d = out["_detail"]
+        assert d["delivered"] == out["copies_total"] == cfg.ranks * cfg.batch * cfg.topk
+        assert d["violations"] == 0
+        assert d["latency_cycles"] >= d["bound_cycles"]
+        copies = sum(out[f"copies_{h}"] for h in ("local", "intra_npu", "one_hop", "two_hop",
+                                                   "three_hop"))
+        assert copies == out["copies_total"]
+        # phase attribution covers the critical path exactly
+        phases = sum(out[f"phase_{p}_us"] for p in ("init", "send", "sync", "cumsum", "reorder"))
+        assert phases == pytest.approx(out["latency_us"], rel=1e-12)
+        # every AIV's phase boundaries are ordered in time
+        for die in d["marks"]:
+            for marks in die:
+                assert marks == sorted(marks)
+
+
+def test_kernel_checks_invariants_on_every_row(configs):
+    """The batch kernel raises if any row breaks an invariant; here none does."""
+    rows = [c.as_dict() for c, p in configs if p == "cm384"]
+    frame = pl.DataFrame(rows)
+    out = model.simulate_table(frame, PROFILES["cm384"])
+    assert out.height == len(rows)
+    assert (out["latency_us"] > 0).all()
+
+
+def test_bad_invariant_is_reported(monkeypatch):
+    """A kernel row that delivered fewer copies than it dispatched is an error, not a result."""
+    cfg = make_config({"ranks": 4, "batch": 4, "topk": 2, "aivs": 4, "cumsum_aivs": 1}, 48)
+    prof = PROFILES["cm384"]
+    cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
+    params, costs, chances, cdf, trace = model.prepare(cols, prof)
+    out = np.zeros((1, model.k.N_OUT))
+    model.k._simulate_batch(params, costs, chances, cdf, trace, out)
+    out[0, model.k.O_DELIVERED] -= 1
+    with pytest.raises(RuntimeError, match="invariant"):
+        model.results_from_kernel(out, cols, costs, prof)
