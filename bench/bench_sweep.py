@@ -1,0 +1,123 @@
+"""Sweep throughput, overhead and memory, measured on sweeps/million.toml.
+
+    python bench/bench_sweep.py                  # sample throughput, 1 and 2 threads; overheads
+    python bench/bench_sweep.py --full 600       # also run the real sweep for up to 600 s
+
+1. Throughput: a fixed sample of the million grid (SAMPLE points drawn with a fixed seed, in
+   random order) through `simulate_table`, with 1 and 2 threads, after a JIT warm-up:
+   configurations per second and token copies per second per core.
+2. Overheads: expanding and validating the whole grid (load_grid), and writing a full
+   million-row dataset in parts (the sample's result rows repeated to the grid's size, written
+   by the engine's own write_part), against the sweep time the measured rate predicts.
+3. --full SECONDS: `ubepsim sweep sweeps/million.toml --workers 2` in a subprocess, stopped
+   after SECONDS if it is not done (then resumed by hand with --resume). Peak resident memory is
+   the child's ru_maxrss (getrusage(RUSAGE_CHILDREN) after it exits: the kernel's high-water
+   mark of its resident set, sampled by nothing, so no peak is missed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from ubepsim.grid import load_grid
+from ubepsim.model import simulate_table
+from ubepsim.sweep import PART_ROWS, metadata, provenance, write_part
+
+ROOT = Path(__file__).resolve().parent.parent
+MILLION = ROOT / "sweeps" / "million.toml"
+SAMPLE = 2000
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sample", type=int, default=SAMPLE, help="points in the fixed sample")
+    ap.add_argument("--full", type=float, default=None, metavar="SECONDS",
+                    help="also run the whole million grid, stopping it after SECONDS")
+    args = ap.parse_args()
+
+    started = time.perf_counter()
+    grid = load_grid(MILLION)
+    expand_s = time.perf_counter() - started
+    print(f"grid: {grid.size:,} configurations ({grid.product:,} before the filter), "
+          f"expanded and validated in {expand_s:.2f} s")
+
+    rng = np.random.default_rng(0)
+    index = rng.choice(grid.size, size=args.sample, replace=False)
+    sample = grid.batch(0, grid.size)[index]
+    simulate_table(sample[:16], grid.profile, threads=1)  # JIT warm-up (or cache load)
+    rates = {}
+    for threads in (1, 2):
+        t = time.perf_counter()
+        rows = simulate_table(sample, grid.profile, threads=threads)
+        seconds = time.perf_counter() - t
+        copies = int(rows["copies_total"].sum())
+        rates[threads] = args.sample / seconds
+        print(f"{threads} thread(s): {args.sample:,} configurations in {seconds:.2f} s: "
+              f"{args.sample / seconds:,.1f} configurations/s, "
+              f"{args.sample / seconds / threads:,.1f} per core; "
+              f"{copies / seconds / threads:,.0f} token copies/s per core")
+    print(f"2 threads / 1 thread: {rates[2] / rates[1]:.2f}x")
+
+    predicted = grid.size / rates[2]
+    write_s = time_writing(grid, rows)
+    print(f"whole grid at the 2-thread rate: {predicted / 60:,.1f} min (target 10 min)")
+    print(f"Parquet writing of {grid.size:,} rows: {write_s:.2f} s; with expansion "
+          f"{100 * (expand_s + write_s) / (predicted + expand_s + write_s):.2f}% of the sweep "
+          f"(target < 5%)")
+
+    if args.full is not None:
+        run_full(args.full)
+
+
+def time_writing(grid, rows: pl.DataFrame) -> float:
+    """Write grid.size result rows as the engine does (parts of PART_ROWS, atomic rename)."""
+    reps = -(-PART_ROWS // rows.height)
+    part = pl.concat([rows] * reps)[:PART_ROWS]
+    meta = metadata(grid)
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        for first in range(0, grid.size, PART_ROWS):
+            stop = min(grid.size, first + PART_ROWS)
+            write_part(Path(tmp), first, stop, part[: stop - first], meta)
+        seconds = time.perf_counter() - t
+        size = sum(p.stat().st_size for p in Path(tmp).glob("*.parquet"))
+        print(f"dataset: {size / 2**20:,.0f} MiB in {len(list(Path(tmp).glob('*.parquet')))} "
+              f"parts; provenance keys {sorted(provenance(next(Path(tmp).glob('*.parquet'))))}")
+    return seconds
+
+
+def run_full(limit: float) -> None:
+    out = Path(tempfile.mkdtemp(prefix="million-"))
+    shutil.rmtree(out)
+    cmd = [sys.executable, "-c", "from ubepsim.cli import entry; entry()", "sweep", str(MILLION),
+           "--out", str(out), "--workers", "2", "--quiet"]
+    print("running:", " ".join(cmd[3:]))
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd)
+    try:
+        proc.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    seconds = time.perf_counter() - t
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20  # KiB -> GiB
+    done = pl.scan_parquet(out / "*.parquet").select(pl.len()).collect().item() \
+        if any(out.glob("*.parquet")) else 0
+    state = "finished" if proc.returncode == 0 else f"stopped after {limit:.0f} s (SIGKILL)"
+    print(f"full run {state}: {done:,} rows in {seconds:.0f} s ({done / seconds:,.1f}/s); "
+          f"peak resident memory {peak:.2f} GiB; dataset in {out} (resume with --resume)")
+
+
+if __name__ == "__main__":
+    main()
