@@ -221,8 +221,8 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     st_arr = np.empty(max_stores, np.int64)    # arrival at the ingress port; -1: local store
     st_vis = np.empty(max_stores, np.int64)
     n_st = 0
-    copy_store = np.empty(R * M, np.int32)     # store carrying each copy (global id s * M + i)
-    copy_signal = np.empty(R * M, np.int32)    # store a receiver polls for it
+    # per copy (global id s * M + i): the store carrying it, and the store a receiver polls
+    copy_ref = np.empty((R * M, 2), np.int32)
     count_signal = np.empty(R * R, np.int32)   # [s * R + d]: store polled for s's counts to d
 
     copies_hop = np.zeros(N_HOPS, np.int64)
@@ -253,7 +253,11 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     sub = np.zeros(A, np.int64)
     mode = np.zeros(A, np.int64)       # 0 token list, 1 count destinations, -1 nothing to send
     d_hi = np.zeros(A, np.int64)
-    heap = np.empty(A, np.int64)
+    qcap = 1
+    while qcap < A:
+        qcap *= 2
+    queue = np.empty(qcap, np.int64)
+    qmask = qcap - 1
     hcounts = np.zeros(N_HOPS + 1, np.int64)
     amask = (1 << AIV_BITS) - 1
     copy_pre = c[C_COPY_VERIFY] if (ubep and sync == DC) else 0
@@ -398,10 +402,13 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     mode[a] = 1 if d_hi[a] > pos[a] else -1
                     sub[a] = 0
             # ---- egress event loop over the die's AIVs: requests served in (time, AIV) order ---
-            # One loop body serves both the AIVs' first requests and the stores popped from the
-            # heap, so the request code is written once and inline (calls taking arrays would
-            # pay atomic reference counts per store).
+            # One loop body serves both the AIVs' first requests and the stores taken from the
+            # queue, so the request code is written once and inline (calls taking arrays would
+            # pay atomic reference counts per store). The queue is a ring kept sorted by key;
+            # a new request usually comes last (AIVs take turns), so inserting from the back is
+            # O(1) in the common case.
             size = 0
+            head = 0
             first = 0
             while True:
                 if first < A:
@@ -409,11 +416,12 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     first += 1
                     if mode[a] < 0:
                         continue
-                    replace = False
                 else:
                     if size == 0:
                         break
-                    top = heap[0]
+                    top = queue[head]
+                    head = (head + 1) & qmask
+                    size -= 1
                     t = top >> AIV_BITS
                     a = top & amask
                     if mode[a] == 0:
@@ -456,8 +464,8 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     # record signals and advance the AIV's program
                     if mode[a] == 0:
                         if sub[a] == 0:
-                            copy_store[base + i] = sid
-                            copy_signal[base + i] = sid
+                            copy_ref[base + i, 0] = sid
+                            copy_ref[base + i, 1] = sid
                             last_copy_ack[s, a] = ack
                             if ubep and (sync == SW or (sync == DC and last_to[x])):
                                 sub[a] = 1
@@ -465,7 +473,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                                 pos[a] += 1
                         else:
                             if sync == SW:
-                                copy_signal[base + i] = sid
+                                copy_ref[base + i, 1] = sid
                             else:
                                 chk_of[x] = sid    # dc: the checksum, given to the copies below
                             sub[a] = 0
@@ -478,13 +486,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                             sub[a] = 0
                             pos[a] += 1
                     if pos[a] >= d_hi[a]:
-                        # AIV a is done: the heap's last key replaces the root
-                        size -= 1
-                        key = heap[size]
-                        replace = True
-                        a = -1
-                    else:
-                        replace = True
+                        continue                       # AIV a is done
                 if a >= 0:
                     # AIV a's next store: pre-work, fence, in-flight credits, issue
                     if sub[a] == 0 and mode[a] == 0:
@@ -523,32 +525,13 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     bucket[s, a, b] += issue
                     t_aiv[s, a] = t
                     key = (t << AIV_BITS) | a
-                if replace:
-                    # sift `key` down from the root
-                    if size > 0:
-                        hx = 0
-                        while True:
-                            ch = 2 * hx + 1
-                            if ch >= size:
-                                break
-                            if ch + 1 < size and heap[ch + 1] < heap[ch]:
-                                ch += 1
-                            if heap[ch] >= key:
-                                break
-                            heap[hx] = heap[ch]
-                            hx = ch
-                        heap[hx] = key
-                else:
-                    # sift `key` up from a new leaf
-                    hx = size
+                    # insert from the back, keeping the ring sorted
+                    x = size
+                    while x > 0 and queue[(head + x - 1) & qmask] > key:
+                        queue[(head + x) & qmask] = queue[(head + x - 1) & qmask]
+                        x -= 1
+                    queue[(head + x) & qmask] = key
                     size += 1
-                    while hx > 0:
-                        par = (hx - 1) >> 1
-                        if heap[par] <= key:
-                            break
-                        heap[hx] = heap[par]
-                        hx = par
-                    heap[hx] = key
         # dc: every copy's signal is its (AIV, destination) checksum
         if ubep and sync == DC:
             for j in range(NS):
@@ -557,19 +540,24 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     d = die_of[experts_of[base + i]]
                     if last_to[x]:
                         cur_sig[d] = chk_of[x]
-                    copy_signal[base + i] = cur_sig[d]
+                    copy_ref[base + i, 1] = cur_sig[d]
         for a in range(A):
             marks[s, a, nmarks[s, a]] = t_aiv[s, a]
             nmarks[s, a] += 1
 
     # ---- ingress ports: arrivals served in (arrival, source, store order) ------------------------
-    ingress = _ingress_order(st_dst, st_arr, n_st, R)
+    keys, id_bits, arr_bits = _ingress_order(st_dst, st_arr, n_st, R)
+    id_mask = (np.int64(1) << id_bits) - 1
+    arr_mask = (np.int64(1) << arr_bits) - 1
     free = 0
     prev = -1
-    for x in range(ingress.shape[0]):
-        sid = ingress[x]
-        if st_dst[sid] != prev:
-            prev = st_dst[sid]
+    for x in range(keys.shape[0]):
+        key = keys[x]
+        sid = key & id_mask
+        arrival = (key >> id_bits) & arr_mask
+        d = key >> (id_bits + arr_bits)
+        if d != prev:
+            prev = d
             free = 0
         k = st_kind[sid]
         if k == K_COPY:
@@ -578,7 +566,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             ing = c[C_COUNT_INGRESS]
         else:
             ing = c[C_SIGNAL_INGRESS]
-        free = max(st_arr[sid], free) + ing
+        free = max(arrival, free) + ing
         st_vis[sid] = free
 
     # ---- receivers --------------------------------------------------------------------------------
@@ -679,8 +667,10 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 nmarks[d, a] += 1
             for x in range(j * n_recv // n_reorder, (j + 1) * n_recv // n_reorder):
                 g = recv[r_lo + x]
+                data = st_vis[copy_ref[g, 0]]
                 if ubep:
-                    v = st_vis[copy_signal[g]]
+                    sig = copy_ref[g, 1]
+                    v = data if sig == copy_ref[g, 0] else st_vis[sig]
                     if q_copy > 0.0 and rng.unit(skey, R + x) < q_copy:
                         collisions += 1
                         v += c[C_TIMEOUT]
@@ -691,7 +681,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     if sync != SW:
                         t += c[C_COPY_VERIFY]
                         bucket[d, a, B_SYNC] += c[C_COPY_VERIFY]
-                if t < st_vis[copy_store[g]]:
+                if t < data:
                     violations += 1
                 t += c[C_LOCAL_COPY]
                 bucket[d, a, B_REORDER] += c[C_LOCAL_COPY]
@@ -769,32 +759,33 @@ RADIX_BITS = 11
 
 @njit
 def _ingress_order(st_dst, st_arr, n_st, R):
-    """Remote stores sorted by (destination, arrival, store id): a stable LSD radix sort of
-    packed keys (destination above the arrival bits), moving keys with ids so that every pass
-    reads sequentially."""
+    """Remote stores sorted by (destination, arrival, store id), as packed keys.
+
+    A key holds destination | arrival | store id from high bits to low, so sorting keys sorts by
+    all three; the ids are already ascending, so an LSD radix sort over the destination and
+    arrival bits alone, stable, finishes the job. Returns (keys, id_bits, arrival_bits).
+    """
     n = 0
     top = 0
     for sid in range(n_st):
         if st_arr[sid] >= 0:
             n += 1
             top = max(top, st_arr[sid])
-    arr_bits = 1
-    while (top >> arr_bits) > 0:
-        arr_bits += 1
+    id_bits = _bits(n_st)
+    arr_bits = _bits(top + 1)
+    if id_bits + arr_bits + _bits(R) > 63:
+        raise ValueError("configuration too large for the ingress sort keys")
     keys = np.empty(n, np.int64)
-    ids = np.empty(n, np.int32)
     x = 0
     for sid in range(n_st):
         if st_arr[sid] >= 0:
-            keys[x] = (np.int64(st_dst[sid]) << arr_bits) | st_arr[sid]
-            ids[x] = sid
+            keys[x] = (((np.int64(st_dst[sid]) << arr_bits) | st_arr[sid]) << id_bits) | sid
             x += 1
-    keys2 = np.empty(n, np.int64)
-    ids2 = np.empty(n, np.int32)
+    other = np.empty(n, np.int64)
     radix = 1 << RADIX_BITS
     count = np.zeros(radix + 1, np.int64)
-    top_key = (np.int64(R) << arr_bits)
-    shift = 0
+    shift = id_bits
+    top_key = np.int64(R) << (arr_bits + id_bits)
     while (top_key >> shift) > 0:
         count[:] = 0
         for x in range(n):
@@ -803,14 +794,20 @@ def _ingress_order(st_dst, st_arr, n_st, R):
             count[b + 1] += count[b]
         for x in range(n):
             b = (keys[x] >> shift) & (radix - 1)
-            y = count[b]
-            keys2[y] = keys[x]
-            ids2[y] = ids[x]
-            count[b] = y + 1
-        keys, keys2 = keys2, keys
-        ids, ids2 = ids2, ids
+            other[count[b]] = keys[x]
+            count[b] += 1
+        keys, other = other, keys
         shift += RADIX_BITS
-    return ids
+    return keys, id_bits, arr_bits
+
+
+@njit(inline="always")
+def _bits(v):
+    """Bits needed to hold the values 0 .. v - 1."""
+    b = 1
+    while (np.int64(1) << b) < v:
+        b += 1
+    return b
 
 
 @njit(parallel=True)

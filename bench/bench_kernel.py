@@ -1,0 +1,66 @@
+"""Kernel speed: nanoseconds per token copy on one core, and the speed-up over the twin.
+
+    python bench/bench_kernel.py [--ranks 256 --batch 128 --topk 8 --experts 256] [--repeat 7]
+
+For each protocol: the kernel's time for one configuration (one thread, after JIT warm-up, the
+median of --repeat runs, kernel only: inputs are prepared once), and the plain-Python twin's time
+for the same configuration, measured in the same run. Prints one line per protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numba
+import numpy as np
+
+from ubepsim import model, reference
+from ubepsim.params import make_config
+from ubepsim.profile import load_profile
+
+
+def kernel_seconds(config, profile, repeat: int) -> float:
+    cols = {k: np.asarray([v]) for k, v in config.as_dict().items()}
+    params, costs, chances, cdf, trace = model.prepare(cols, profile)
+    out = np.zeros((1, model.k.N_OUT))
+    model._keep_freed_memory()
+    model.k._simulate_batch(params, costs, chances, cdf, trace, out)    # warm-up (JIT)
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        model.k._simulate_batch(params, costs, chances, cdf, trace, out)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--topk", type=int, default=8)
+    ap.add_argument("--experts", type=int, default=256)
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--no-twin", action="store_true", help="skip the twin (slow)")
+    args = ap.parse_args()
+    numba.set_num_threads(1)
+    profile = load_profile()
+    print(f"ranks {args.ranks}, batch {args.batch}, top-{args.topk}, {args.experts} experts, "
+          f"1 thread")
+    for protocol in ("bsp", "ubep"):
+        cfg = make_config({"ranks": args.ranks, "batch": args.batch, "topk": args.topk,
+                           "experts": args.experts, "protocol": protocol}, profile.aivs)
+        copies = cfg.ranks * cfg.batch * cfg.topk
+        k = kernel_seconds(cfg, profile, args.repeat)
+        line = f"{protocol:5s} kernel {k * 1e3:8.2f} ms  {k / copies * 1e9:7.1f} ns/copy"
+        if not args.no_twin:
+            t = time.perf_counter()
+            reference.simulate(cfg, profile)
+            twin = time.perf_counter() - t
+            line += f"  twin {twin:7.2f} s  speed-up {twin / k:7.0f}x"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
