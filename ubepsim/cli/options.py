@@ -58,3 +58,23 @@ def config_from_flags(values: dict[str, Any]):
     profile = load_profile(values.pop("profile"))
     given = {k: parse_value(k, v) for k, v in values.items() if v is not None}
     return make_config(given, profile.aivs), profile
+
+
+def split_list(flag: str, text: str) -> list[str]:
+    """A comma-separated flag value as its items, stripped; InputError on an empty item."""
+    items = [x.strip() for x in text.split(",")]
+    if any(not x for x in items):
+        raise InputError(flag, f"expected comma-separated values such as 1,2,4, got {text!r}")
+    return items
+
+
+def list_values(name: str, text: str) -> list[Any]:
+    """A model flag given as a comma-separated list: each item as the parameter's type."""
+    return [parse_value(name, x) for x in split_list(name, text)]
+
+
+class CheckFailed(click.ClickException):
+    """A check the user asked for did not hold (`calibrate --check`, `validate --strict`):
+    exit code 1, with its message."""
+
+    exit_code = 1
