@@ -1,0 +1,168 @@
+"""`ubepsim calibrate`: recovering known parameters from synthetic measurements, bad input, and
+the paper's calibration set-up (the full paper fit is too slow for the suite)."""
+
+from __future__ import annotations
+
+import tomllib
+
+import numpy as np
+import polars as pl
+import pytest
+
+from conftest import run_cli
+from ubepsim import calibrate as cal
+from ubepsim.model import simulate_table
+from ubepsim.params import make_config
+from ubepsim.profile import FIELDS, load_profile
+
+TRUTH = {"aiv_store_gbps": 24.0, "init_cycles": 3000, "syncall_cycles": 2500,
+         "blocks_in_flight": 8}
+
+
+def synthetic(truth: dict, rows: int | None = None) -> pl.DataFrame:
+    """Latencies of small configurations simulated with `truth` over the built-in profile:
+    few AIVs with many copies (issue-bound), one-hop stores (window-bound), both protocols."""
+    profile = cal.with_values(load_profile(), truth)
+    points = [make_config({"ranks": r, "batch": b, "topk": 2, "aivs": 8, "cumsum_aivs": 2,
+                           "hidden": h,
+                           "protocol": p, "sync": "sw" if p == "bsp" else "sp"},
+                          profile.aivs).as_dict()
+              for r in (4, 8) for b in (4, 32) for h in (256, 1024) for p in ("bsp", "ubep")]
+    frame = simulate_table(pl.DataFrame(points[:rows]), profile)
+    return frame.select("ranks", "batch", "topk", "aivs", "cumsum_aivs", "hidden", "protocol",
+                        "sync", "latency_us")
+
+
+def fitted_values(path) -> dict:
+    return tomllib.loads(path.read_text())["hardware"]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_recovers_known_parameters_from_synthetic_measurements(tmp_path, suffix):
+    data = tmp_path / f"measured{suffix}"
+    frame = synthetic(TRUTH)
+    frame.write_csv(data) if suffix == ".csv" else frame.write_parquet(data)
+    out = tmp_path / "fitted.toml"
+    code, stdout, err = run_cli("calibrate", data, "--fit", ",".join(TRUTH), "--out", out)
+    assert code == 0, err
+    got = fitted_values(out)
+    assert got["blocks_in_flight"] == TRUTH["blocks_in_flight"]   # from powers of two
+    for key in ("aiv_store_gbps", "init_cycles", "syncall_cycles"):
+        assert got[key] == pytest.approx(TRUTH[key], rel=0.03), key
+    # the fit table: every point with its measured and simulated latency
+    assert len([ln for ln in stdout.splitlines() if ln.startswith("ranks=")]) == frame.height
+    assert "rms error" in stdout
+    # everything else comes from the start profile, and the file is a valid profile
+    start = load_profile().values
+    assert all(got[k] == start[k] for k in FIELDS if k not in TRUTH and k != "latency_ns")
+    assert load_profile(out).values["init_cycles"] == got["init_cycles"]
+    lines = out.read_text().splitlines()
+    assert all(any(ln.startswith(f"{k} =") and ln.endswith("# fitted") for ln in lines)
+               for k in TRUTH)
+
+
+def test_fit_engine_reports_the_model_at_the_rounded_values():
+    problem = cal.measurement_problem(synthetic(TRUTH, rows=6), 48)
+    result = cal.fit(problem, load_profile(), ["init_cycles"])
+    again = problem.simulate(result.profile)
+    assert np.array_equal(result.table["simulated"].to_numpy(), again)
+    assert isinstance(result.values["init_cycles"], int)
+
+
+def test_unnamed_parameters_take_their_defaults(tmp_path):
+    data = tmp_path / "m.csv"
+    pl.DataFrame({"ranks": [8], "latency_us": [50.0]}).write_csv(data)
+    problem = cal.measurement_problem(cal.read_measurements(data), 48, str(data))
+    assert problem.cols["batch"][0] == 64 and problem.cols["experts"][0] == 8
+
+
+def _one_error(code, err, *words):
+    assert code == 2
+    lines = [ln for ln in err.strip().splitlines() if ln]
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
+@pytest.mark.parametrize("frame, words", [
+    ({"ranks": [8], "warp_size": [32], "latency_us": [10.0]}, ["warp_size", "unknown column"]),
+    ({"ranks": [8], "batch": [4]}, ["latency_us", "missing"]),
+    ({"ranks": [8], "latency_us": [0.0]}, ["latency_us", "above 0"]),
+    ({"ranks": [8], "latency_us": ["fast"]}, ["latency_us"]),
+    ({"ranks": [8, 8], "topk": [2, 9], "latency_us": [1.0, 2.0]}, ["topk", "row 2"]),
+    ({"ranks": [8], "protocol": ["mpi"], "latency_us": [1.0]}, ["protocol", "row 1"]),
+])
+def test_bad_measurement_files_are_refused_with_one_message(tmp_path, frame, words):
+    data = tmp_path / "m.csv"
+    pl.DataFrame(frame).write_csv(data)
+    out = tmp_path / "fitted.toml"
+    code, _, err = run_cli("calibrate", data, "--out", out)
+    _one_error(code, err, *words)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args, words", [
+    (("nowhere.csv",), ["nowhere.csv", "does not exist"]),
+    (("m.txt",), ["csv or .parquet"]),
+    (("m.csv", "--fit", "warp_cycles"), ["--fit", "warp_cycles"]),
+    (("m.csv", "--fit", "aivs"), ["--fit", "aivs", "shape"]),
+    (("m.csv", "--fit", "init_cycles,init_cycles"), ["--fit", "twice"]),
+    (("m.csv", "--fit", "init_cycles,,syncall_cycles"), ["--fit", "comma"]),
+    (("m.csv", "--out", "p.json"), ["--out", ".toml"]),
+    (("m.csv", "--out", "missing/p.toml"), ["--out", "does not exist"]),
+    (("m.csv", "--check"), ["--check", "--paper"]),
+    (("m.csv", "--paper"), ["--paper"]),
+    ((), ["MEASUREMENTS"]),
+    (("m.csv", "--profile", "nope.toml"), ["profile", "nope.toml"]),
+])
+def test_bad_arguments_are_refused_with_one_message(tmp_path, monkeypatch, args, words):
+    monkeypatch.chdir(tmp_path)
+    pl.DataFrame({"ranks": [8], "latency_us": [10.0]}).write_csv("m.csv")
+    (tmp_path / "m.txt").write_text("ranks,latency_us\n8,10\n")
+    code, _, err = run_cli("calibrate", *args)
+    _one_error(code, err, *words)
+    assert not (tmp_path / "calibrated.toml").exists()
+
+
+# --- the paper's calibration -----------------------------------------------------------------
+
+def test_paper_start_sets_every_key_from_the_paper_or_the_provisional_costs():
+    """The refit never reads the shipped profile: every key is stated or provisional."""
+    assert set(cal.STATED) | set(cal.PROVISIONAL) == set(FIELDS)
+    assert not set(cal.STATED) & set(cal.PROVISIONAL)
+    start = cal.paper_start().values
+    assert start["latency_ns"]["two_hop"] == 2500.0 and start["aivs"] == 48
+    assert {m for k in cal.PAPER_KEYS for m in cal.members(k)} <= set(cal.PROVISIONAL)
+
+
+def test_paper_problem_holds_every_calibration_number():
+    problem = cal.paper_problem()
+    assert len(problem.labels) == len(cal.TABLE4_CANN_EP) + len(cal.FIG3B_EFFICIENCY) - 1 + 1
+    assert list(problem.measured[:5]) == [103.0, 120.0, 139.0, 144.0, 151.0]
+    values = problem.simulate(load_profile())
+    assert values.shape == problem.measured.shape and np.all(np.isfinite(values))
+    assert cal.paper_grid()["blocks_in_flight"][0] == 15   # one fp8 token: 7392 B in 512 B blocks
+
+
+def test_paper_check_compares_the_refit_with_the_shipped_profile(monkeypatch, tmp_path):
+    """`calibrate --paper --check` (the fit itself is replaced by the shipped values here)."""
+    shipped = load_profile()
+    problem = cal.paper_problem()
+
+    def fake(values):
+        profile = cal.with_values(shipped, values)
+        return lambda threads=None, progress=None: cal.Fit(
+            values, profile, problem.table(problem.simulate(profile)), 0.05, 1, 0.0)
+
+    monkeypatch.setattr(cal, "calibrate_paper", fake({"init_cycles": shipped.init_cycles}))
+    code, out, err = run_cli("calibrate", "--paper", "--check")
+    assert code == 0, err
+    assert "shipped cm384 profile is the fit's" in out
+    monkeypatch.setattr(cal, "calibrate_paper", fake({"init_cycles": shipped.init_cycles + 1}))
+    code, _, err = run_cli("calibrate", "--paper", "--check")
+    assert code == 1 and "init_cycles" in err
+    target = tmp_path / "cm384.toml"
+    code, _, _ = run_cli("calibrate", "--paper", "--out", target)
+    assert code == 0 and load_profile(target).init_cycles == shipped.init_cycles + 1
+    assert "fitted" in target.read_text() and "paper: Table 2" in target.read_text()
+

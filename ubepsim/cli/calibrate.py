@@ -1,0 +1,132 @@
+"""`ubepsim calibrate`: fit a hardware profile to measured latencies, or refit cm384 to the paper."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from . import cli
+from .options import CheckFailed, split_list
+from ..errors import InputError
+from ..outputs import check_out, write_text
+
+PAPER_COMMAND = "ubepsim calibrate --paper --out ubepsim/profiles/cm384.toml"
+
+
+@cli.command()
+@click.argument("measurements", required=False, metavar="[MEASUREMENTS]")
+@click.option("--fit", "keys", default=None, metavar="KEY,KEY",
+              help="Profile keys to fit, comma-separated: latency_ns.<hop class> for a "
+                   "latency, a=b for one value shared by two keys (egress_gbps=ingress_gbps). "
+                   "Default: aiv_store_gbps, store_issue_cycles, init_cycles, aiv_copy_gbps, "
+                   "syncall_cycles. blocks_in_flight is searched over powers of two around "
+                   "its start value.")
+@click.option("--profile", "profile_spec", default="cm384", show_default=True,
+              metavar="NAME|FILE.toml", help="Profile the fit starts from; every key not "
+                                             "fitted keeps its value.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the fitted profile here (default: calibrated.toml; with --paper, "
+                   "print it).")
+@click.option("--paper", is_flag=True,
+              help="Refit the built-in cm384 profile to the paper's numbers (Table 4, Figure "
+                   "3(b), the SyncAll share) from its provisional start values.")
+@click.option("--check", is_flag=True,
+              help="With --paper: compare the refit with the shipped cm384 profile; exit 1 if "
+                   "they differ.")
+@click.option("--threads", type=int, default=None,
+              help="Threads of the parallel kernel (default: all cores).")
+@click.option("--max-evaluations", type=int, default=400, show_default=True,
+              help="Model evaluations per least-squares run at most.")
+def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out: Path | None,
+              paper: bool, check: bool, threads: int | None, max_evaluations: int) -> None:
+    """Fit profile parameters to MEASUREMENTS (CSV or Parquet: model parameters as columns,
+    unnamed ones at their defaults, and the measured latency_us) and write a new profile.
+
+    Least squares on the relative errors, within each key's bounds; prints every point's
+    measured and simulated latency and the error. `--paper` refits the built-in profile
+    instead; `ubepsim calibrate --paper --check` shows the shipped values are the fit's.
+    """
+    from .. import calibrate as cal
+    from ..profile import load_profile
+
+    if max_evaluations < 1:
+        raise InputError("--max-evaluations", f"must be at least 1, got {max_evaluations}")
+    if threads is not None and threads < 1:
+        raise InputError("--threads", f"must be at least 1, got {threads}")
+    if out is not None:
+        check_out(out, (".toml",))
+    if paper:
+        if measurements is not None or keys is not None or profile_spec != "cm384":
+            raise InputError("--paper", "takes no MEASUREMENTS, --fit or --profile: it refits "
+                             "cm384's free keys to the paper's numbers")
+        _paper(out, check, threads)
+        return
+    if check:
+        raise InputError("--check", "only with --paper")
+    if measurements is None:
+        raise InputError("MEASUREMENTS", "give a CSV or Parquet file of measurements, or "
+                         "--paper")
+    fit_keys = cal.check_keys(split_list("--fit", keys) if keys else cal.DEFAULT_KEYS)
+    profile = load_profile(profile_spec)
+    frame = cal.read_measurements(measurements)
+    problem = cal.measurement_problem(frame, profile.aivs, measurements)
+    target = out or Path("calibrated.toml")
+    click.echo(f"fitting {', '.join(fit_keys)} to {len(problem.labels)} measurements",
+               err=True)
+    result = cal.fit(problem, profile, fit_keys, threads=threads,
+                     max_evaluations=max_evaluations, progress=_progress)
+    click.echo(_report(result, profile))
+    header = [f"Hardware profile fitted by `ubepsim calibrate {measurements}` from "
+              f"{profile.name}:", f"{len(problem.labels)} measurements, rms error "
+              f"{result.rms_error:.2%}; fitted: {', '.join(fit_keys)}."]
+    notes = {m: "fitted" for k in fit_keys for m in cal.members(k)}
+    write_text(target, cal.profile_toml(result.profile, header, notes))
+    click.echo(f"wrote {target}")
+
+
+def _paper(out: Path | None, check: bool, threads: int | None) -> None:
+    from .. import calibrate as cal
+    from ..profile import load_profile
+
+    click.echo(f"refitting cm384: {', '.join(cal.PAPER_KEYS)} (about 30 s on 2 cores)", err=True)
+    result = cal.calibrate_paper(threads=threads, progress=_progress)
+    click.echo(_report(result, cal.paper_start()))
+    text = cal.paper_profile_toml(result)
+    if check:
+        shipped = load_profile().values
+        differ = {k: (shipped[k], v) for k, v in result.profile.values.items()
+                  if shipped[k] != v}
+        if differ:
+            raise CheckFailed("the refit differs from the shipped cm384 profile: " + "; ".join(
+                f"{k} shipped {old}, refit {new}" for k, (old, new) in differ.items()))
+        click.echo("the shipped cm384 profile is the fit's")
+    if out is not None:
+        write_text(out, text)
+        click.echo(f"wrote {out}")
+    elif not check:
+        click.echo(text)
+
+
+def _progress(line: str) -> None:
+    click.echo(f"  {line}", err=True)
+
+
+def _report(result, start) -> str:
+    from ..calibrate import get_value
+
+    t = result.table
+    width = max(len(p) for p in t["point"])
+    lines = [f"{'point':<{width}}  {'measured':>10}  {'simulated':>10}  {'error':>8}"]
+    for row in t.iter_rows(named=True):
+        lines.append(f"{row['point']:<{width}}  {_num(row['measured']):>10}  "
+                     f"{_num(row['simulated']):>10}  {row['error']:>+8.1%}")
+    lines.append(f"rms error {result.rms_error:.2%} over {t.height} points; "
+                 f"{result.evaluations} simulations of the point set in {result.seconds:.0f} s")
+    for k, v in result.values.items():
+        lines.append(f"  {k:<24} {_num(get_value(start.values, k)):>10} -> {_num(v)}")
+    return "\n".join(lines)
+
+
+def _num(v: float) -> str:
+    return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.0f}"
