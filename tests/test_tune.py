@@ -1,0 +1,127 @@
+"""`ubepsim tune`: the best CalCumSum group size per workload, its neighbours, Appendix A's
+prediction, the lookup table files, and bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import run_cli, write_grid
+from ubepsim import model
+from ubepsim.params import make_config
+from ubepsim.profile import load_profile
+
+SMALL = ("--ranks", "4,8", "--batch", "4,32", "--topk", "2", "--aivs", "8",
+         "--max-cumsum-aivs", "4")
+KEYS = {"ranks", "batch", "experts", "topk", "best_cumsum_aivs", "latency_us",
+        "analytic_cumsum_aivs"}
+
+
+def tune_json(*args):
+    code, out, err = run_cli("tune", *args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def latency(**values) -> float:
+    return model.simulate(make_config(values, 8), load_profile())["latency_us"]
+
+
+def test_each_row_reports_the_best_group_size_and_its_neighbours():
+    rows = tune_json(*SMALL)
+    assert [(r["ranks"], r["batch"]) for r in rows] == [(4, 4), (4, 32), (8, 4), (8, 32)]
+    for row in rows:
+        assert KEYS <= set(row)
+        lat = [latency(ranks=row["ranks"], batch=row["batch"], topk=2, aivs=8, cumsum_aivs=c)
+               for c in range(1, 5)]
+        best = row["best_cumsum_aivs"]
+        assert lat[best - 1] == min(lat) and lat.index(min(lat)) == best - 1  # first minimum
+        assert row["latency_us"] == pytest.approx(lat[best - 1])
+        below, above = row["latency_below_us"], row["latency_above_us"]
+        assert below == (pytest.approx(lat[best - 2]) if best > 1 else None)
+        assert above == (pytest.approx(lat[best]) if best < 4 else None)
+
+
+def test_analytic_prediction_follows_appendix_a_with_a_fitted_ratio():
+    rows = tune_json(*SMALL)
+    ratio = rows[0]["beta_over_alpha"]
+    x = [8 * r["experts"] / (r["topk"] * r["batch"]) for r in rows]
+    # least squares on logarithms: the fitted ratio is the geometric mean of best / x
+    logs = [math.log(r["best_cumsum_aivs"]) - math.log(v) for r, v in zip(rows, x)]
+    assert ratio == pytest.approx(math.exp(sum(logs) / len(logs)))
+    for r, v in zip(rows, x):
+        assert r["analytic_raw"] == pytest.approx(ratio * v)
+        assert r["analytic_cumsum_aivs"] == min(max(round(ratio * v), 1), 4)
+
+
+def test_seeds_are_averaged():
+    one = tune_json("--ranks", "8", "--batch", "16", "--aivs", "8", "--max-cumsum-aivs", "3",
+                    "--seed", "0,1")[0]
+    lat = [sum(latency(ranks=8, batch=16, aivs=8, cumsum_aivs=c, seed=s) for s in (0, 1)) / 2
+           for c in (1, 2, 3)]
+    assert one["latency_us"] == pytest.approx(min(lat))
+
+
+def test_lookup_table_as_toml_and_parquet(tmp_path):
+    rows = tune_json(*SMALL)
+    toml_path, parquet_path = tmp_path / "cumsum.toml", tmp_path / "cumsum.parquet"
+    for path in (toml_path, parquet_path):
+        code, out, err = run_cli("tune", *SMALL, "--out", path)
+        assert code == 0, err
+        assert f"wrote {path}" in out and "beta/alpha" in out
+    doc = tomllib.loads(toml_path.read_text())
+    assert doc["tune"]["max_cumsum_aivs"] == 4 and doc["tune"]["aivs"] == 8
+    assert [r["best_cumsum_aivs"] for r in doc["row"]] == [r["best_cumsum_aivs"] for r in rows]
+    table = pl.read_parquet(parquet_path)
+    assert table["best_cumsum_aivs"].to_list() == [r["best_cumsum_aivs"] for r in rows]
+    meta = pq.read_metadata(parquet_path).metadata
+    assert b"beta_over_alpha" in meta[b"ubepsim.tune"]
+    assert not list(tmp_path.glob(".*"))      # no temporary file left
+
+
+def test_a_grid_file_gives_the_same_rows(tmp_path):
+    grid = write_grid(tmp_path, """\
+        [sweep]
+        name = "t"
+        [grid]
+        ranks = [4, 8]
+        batch = [4, 32]
+        topk = 2
+        aivs = 8
+        cumsum_aivs = [1, 2]
+        """)
+    from_grid = tune_json("--grid", grid, "--max-cumsum-aivs", "4")
+    assert from_grid == tune_json(*SMALL)
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--ranks", "8", "--aivs", "8", "--max-cumsum-aivs", "8"), ["--max-cumsum-aivs", "below"]),
+    (("--ranks", "8", "--max-cumsum-aivs", "0"), ["--max-cumsum-aivs"]),
+    (("--ranks", "8", "--batch", "4,x"), ["batch", "'x'"]),
+    (("--ranks", "8", "--batch", "4,,8"), ["batch", "comma"]),
+    (("--ranks", "8", "--topk", "9"), ["topk", "exceeds"]),
+    (("--ranks", "8", "--batch", "4,4"), ["batch", "twice"]),
+    (("--ranks", "8", "--seed", "1,1"), ["seed", "twice"]),
+    (("--ranks", "8", "--protocol", "bsp"), ["protocol", "ubep"]),
+    (("--ranks", "8", "--cumsum-aivs", "2"), ["cumsum_aivs", "--max-cumsum-aivs"]),
+    (("--ranks", "8", "--out", "t.csv"), ["--out", ".toml"]),
+    (("--ranks", "8", "--out", "missing/t.toml"), ["--out", "does not exist"]),
+    (("--grid", "nowhere.toml"), ["nowhere.toml"]),
+    (("--grid", "g.toml", "--ranks", "8"), ["--grid", "--ranks"]),
+    (("--ranks", "8", "--threads", "0"), ["--threads"]),
+])
+def test_bad_input_exits_2_with_one_message(tmp_path, monkeypatch, args, words):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "g.toml").write_text('[sweep]\nname = "g"\n[grid]\nranks = 8\n')
+    code, out, err = run_cli("tune", *args)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    for w in words:
+        assert w in lines[0]
+    assert not out and not list(tmp_path.glob("t.*"))

@@ -1,0 +1,122 @@
+"""`ubepsim tune`: the best CalCumSum group size per workload, and Appendix A's prediction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from . import cli
+from .options import list_values, model_options, parse_value
+from ..errors import InputError
+
+LISTS = ("ranks", "batch", "experts", "topk", "seed")
+
+
+@cli.command()
+@model_options(lists=LISTS)
+@click.option("--grid", "grid_file", default=None, metavar="GRID.toml",
+              help="Take the workloads from a grid file instead of the flags: its points "
+                   "without cumsum_aivs (swept here) and seed (its seeds are averaged).")
+@click.option("--max-cumsum-aivs", type=int, default=16, show_default=True,
+              help="Largest CalCumSum group size tried (from 1).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the lookup table to FILE.toml or FILE.parquet.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a JSON list, one object per workload.")
+@click.option("--threads", type=int, default=None,
+              help="Threads of the parallel kernel (default: all cores).")
+def tune(grid_file: str | None, max_cumsum_aivs: int, out: Path | None, as_json: bool,
+         threads: int | None, **flags) -> None:
+    """Find the best CalCumSum group size (cumsum_aivs) for UBEP, per (ranks, batch, experts,
+    topk).
+
+    Each workload is simulated with 1..--max-cumsum-aivs CalCumSum AIVs (protocol ubep, the
+    other flags as in `ubepsim run`; --ranks, --batch, --experts, --topk and --seed take
+    comma-separated lists, and latencies are averaged over the seeds). Prints per workload the
+    best size, its latency and that of one fewer and one more AIV, beside Appendix A's
+    prediction (beta/alpha) * aivs * experts / (topk * batch), beta/alpha fitted over the rows.
+
+    Example: ubepsim tune --ranks 64,128,256 --batch 8,16,32,64,128 --out cumsum.toml
+    """
+    from .. import tune as engine
+    from ..outputs import check_out
+    from ..profile import load_profile
+
+    if max_cumsum_aivs < 1:
+        raise InputError("--max-cumsum-aivs", f"must be at least 1, got {max_cumsum_aivs}")
+    if threads is not None and threads < 1:
+        raise InputError("--threads", f"must be at least 1, got {threads}")
+    if out is not None:
+        check_out(out, engine.OUT_FORMATS)
+    if grid_file is not None:
+        given = [k for k, v in flags.items() if v is not None and k != "profile"]
+        if given or flags["profile"] != "cm384":
+            raise InputError("--grid", "takes its parameters and profile from the grid file; "
+                             f"drop {', '.join('--' + k.replace('_', '-') for k in given) or '--profile'}")
+        rows, seeds, profile = _from_grid(grid_file)
+    else:
+        profile = load_profile(flags.pop("profile"))
+        if flags.get("protocol") not in (None, "ubep"):
+            raise InputError("protocol", "tune sizes UBEP's CalCumSum group: protocol must "
+                             "be ubep")
+        if flags.get("cumsum_aivs") is not None:
+            raise InputError("cumsum_aivs", "is what tune sweeps; set --max-cumsum-aivs")
+        lists = {k: list_values(k, flags.pop(k)) for k in LISTS if flags.get(k) is not None}
+        seeds = lists.pop("seed", [0])
+        if len(set(seeds)) != len(seeds):
+            raise InputError("seed", f"a value appears twice in {', '.join(map(str, seeds))}")
+        fixed = {k: parse_value(k, v) for k, v in flags.items() if v is not None}
+        rows = engine.rows_from_lists(lists, fixed, profile.aivs)
+    result = engine.tune(rows, seeds, profile, max_cumsum_aivs, threads)
+    if out is not None:
+        engine.write(result, out)
+    if as_json:
+        click.echo(json.dumps(engine.to_records(result), indent=2))
+    else:
+        click.echo(_table(result))
+    if out is not None:
+        click.echo(f"wrote {out}", err=as_json)
+
+
+def _from_grid(path: str):
+    from ..grid import load_grid
+    from ..tune import resolved_row
+
+    grid = load_grid(path)
+    points = grid.batch(0, grid.size)
+    if (points["protocol"] != "ubep").any():
+        raise InputError("protocol", "tune sizes UBEP's CalCumSum group: the grid's protocol "
+                         "must be ubep", path)
+    seeds = sorted(set(points["seed"].to_list()))
+    rows, seen = [], set()
+    for point in points.drop("cumsum_aivs", "seed").iter_rows(named=True):
+        key = tuple(point.values())
+        if key not in seen:
+            seen.add(key)
+            rows.append(resolved_row({**point, "cumsum_aivs": 1}, grid.profile.aivs))
+    return rows, seeds, grid.profile
+
+
+def _table(result) -> str:
+    t = result.table
+    keys = [c for c in t.columns if c not in ("best_cumsum_aivs", "latency_us",
+                                             "latency_below_us", "latency_above_us",
+                                             "analytic_cumsum_aivs", "analytic_raw")]
+    head = "  ".join(f"{k:>8}" for k in keys)
+    lines = [f"{head}  {'best':>5}  {'latency_us':>10}  {'best-1':>8}  {'best+1':>8}  "
+             f"{'analytic':>8}"]
+    for row in t.iter_rows(named=True):
+        cells = "  ".join(f"{str(row[k]):>8}" for k in keys)
+        lines.append(f"{cells}  {row['best_cumsum_aivs']:>5}  {row['latency_us']:>10.3f}  "
+                     f"{_opt(row['latency_below_us'])}  {_opt(row['latency_above_us'])}  "
+                     f"{row['analytic_cumsum_aivs']:>8}")
+    lines.append(f"beta/alpha = {result.beta_over_alpha:.4g} (Appendix A: n_count ~ "
+                 f"(beta/alpha) * aivs * experts / (topk * batch), fitted over the rows); "
+                 f"{len(result.seeds)} seed(s), group sizes 1-{result.max_cumsum_aivs}")
+    return "\n".join(lines)
+
+
+def _opt(v: float | None) -> str:
+    return f"{v:>8.3f}" if v is not None else f"{'-':>8}"

@@ -1,0 +1,146 @@
+"""The best CalCumSum group size per workload, beside Appendix A's analytic prediction.
+
+For each row (a UBEP configuration without its `cumsum_aivs`), every group size from 1 to
+`max_cumsum_aivs` is simulated, for every seed; the row's best size is the one of least mean
+latency (the smaller on a tie). Appendix A balances the two AIV groups,
+T_count = beta N_exp / n_count against T_token = alpha K B / (n - n_count), and with
+n - n_count ~ n predicts n_count ~ (beta / alpha) n N_exp / (K B); beta / alpha is fitted over
+the rows, by least squares on the logarithms (group sizes from 1 to 16 count alike).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from . import __version__
+from .errors import InputError
+from .outputs import replacing, toml_value, write_text
+from .params import NAMES, make_config
+from .profile import Profile
+
+KEYS = ("ranks", "batch", "experts", "topk")
+OUT_FORMATS = (".toml", ".parquet")
+
+
+@dataclasses.dataclass
+class Tuning:
+    table: pl.DataFrame          # one row per workload (see `tune`)
+    beta_over_alpha: float
+    constants: dict[str, Any]    # parameters shared by every row
+    seeds: list[int]
+    max_cumsum_aivs: int
+    profile: str
+
+
+def rows_from_lists(lists: dict[str, list[Any]], fixed: dict[str, Any],
+                    aivs_default: int) -> list[dict[str, Any]]:
+    """Every combination of the listed values (ranks slowest), with the fixed parameters;
+    each checked as a UBEP configuration (experts default to one per rank)."""
+    names = [n for n in KEYS if n in lists]
+    for n in names:
+        if len(set(lists[n])) != len(lists[n]):
+            raise InputError(n, f"a value appears twice in {', '.join(map(str, lists[n]))}")
+    rows = []
+    for combo in itertools.product(*(lists[n] for n in names)):
+        values = {**fixed, **dict(zip(names, combo)), "protocol": "ubep", "cumsum_aivs": 1}
+        rows.append(resolved_row(values, aivs_default))
+    return rows
+
+
+def resolved_row(values: dict[str, Any], aivs_default: int) -> dict[str, Any]:
+    """A checked configuration without the two parameters tune varies itself."""
+    row = make_config(values, aivs_default).as_dict()
+    row.pop("cumsum_aivs")
+    row.pop("seed")
+    return row
+
+
+def tune(rows: list[dict[str, Any]], seeds: list[int], profile: Profile, max_cumsum_aivs: int,
+         threads: int | None = None) -> Tuning:
+    """Simulate every row at group sizes 1..max_cumsum_aivs and every seed; pick the best."""
+    from .calibrate import config_columns
+    from .model import simulate_columns
+
+    for row in rows:
+        if max_cumsum_aivs >= row["aivs"]:
+            raise InputError("--max-cumsum-aivs", f"{max_cumsum_aivs} must be below aivs "
+                             f"({row['aivs']}); at least one AIV must send tokens")
+    sizes = range(1, max_cumsum_aivs + 1)
+    points = [{**row, "cumsum_aivs": c, "seed": s}
+              for row in rows for c in sizes for s in seeds]
+    latency = simulate_columns(config_columns(points), profile, threads)["latency_us"]
+    latency = latency.reshape(len(rows), len(sizes), len(seeds)).mean(axis=2)
+
+    best = latency.argmin(axis=1)    # the first minimum: the smaller group on a tie
+    x = np.array([r["aivs"] * r["experts"] / (r["topk"] * r["batch"]) for r in rows])
+    ratio = float(np.exp(np.mean(np.log(best + 1.0) - np.log(x))))
+    varying = list(KEYS) + [n for n in NAMES if n not in KEYS + ("cumsum_aivs", "seed")
+                            and len({r[n] for r in rows}) > 1]
+    constants = {n: rows[0][n] for n in NAMES if n not in varying
+                 and n not in ("cumsum_aivs", "seed")}
+
+    def at(i: int, c: int) -> float | None:
+        return float(latency[i, c - 1]) if 1 <= c <= max_cumsum_aivs else None
+
+    table = pl.DataFrame({
+        **{n: [r[n] for r in rows] for n in varying},
+        "best_cumsum_aivs": [int(b) + 1 for b in best],
+        "latency_us": [float(latency[i, b]) for i, b in enumerate(best)],
+        "latency_below_us": [at(i, int(b)) for i, b in enumerate(best)],
+        "latency_above_us": [at(i, int(b) + 2) for i, b in enumerate(best)],
+        "analytic_cumsum_aivs": [int(min(max(round(ratio * v), 1), max_cumsum_aivs))
+                                 for v in x],
+        "analytic_raw": ratio * x,
+    }, schema_overrides={"latency_below_us": pl.Float64, "latency_above_us": pl.Float64})
+    return Tuning(table, ratio, constants, list(seeds), max_cumsum_aivs, profile.name)
+
+
+def to_records(t: Tuning) -> list[dict[str, Any]]:
+    """One object per row (the --json form), with beta/alpha repeated in each."""
+    return [{**row, "beta_over_alpha": t.beta_over_alpha} for row in t.table.to_dicts()]
+
+
+def write(t: Tuning, path: Path) -> None:
+    """The lookup table as TOML or Parquet, written whole or not at all."""
+    if path.suffix != ".parquet":
+        write_text(path, toml_text(t))
+        return
+    import pyarrow.parquet as pq
+
+    meta = {"ubepsim.version": __version__, "ubepsim.profile": t.profile,
+            "ubepsim.tune": _header_toml(t)}
+    table = t.table.to_arrow()
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
+    with replacing(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def _header_toml(t: Tuning) -> str:
+    lines = ["[tune]", f"ubepsim_version = {toml_value(__version__)}",
+             f"profile = {toml_value(t.profile)}",
+             f"max_cumsum_aivs = {t.max_cumsum_aivs}", f"seeds = {toml_value(t.seeds)}",
+             f"beta_over_alpha = {toml_value(round(t.beta_over_alpha, 6))}"]
+    lines += [f"{k} = {toml_value(v)}" for k, v in t.constants.items() if v != ""]
+    return "\n".join(lines)
+
+
+def toml_text(t: Tuning) -> str:
+    """[tune]: what the rows share; [[row]]: one per workload (no latency beyond the ends)."""
+    out = ["# Best CalCumSum group size per workload (ubepsim tune): latency_us at the best",
+           "# size, at one fewer (below) and one more (above) AIV, and Appendix A's prediction",
+           "# (beta/alpha) * aivs * experts / (topk * batch) with beta/alpha fitted over the rows.",
+           _header_toml(t)]
+    for row in t.table.to_dicts():
+        out += ["", "[[row]]"]
+        out += [f"{k} = {toml_value(_short(v))}" for k, v in row.items() if v is not None]
+    return "\n".join(out) + "\n"
+
+
+def _short(v: Any) -> Any:
+    return round(v, 4) if isinstance(v, float) else v
