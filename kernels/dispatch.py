@@ -210,8 +210,8 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     wait = np.zeros((R, A), np.int64)
     first_copy = np.full((R, A), -1, np.int64)
     last_copy_ack = np.full((R, A), -1, np.int64)
-    marks = np.zeros((R, A, N_MARKS), np.int64)
-    nmarks = np.ones((R, A), np.int64)
+    marks = np.empty((R, A, N_MARKS), np.int64)     # every AIV's phase boundaries
+    nmarks = np.empty((R, A), np.int64)
 
     per_copy = 2 if (ubep and (sync == SW or sync == DC)) else 1
     per_count = 2 if (sync == SW or sync == DC) else 1
@@ -263,10 +263,27 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     copy_pre = c[C_COPY_VERIFY] if (ubep and sync == DC) else 0
     count_bucket = B_CUMSUM if ubep else B_SYNC
 
+    # each die's NPU and switch domains, so that a hop class is a few comparisons
+    npu_of = np.empty(R, np.int64)
+    dom1 = np.empty(R, np.int64)
+    dom2 = np.empty(R, np.int64)
+    for d in range(R):
+        npu_of[d] = d // c[C_NPU_DIES]
+        dom1[d] = d // c[C_TIER1] if c[C_TIER1] else 0
+        dom2[d] = d // c[C_TIER2] if c[C_TIER2] else 0
     for s in range(R):
         base = s * M
         for d in range(R):
-            hop_row[d] = hop_class(s, d, c[C_NPU_DIES], c[C_TIER1], c[C_TIER2])
+            if d == s:
+                hop_row[d] = 0
+            elif npu_of[d] == npu_of[s]:
+                hop_row[d] = 1
+            elif dom1[d] == dom1[s]:
+                hop_row[d] = 2
+            elif dom2[d] == dom2[s]:
+                hop_row[d] = 3
+            else:
+                hop_row[d] = 4
         eg = 0
         for i in range(M):
             d = die_of[experts_of[base + i]]
@@ -369,11 +386,13 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             mode[a] = 0 if hi > lo else -1
             pos[a] = lo
             d_hi[a] = hi
+            marks[s, a, 0] = 0
             marks[s, a, 1] = cyc
             nmarks[s, a] = 2
         for j in range(C):
             t_aiv[s, j] = c[C_INIT]
             bucket[s, j, B_INIT] = c[C_INIT]
+            marks[s, j, 0] = 0
             marks[s, j, 1] = c[C_INIT]
             nmarks[s, j] = 2
             pos[j] = j * R // C

@@ -134,3 +134,15 @@ def test_bad_invariant_is_reported(monkeypatch):
     out[0, model.k.O_DELIVERED] -= 1
     with pytest.raises(RuntimeError, match="invariant"):
         model.results_from_kernel(out, cols, costs, prof)
+
+
+def test_timeline_marks_match_the_twin(configs):
+    """Every AIV's phase boundaries, not only the summary results, agree with the twin."""
+    for cfg, prof in configs[::16]:
+        twin = reference.simulate(cfg, PROFILES[prof])["_detail"]["marks"]
+        frame = model.simulate(cfg, PROFILES[prof], timeline=True)["timeline"]
+        clock = PROFILES[prof].values["clock_ghz"] * 1000.0
+        for (die, aiv), rows in frame.group_by(["die", "aiv"], maintain_order=True):
+            kernel = [0.0] + rows["end_us"].to_list()
+            assert kernel == pytest.approx([m / clock for m in twin[die][aiv]], abs=1e-9), \
+                (cfg, prof, die, aiv)
