@@ -1,0 +1,109 @@
+"""`ubepsim plot`: every kind writes a non-empty PNG from the input it documents; bad input
+exits 2 with one message and writes nothing."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from conftest import run_cli
+from ubepsim.model import simulate_table
+from ubepsim.params import make_config
+from ubepsim.profile import load_profile
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def sweep_rows(directory, name, points) -> str:
+    """A small results dataset, as `ubepsim sweep` writes it (one row per configuration)."""
+    frame = pl.DataFrame([make_config(p, 8).as_dict() for p in points])
+    path = directory / name
+    path.mkdir()
+    simulate_table(frame, load_profile()).write_parquet(path / "part-0-1.parquet")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("plots")
+    base = {"topk": 2, "aivs": 8}
+    out = {
+        "heatmap": sweep_rows(d, "groups", [
+            {**base, "ranks": r, "batch": b, "cumsum_aivs": c, "seed": s}
+            for r in (4, 8) for b in (4, 16) for c in (1, 2, 3) for s in (0, 1)]),
+        "breakdown": sweep_rows(d, "phases", [
+            {**base, "ranks": 8, "batch": b, "protocol": p, "sync": y, "schedule": sc}
+            for b in (4, 16) for p, y, sc in (("bsp", "sw", "expert_block"),
+                                              ("ubep", "sp", "homogenized"))]),
+        "sync": sweep_rows(d, "payload", [
+            {**base, "ranks": r, "hidden": h, "sync": y}
+            for r in (4, 8) for h in (8, 64, 512) for y in ("sw", "tff", "dc", "sp")]),
+    }
+    timelines = []
+    for schedule, protocol in (("expert_block", "bsp"), ("balanced", "ubep"),
+                               ("homogenized", "ubep")):
+        path = d / f"{schedule}.parquet"
+        code, _, err = run_cli("run", "--ranks", 8, "--batch", 8, "--topk", 2, "--aivs", 8,
+                               "--schedule", schedule, "--protocol", protocol, "--timeline",
+                               path)
+        assert code == 0, err
+        timelines.append(str(path))
+    out["aiv"] = timelines
+    out["timeline"] = timelines[2:]
+    return out
+
+
+@pytest.mark.parametrize("kind", ["heatmap", "breakdown", "aiv", "sync", "timeline"])
+def test_each_kind_writes_a_png(tmp_path, data, kind):
+    inputs = data[kind] if isinstance(data[kind], list) else [data[kind]]
+    target = tmp_path / f"{kind}.png"
+    code, out, err = run_cli("plot", *inputs, "--kind", kind, "--out", target)
+    assert code == 0, err
+    assert f"wrote {target}" in out
+    head = target.read_bytes()[:8]
+    assert head == PNG and target.stat().st_size > 5000
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]   # no temporary file left
+
+
+def test_options_of_each_input(tmp_path, data):
+    code, _, err = run_cli("plot", data["breakdown"], "--kind", "breakdown", "--where",
+                           "batch = 4", "--out", tmp_path / "b.png")
+    assert code == 0, err
+    code, _, err = run_cli("plot", *data["aiv"], "--kind", "aiv", "--label", "CANN EP",
+                           "--label", "UBEP w/o mapping", "--label", "UBEP", "--die", 3,
+                           "--out", tmp_path / "a.png")
+    assert code == 0, err
+
+
+def test_default_output_name(tmp_path, monkeypatch, data):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli("plot", data["sync"], "--kind", "sync")
+    assert code == 0, err
+    assert (tmp_path / "sync.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("make_args, words", [
+    (lambda d: (d["heatmap"], "--kind", "bars"), ["--kind"]),
+    (lambda d: ("nowhere", "--kind", "heatmap"), ["nowhere"]),
+    (lambda d: (d["aiv"][0], "--kind", "heatmap"), ["DATASET"]),
+    (lambda d: (d["heatmap"], "--kind", "timeline"), ["DATASET", "timeline"]),
+    (lambda d: (d["sync"], "--kind", "heatmap"), ["cumsum_aivs"]),
+    (lambda d: (d["sync"], "--kind", "breakdown"), ["hidden", "--where"]),
+    (lambda d: (d["heatmap"], "--kind", "heatmap", "--out", "x.jpg"), ["--out", ".png"]),
+    (lambda d: (d["heatmap"], "--kind", "heatmap", "--where", "warp = 1"), ["--where"]),
+    (lambda d: (d["heatmap"], "--kind", "heatmap", "--where", "ranks = 99"), ["no rows"]),
+    (lambda d: (d["heatmap"], "--kind", "heatmap", "--die", "1"), ["--die"]),
+    (lambda d: (*d["aiv"], "--kind", "timeline"), ["timeline", "one"]),
+    (lambda d: (*d["aiv"], "--kind", "aiv", "--label", "x"), ["--label"]),
+    (lambda d: (d["timeline"][0], "--kind", "timeline", "--die", 99), ["--die", "99"]),
+    (lambda d: (d["timeline"][0], "--kind", "aiv", "--where", "die = 1"), ["--where"]),
+])
+def test_bad_input_exits_2_with_one_message(tmp_path, monkeypatch, data, make_args, words):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli("plot", *make_args(data))
+    assert code == 2
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    for w in words:
+        assert w in err
+    assert not list(tmp_path.iterdir())

@@ -1,0 +1,283 @@
+"""Figures of results, headless (matplotlib's Agg backend), in the shapes of the paper's.
+
+Two inputs:
+- sweep results (`ubepsim sweep`: one row per configuration) for `heatmap` (Figure 14),
+  `breakdown` (Figures 3(a), 8) and `sync` (Figure 10); seeds are averaged, and every other
+  parameter must either be an axis of the figure or hold one value (filter with a SQL WHERE);
+- timelines (`ubepsim run --timeline`: one row per die, AIV and phase) for `aiv` (Figure 9)
+  and `timeline` (a Gantt chart of one die's AIVs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from .errors import InputError
+from .outputs import replacing
+from .params import NAMES, Sync
+
+KINDS = ("heatmap", "breakdown", "aiv", "sync", "timeline")
+TIMELINE_KINDS = ("aiv", "timeline")
+TIMELINE_COLUMNS = ("die", "aiv", "role", "phase", "start_us", "end_us")
+PHASES = (("phase_init_us", "Init"), ("phase_send_us", "Token-Sending"),
+          ("phase_sync_us", "Synchronization"), ("phase_cumsum_us", "Counts & CalCumSum"),
+          ("phase_reorder_us", "Token-Reordering"))
+# One colour per timeline phase name, in every figure.
+PHASE_COLOURS = {
+    "init": "#9e9e9e", "send": "#1f77b4", "syncall": "#d62728", "send_count": "#ff7f0e",
+    "verify": "#9467bd", "cumsum": "#2ca02c", "reorder": "#8c564b", "count_send": "#ff7f0e",
+    "count_poll": "#e377c2", "offset_poll": "#bcbd22",
+}
+NEEDS = {
+    "heatmap": ("ranks", "batch", "cumsum_aivs", "latency_us"),
+    "breakdown": ("protocol", *(c for c, _ in PHASES)),
+    "sync": ("ranks", "sync", "batch", "topk", "bytes_per_rank", "latency_us"),
+}
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+# --- inputs ------------------------------------------------------------------------------------
+
+def read_results(datasets: Sequence[str], kind: str, where: str | None) -> pl.DataFrame:
+    """Sweep rows for `kind`, filtered; InputError if a needed column is missing."""
+    from .sweep import scan
+
+    frame = pl.concat([scan(d) for d in datasets], how="diagonal_relaxed")
+    if where:
+        try:
+            frame = pl.SQLContext(results=frame).execute(f"SELECT * FROM results WHERE {where}")
+            frame = frame.collect()
+        except pl.exceptions.PolarsError as e:
+            raise InputError("--where", str(e).splitlines()[0]) from None
+    else:
+        frame = frame.collect()
+    missing = [c for c in NEEDS[kind] if c not in frame.columns]
+    if missing:
+        raise InputError("DATASET", f"{', '.join(datasets)} has no column {missing[0]}; "
+                         f"--kind {kind} needs sweep results with {', '.join(NEEDS[kind])}")
+    if frame.height == 0:
+        raise InputError("DATASET", "no rows" + (" match --where" if where else ""))
+    for c in ("protocol", "sync", "schedule"):
+        if c in frame.columns:
+            frame = frame.with_columns(pl.col(c).cast(pl.String))
+    return frame
+
+
+def read_timeline(path: str) -> pl.DataFrame:
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("DATASET", f"{path} is not a file; --kind aiv and timeline read a "
+                         f"timeline from `ubepsim run --timeline FILE.parquet`")
+    try:
+        frame = pl.read_parquet(p)
+    except (OSError, pl.exceptions.PolarsError) as e:
+        raise InputError("DATASET", f"cannot read {path}: {str(e).splitlines()[0]}") from None
+    missing = [c for c in TIMELINE_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError("DATASET", f"{path} has no column {missing[0]}: not a timeline "
+                         f"(`ubepsim run --timeline FILE.parquet` writes one)")
+    return frame
+
+
+def single_valued(frame: pl.DataFrame, axes: Sequence[str], kind: str) -> None:
+    """Each point of the figure's axes stands for one configuration (seeds apart): every other
+    parameter holds one value there (experts may follow ranks, say)."""
+    others = [n for n in NAMES if n in frame.columns and n not in axes and n != "seed"]
+    if not others:
+        return
+    counts = frame.group_by([a for a in axes if a in frame.columns]).agg(
+        pl.col(n).n_unique() for n in others)
+    for name in others:
+        if counts[name].max() > 1:
+            values = ", ".join(map(str, frame[name].unique().sort().head(4).to_list()))
+            raise InputError(name, f"takes several values ({values}) at the same point of "
+                             f"--kind {kind} ({', '.join(axes)}); pick one with --where, "
+                             f"e.g. --where \"{name} = ...\"")
+
+
+def critical_die(frame: pl.DataFrame) -> int:
+    """The die that finishes last (the first of them on a tie)."""
+    ends = frame.group_by("die").agg(pl.col("end_us").max()).sort(["end_us", "die"],
+                                                                   descending=[True, False])
+    return int(ends["die"][0])
+
+
+def pick_die(frame: pl.DataFrame, die: int | None, path: str) -> tuple[int, pl.DataFrame]:
+    if die is None:
+        die = critical_die(frame)
+    elif die not in set(frame["die"].to_list()):
+        raise InputError("--die", f"{path} has dies 0-{frame['die'].max()}, not {die}")
+    return die, frame.filter(pl.col("die") == die)
+
+
+# --- figures -----------------------------------------------------------------------------------
+
+def heatmap(frame: pl.DataFrame):
+    """Extra latency over the row's best CalCumSum group size: batch by group size, one panel
+    per rank count (Figure 14)."""
+    if "protocol" in frame.columns:
+        frame = frame.filter(pl.col("protocol") == "ubep")
+        if frame.height == 0:
+            raise InputError("DATASET", "no ubep rows: the heat map sizes UBEP's CalCumSum "
+                             "group")
+    single_valued(frame, ("ranks", "batch", "cumsum_aivs", "protocol"), "heatmap")
+    mean = frame.group_by("ranks", "batch", "cumsum_aivs").agg(pl.col("latency_us").mean())
+    ranks = sorted(mean["ranks"].unique())
+    batches = sorted(mean["batch"].unique())
+    sizes = sorted(mean["cumsum_aivs"].unique())
+    grids = []
+    for r in ranks:
+        g = np.full((len(batches), len(sizes)), np.nan)
+        for b, c, v in mean.filter(pl.col("ranks") == r).select("batch", "cumsum_aivs",
+                                                                 "latency_us").rows():
+            g[batches.index(b), sizes.index(c)] = v
+        grids.append(g - np.nanmin(g, axis=1, keepdims=True))
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(ranks), figsize=(4.6 * len(ranks) + 1, 0.5 * len(batches)
+                                                      + 2.0), squeeze=False, sharey=True,
+                             layout="constrained")
+    top = max(float(np.nanmax(g)) for g in grids) or 1.0
+    for ax, r, g in zip(axes[0], ranks, grids):
+        im = ax.imshow(g, cmap="Reds", vmin=0.0, vmax=top, aspect="auto", origin="lower")
+        ax.set_title(f"{r} ranks")
+        ax.set_xticks(range(len(sizes)), [str(s) for s in sizes], fontsize=7)
+        ax.set_yticks(range(len(batches)), [str(b) for b in batches])
+        ax.set_xlabel("CalCumSum group size (AIVs)")
+        for i in range(len(batches)):
+            for j in range(len(sizes)):
+                if np.isfinite(g[i, j]):
+                    ax.text(j, i, "best" if g[i, j] == 0 else f"{g[i, j]:.1f}", ha="center",
+                            va="center", fontsize=5.5,
+                            color="white" if g[i, j] > 0.6 * top else "black")
+    axes[0][0].set_ylabel("batch (tokens per rank)")
+    fig.colorbar(im, ax=list(axes[0]), label="extra latency over the row's best (us)",
+                 shrink=0.9)
+    return fig
+
+
+def breakdown(frame: pl.DataFrame):
+    """Stacked critical-path phase times per protocol variant (Figures 3(a) and 8), grouped by
+    the one other parameter that varies, if any."""
+    variant = [c for c in ("protocol", "sync", "schedule") if c in frame.columns
+               and frame[c].n_unique() > 1] or ["protocol"]
+    others = [n for n in NAMES if n in frame.columns and n not in variant + ["seed"]
+              and frame[n].n_unique() > 1]
+    group = others[:1]
+    single_valued(frame, variant + group, "breakdown")
+    keys = group + variant
+    mean = frame.group_by(keys).agg(pl.col(c).mean() for c, _ in PHASES).sort(keys)
+    labels = [" / ".join(str(v) for v in row) for row in mean.select(variant).rows()]
+    names = sorted(set(labels), key=labels.index)
+    xs = [mean[group[0]][i] if group else "" for i in range(mean.height)]
+    groups = sorted(set(xs), key=xs.index)
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(labels) + 2), 4.5),
+                           layout="constrained")
+    width = 0.8 / len(names)
+    positions = [groups.index(x) + (names.index(lab) - (len(names) - 1) / 2) * width
+                 for x, lab in zip(xs, labels)]
+    bottom = np.zeros(mean.height)
+    for (col, name), colour in zip(PHASES, ("#9e9e9e", "#1f77b4", "#d62728", "#2ca02c",
+                                            "#8c564b")):
+        v = mean[col].to_numpy()
+        ax.bar(positions, v, width * 0.92, bottom=bottom, label=name, color=colour)
+        bottom += v
+    # A tick per bar names its variant; the groups' values go under them.
+    ax.set_xticks(positions, [lab.replace(" / ", "\n") for lab in labels], fontsize=7)
+    if group:
+        for i, g in enumerate(groups):
+            ax.annotate(f"{group[0]} = {g}", (i, 0), xytext=(0, -44),
+                        textcoords="offset points", xycoords=("data", "axes fraction"),
+                        ha="center", va="top", fontsize=9)
+    ax.set_ylabel("latency (us), critical path")
+    fig.legend(fontsize=8, loc="outside right upper")
+    return fig
+
+
+def sync(frame: pl.DataFrame):
+    """Latency against payload per token, one line per Data-as-Flag variant, one panel per
+    rank count (Figure 10)."""
+    frame = frame.with_columns(payload=pl.col("bytes_per_rank") / (pl.col("batch")
+                                                                   * pl.col("topk")))
+    single_valued(frame, ("ranks", "sync", "hidden", "dtype"), "sync")
+    mean = frame.group_by("ranks", "sync", "payload").agg(pl.col("latency_us").mean()) \
+        .sort("ranks", "sync", "payload")
+    ranks = sorted(mean["ranks"].unique())
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(ranks), figsize=(4.2 * len(ranks), 3.8), squeeze=False,
+                             layout="constrained")
+    for ax, r in zip(axes[0], ranks):
+        sub = mean.filter(pl.col("ranks") == r)
+        present = set(sub["sync"].unique())
+        for s in [v.name for v in Sync if v.name in present]:   # the paper's order
+            line = sub.filter(pl.col("sync") == s)
+            ax.plot(line["payload"], line["latency_us"], marker="o", label=s)
+        ax.set_xscale("log")
+        ax.set_title(f"{r} ranks")
+        ax.set_xlabel("payload per token (bytes)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("dispatch latency (us)")
+    axes[0][-1].legend(title="sync")
+    return fig
+
+
+def aiv_sends(frame: pl.DataFrame) -> pl.DataFrame:
+    """Each sending AIV's Token-Sending phase on one die: aiv, send_us."""
+    return frame.filter(pl.col("phase") == "send").select(
+        "aiv", send_us=pl.col("end_us") - pl.col("start_us")).sort("aiv")
+
+
+def aiv(series: Sequence[tuple[str, pl.DataFrame]]):
+    """Per-AIV send latency bars, one panel per timeline (Figure 9)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(len(series), 1, figsize=(10, 2.3 * len(series) + 0.6),
+                             sharex=True, sharey=True, squeeze=False, layout="constrained")
+    for ax, (label, frame) in zip(axes[:, 0], series):
+        sends = aiv_sends(frame)
+        ax.bar(sends["aiv"], sends["send_us"], color="#1f77b4")
+        top = float(sends["send_us"].max())
+        ax.axhline(top, color="#d62728", linestyle="--", linewidth=0.8)
+        ax.set_title(f"{label}: slowest AIV {top:.1f} us, mean {sends['send_us'].mean():.1f}"
+                     " us", fontsize=9)
+        ax.set_ylabel("send (us)")
+    axes[-1, 0].set_xlabel("AIV")
+    return fig
+
+
+def timeline(frame: pl.DataFrame, die: int):
+    """Gantt chart of one die's AIVs: a bar per phase."""
+    plt = _pyplot()
+    n = frame["aiv"].max() + 1
+    fig, ax = plt.subplots(figsize=(10, 0.16 * n + 1.6), layout="constrained")
+    seen = set()
+    for a, phase, start, end in frame.select("aiv", "phase", "start_us", "end_us").rows():
+        if end > start:
+            ax.barh(a, end - start, left=start, height=0.8, color=PHASE_COLOURS.get(phase, "k"),
+                    label=None if phase in seen else phase)
+            seen.add(phase)
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_xlabel("time (us)")
+    ax.set_ylabel("AIV")
+    ax.set_title(f"die {die}")
+    fig.legend(fontsize=7, ncol=min(len(seen), 6), loc="outside lower center")
+    return fig
+
+
+def save(fig, path: Path) -> None:
+    """Write the figure as PNG, whole or not at all."""
+    plt = _pyplot()
+    try:
+        with replacing(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=130, bbox_inches="tight")
+    finally:
+        plt.close(fig)
