@@ -156,11 +156,18 @@ def _qsearch(cum, target, n_experts):
 
 
 @njit(inline="always")
-def _poll(t, visible, period):
-    """Back-to-back polls from t: (time the poll that sees `visible` returns)."""
+def _poll(t, visible, period, inv_period):
+    """Back-to-back polls from t: the time the first poll issued at or after `visible`
+    returns. inv_period = 1 / period replaces a division per poll; the quotient is corrected
+    to the exact ceiling."""
     if visible <= t:
         return t + period
-    n = (visible - t + period - 1) // period
+    gap = visible - t
+    n = np.int64(gap * inv_period)
+    if n * period < gap:
+        n += 1
+    elif (n - 1) * period >= gap:
+        n -= 1
     return t + (n + 1) * period
 
 
@@ -186,6 +193,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     lat = c[C_LAT0:C_LAT0 + N_HOPS]
     lat_local = lat[0]
     period = c[C_POLL]
+    inv_period = 1.0 / period
     q_copy, q_count = chance[0], chance[1]
 
     # ---- routing of every die ---------------------------------------------------------------
@@ -613,26 +621,26 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         r_lo = ecnt[d * EL]
         n_recv = ecnt[(d + 1) * EL] - r_lo
         # Flag verification (bsp) / polling every source's counts (ubep CalCumSum group)
+        after_count = (c[C_COUNT_VERIFY] if sync != SW else 0) + \
+            (c[C_COUNT_RESET] if sync == SP else 0)           # check and re-arm, per source
+        prefix = c[C_PREFIX] * EL if ubep else 0              # partial prefix sum, per source
         for j in range(n_verify):
             t = t_aiv[d, j]
-            for s in range(j * R // n_verify, (j + 1) * R // n_verify):
+            polled = 0
+            s_lo = j * R // n_verify
+            s_hi = (j + 1) * R // n_verify
+            for s in range(s_lo, s_hi):
                 v = st_vis[count_signal[s * R + d]]
                 if q_count > 0.0 and rng.unit(skey, s) < q_count:
                     collisions += 1
                     v += c[C_TIMEOUT]
-                t2p = _poll(t, v, period)
-                bucket[d, j, B_SYNC] += t2p - t
-                wait[d, j] += t2p - t
-                t = t2p
-                if sync != SW:
-                    t += c[C_COUNT_VERIFY]
-                    bucket[d, j, B_SYNC] += c[C_COUNT_VERIFY]
-                if sync == SP:
-                    t += c[C_COUNT_RESET]
-                    bucket[d, j, B_SYNC] += c[C_COUNT_RESET]
-                if ubep:
-                    t += c[C_PREFIX] * EL
-                    bucket[d, j, B_CUMSUM] += c[C_PREFIX] * EL
+                t2p = _poll(t, v, period, inv_period)
+                polled += t2p - t
+                t = t2p + after_count + prefix
+            n_src = s_hi - s_lo
+            bucket[d, j, B_SYNC] += polled + n_src * after_count
+            bucket[d, j, B_CUMSUM] += n_src * prefix
+            wait[d, j] += polled
             t_aiv[d, j] = t
             marks[d, j, nmarks[d, j]] = t
             nmarks[d, j] += 1
@@ -678,7 +686,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             a = first_aiv + j
             t = t_aiv[d, a]
             if ubep:
-                t2p = _poll(t, offsets, period)
+                t2p = _poll(t, offsets, period, inv_period)
                 bucket[d, a, B_CUMSUM] += t2p - t
                 wait[d, a] += t2p - t
                 t = t2p
@@ -693,7 +701,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     if q_copy > 0.0 and rng.unit(skey, R + x) < q_copy:
                         collisions += 1
                         v += c[C_TIMEOUT]
-                    t2p = _poll(t, v, period)
+                    t2p = _poll(t, v, period, inv_period)
                     bucket[d, a, B_SYNC] += t2p - t
                     wait[d, a] += t2p - t
                     t = t2p
@@ -773,7 +781,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         marks_out[:, :, :] = marks
 
 
-RADIX_BITS = 11
+RADIX_BITS = 13
 
 
 @njit
@@ -801,7 +809,11 @@ def _ingress_order(st_dst, st_arr, n_st, R):
             keys[x] = (((np.int64(st_dst[sid]) << arr_bits) | st_arr[sid]) << id_bits) | sid
             x += 1
     other = np.empty(n, np.int64)
-    radix = 1 << RADIX_BITS
+    # digits of at most RADIX_BITS, as few passes as that allows, the bits shared evenly
+    sort_bits = _bits(R) + arr_bits
+    passes = (sort_bits + RADIX_BITS - 1) // RADIX_BITS
+    digit = (sort_bits + passes - 1) // passes
+    radix = np.int64(1) << digit
     count = np.zeros(radix + 1, np.int64)
     shift = id_bits
     top_key = np.int64(R) << (arr_bits + id_bits)
@@ -816,7 +828,7 @@ def _ingress_order(st_dst, st_arr, n_st, R):
             other[count[b]] = keys[x]
             count[b] += 1
         keys, other = other, keys
-        shift += RADIX_BITS
+        shift += digit
     return keys, id_bits, arr_bits
 
 
