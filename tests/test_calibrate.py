@@ -166,3 +166,13 @@ def test_paper_check_compares_the_refit_with_the_shipped_profile(monkeypatch, tm
     assert code == 0 and load_profile(target).init_cycles == shipped.init_cycles + 1
     assert "fitted" in target.read_text() and "paper: Table 2" in target.read_text()
 
+
+def test_the_shipped_profile_is_the_generators_text():
+    """cm384.toml is exactly what `calibrate --paper --out` writes for its values: its comments
+    (stated, fitted, provisional) and its rms error are the generator's."""
+    shipped = load_profile()
+    problem = cal.paper_problem()
+    table = problem.table(problem.simulate(shipped))
+    rms = float(np.sqrt(np.mean(table["error"].to_numpy() ** 2)))
+    text = cal.paper_profile_toml(cal.Fit({}, shipped, table, rms, 0, 0.0))
+    assert (cal.Path(cal.__file__).parent / "profiles" / "cm384.toml").read_text() == text
