@@ -1,0 +1,275 @@
+"""The model against the paper: every calibration point, and every qualitative claim of its text.
+
+A point compares a number of "Numbers for calibration" with the model's (relative error). A
+claim runs the setup the paper describes and checks the direction it states (pass or fail);
+none of them uses a withheld result. Setups the paper leaves open are chosen here and named in
+each claim's `setup`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import calibrate as cal
+from .params import make_config
+from .profile import HOP_CLASSES, Profile
+
+
+@dataclasses.dataclass
+class Check:
+    kind: str                 # "point" or "claim"
+    item: str                 # what is compared, with the paper's section
+    paper: str                # the paper's number or statement
+    model: str                # the model's number or what it did
+    error: float | None       # points: model / paper - 1
+    passed: bool | None       # claims
+    setup: str = ""           # configurations the claim runs
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "item": self.item, "paper": self.paper, "model": self.model,
+                "error": self.error, "pass": self.passed, "setup": self.setup}
+
+
+def _simulate(rows: list[dict[str, Any]] | dict[str, np.ndarray], profile: Profile,
+              threads: int | None) -> dict[str, np.ndarray]:
+    """Results of configurations given as rows or as resolved columns."""
+    from .model import simulate_columns
+    cols = cal.config_columns(rows) if isinstance(rows, list) else rows
+    return simulate_columns(cols, profile, threads)
+
+
+def _config(**values: Any) -> dict[str, Any]:
+    return make_config(values, cal.AIVS).as_dict()
+
+
+def _point(item: str, paper: float, model: float, fmt: str = "{:.4g}") -> Check:
+    return Check("point", item, fmt.format(paper), fmt.format(model), model / paper - 1.0, None)
+
+
+def _claim(item: str, paper: str, model: str, passed: bool, setup: str) -> Check:
+    return Check("claim", item, paper, model, None, bool(passed), setup)
+
+
+TABLE2_NAMES = {"intra_npu": "Intra-NPU", "one_hop": "One-Hop", "two_hop": "Two-Hop"}
+
+
+def calibration_points(profile: Profile, threads: int | None = None) -> list[Check]:
+    """Table 2, Table 4 (latency and bandwidth), Figure 3(b) and the SyncAll share, and the
+    claim Figure 3(b) stands for: half of the AIVs saturate the bandwidth."""
+    clock = profile.clock_ghz
+    out = [_point(f"Table 2: {TABLE2_NAMES[h]} latency (ns)", ns,
+                  profile.latency_cycles()[HOP_CLASSES.index(h)] / clock)
+           for h, ns in cal.TABLE2_NS.items()]
+    problem = cal.paper_problem()
+    res = _simulate(problem.cols, profile, threads)
+    values = problem.model_values(res, profile)
+    ranks = list(cal.TABLE4_CANN_EP)
+    n4 = len(ranks)
+    for i, r in enumerate(ranks):
+        out.append(_point(f"Table 4: CANN EP latency, {r} ranks (us)",
+                          cal.TABLE4_CANN_EP[r][0], values[i]))
+    for i, r in enumerate(ranks):
+        out.append(_point(f"Table 4: CANN EP bandwidth, {r} ranks (GB/s)",
+                          cal.TABLE4_CANN_EP[r][1], res["bw_gbps"][i]))
+    aivs = list(cal.FIG3B_EFFICIENCY)
+    eff = np.concatenate([[1.0], values[n4:n4 + len(aivs) - 1]])
+    for a, e in zip(aivs, eff):
+        out.append(_point(f"Figure 3(b): Token-Sending efficiency, {a} AIVs",
+                          cal.FIG3B_EFFICIENCY[a], e, "{:.1%}"))
+    out.append(_point("Section 2.3: SyncAll share of CANN EP latency", cal.SYNCALL_SHARE,
+                      values[-1], "{:.1%}"))
+    send = res["phase_send_us"][n4:]
+    half = send[aivs.index(cal.AIVS // 2)] / send[aivs.index(cal.AIVS)]
+    out.append(_claim("Section 3.2: half of the AIVs saturate the transmission bandwidth",
+                      f"Token-Sending with {cal.AIVS // 2} AIVs within 10% of {cal.AIVS}",
+                      f"{half:.3f} x", half <= 1.10,
+                      f"Figure 3(b)'s: CANN EP, Table 4's workload, {cal.FIG3B_RANKS} ranks"))
+    return out
+
+
+# --- claims ----------------------------------------------------------------------------------
+
+SYNC_RANKS = (16, 32, 64)
+SYNC_HIDDEN = (5, 50, 512, 5120)    # 10 B to 10 KB of bf16 payload per token (Figure 10)
+SYNCS = ("sw", "tff", "dc", "sp")
+
+
+def sync_claims(profile: Profile, threads: int | None) -> list[Check]:
+    """Section 3.4's account of the Data-as-Flag variants, on Figure 10's setup: the
+    synchronization tax of stop-and-wait where the payload is small, the bandwidth TFF's
+    in-block flag costs where it is large, DC's wait for a whole batch's checksum, and SP's
+    full blocks without a batch-wide wait."""
+    rows = [_config(ranks=r, hidden=h, sync=s)
+            for r in SYNC_RANKS for h in SYNC_HIDDEN for s in SYNCS]
+    lat = _simulate(rows, profile, threads)["latency_us"].reshape(
+        len(SYNC_RANKS), len(SYNC_HIDDEN), len(SYNCS))
+    setup = (f"Figure 10's: UBEP, {', '.join(map(str, SYNC_RANKS))} ranks, bf16 payloads of "
+             f"{', '.join(_bytes(2 * h) for h in SYNC_HIDDEN)} per token")
+    v = {name: lat[:, :, i] for i, name in enumerate(SYNCS)}
+    small = slice(0, len(SYNC_HIDDEN) - 1)            # up to 1 KB per token
+    fine = f"up to {_bytes(2 * SYNC_HIDDEN[-2])}"
+    big = _bytes(2 * SYNC_HIDDEN[-1])
+
+    def count(mask: np.ndarray) -> str:
+        return f"at {int(mask.sum())} of {mask.size} points"
+
+    sw = np.all([v["sw"][:, small] > v[x][:, small] for x in ("tff", "dc", "sp")], axis=0)
+    tff = np.all([v["tff"][:, -1] > v[x][:, -1] for x in ("dc", "sp")], axis=0)
+    dc = np.all([v["dc"][:, small] > v[x][:, small] for x in ("tff", "sp")], axis=0)
+    sp = v["sp"] <= v["dc"]
+    return [
+        _claim("Section 3.4: the fence and separate flag of stop-and-wait make it the slowest "
+               "where payloads are small", f"sw slowest {fine}", count(sw), sw.all(), setup),
+        _claim("Section 3.4: token-flag fusion gives up bandwidth to its in-block flag",
+               f"tff slower than dc and sp at {big}", count(tff), tff.all(), setup),
+        _claim("Section 3.4: data-for-checksum waits for a whole batch's checksum, which "
+               "hinders token-level pipelining", f"dc slower than tff and sp {fine}",
+               count(dc), dc.all(), setup),
+        _claim("Section 3.4: sentinel polling sends full blocks and waits for no batch "
+               "checksum", "sp no slower than dc", count(sp), sp.all(), setup),
+    ]
+
+
+def _bytes(n: int) -> str:
+    return f"{n} B" if n < 1024 else f"{n / 1024:g} KB"
+
+
+SCHEDULES = (("expert_block", "bsp", "sw"), ("balanced", "ubep", "sp"),
+             ("homogenized", "ubep", "sp"))
+
+
+def schedule_claims(profile: Profile, threads: int | None) -> list[Check]:
+    """Section 3.3: topology-blind schedules leave stragglers; homogenization removes them."""
+    fig9 = cal.with_values(profile, {"tier_sizes": [32]})
+    rows = [_config(ranks=128, experts=256, routing="hot", hot_experts=8, hot_share=0.5,
+                    schedule=s, protocol=p, sync=y) for s, p, y in SCHEDULES]
+    send = _simulate(rows, fig9, threads)["send_max_aiv_us"]
+    text = ", ".join(f"{s} {v:.1f} us" for (s, _, _), v in zip(SCHEDULES, send))
+    return [_claim("Section 3.3: slowest AIV's token transmission: CANN EP's expert blocks > "
+                   "topology-blind balancing > latency homogenization",
+                   "expert_block > balanced > homogenized", text,
+                   send[0] > send[1] > send[2],
+                   "Figure 9's: 64 NPUs (128 dies) in four 16-NPU nodes, 256 experts, top-8, "
+                   "eight hot experts taking half the copies (share assumed)")]
+
+
+QSEARCH = ((128, 128), (160, 160), (128, 256))   # (ranks, experts): Table 3's expert counts
+
+
+def search_claims(profile: Profile, threads: int | None) -> list[Check]:
+    """Section 3.3: the quaternary search converges in 4-5 steps and stays under 1 us."""
+    from .costs import COST_INDEX
+    from .model import prepare
+    rows = [_config(ranks=r, experts=e) for r, e in QSEARCH]
+    steps = _simulate(rows, profile, threads)["qsearch_steps"]
+    costs = prepare(cal.config_columns(rows), profile)[1]
+    # As the kernel charges it: one VectorCount per step and one for the offset.
+    us = (steps + 1) * costs[:, COST_INDEX["vcount"]] / (profile.clock_ghz * 1000.0)
+    setup = "UBEP defaults; " + ", ".join(f"{e} experts on {r} ranks" for r, e in QSEARCH)
+    return [
+        _claim("Section 3.3: the quaternary search converges in 4-5 steps", "4-5 steps",
+               ", ".join(str(int(s)) for s in steps), bool(np.all((steps >= 4) & (steps <= 5))),
+               setup),
+        _claim("Section 3.3: the search stays under 1 us", "< 1 us",
+               f"at most {us.max():.3f} us", bool(us.max() < 1.0), setup),
+    ]
+
+
+def trend(values: list[int], rising: bool) -> bool:
+    """Monotone the stated way, step by step (ties allowed), and moved overall."""
+    steps = list(zip(values, values[1:]))
+    if rising:
+        return all(b >= a for a, b in steps) and values[-1] > values[0]
+    return all(b <= a for a, b in steps) and values[-1] < values[0]
+
+
+C3_RANKS = (64, 128, 256)
+C3_BATCH = (8, 16, 32, 64, 128)
+C3_SEEDS = (0, 1, 2)
+
+
+def cumsum_claims(profile: Profile, threads: int | None) -> list[Check]:
+    """Appendix C.3's two trends of the best CalCumSum group size (Figure 14's setup), and
+    Section 3.2 / Appendix A's dependence on experts and top-k."""
+    from .tune import rows_from_lists, tune
+    fig14 = tune(rows_from_lists({"ranks": list(C3_RANKS), "batch": list(C3_BATCH)}, {},
+                 profile.aivs), list(C3_SEEDS), profile, 16, threads).table
+    best = {(r, b): v for r, b, v in fig14.select("ranks", "batch", "best_cumsum_aivs").rows()}
+    by_batch = {r: [best[r, b] for b in C3_BATCH] for r in C3_RANKS}
+    by_ranks = {b: [best[r, b] for r in C3_RANKS] for b in C3_BATCH}
+    setup = (f"Figure 14's: UBEP, group sizes 1-16, ranks {', '.join(map(str, C3_RANKS))}, "
+             f"batch {', '.join(map(str, C3_BATCH))}, one expert per die, "
+             f"seeds {', '.join(map(str, C3_SEEDS))} averaged")
+    out = [
+        _claim("Appendix C.3: the best group size decreases as the batch grows",
+               "falls with batch at each rank count",
+               "; ".join(f"{r} ranks: {_seq(v)}" for r, v in by_batch.items()),
+               all(trend(v, rising=False) for v in by_batch.values()), setup),
+        _claim("Appendix C.3: the best group size increases with the rank count",
+               "rises with ranks at each batch",
+               "; ".join(f"batch {b}: {_seq(v)}" for b, v in by_ranks.items()),
+               all(trend(v, rising=True) for v in by_ranks.values()), setup),
+    ]
+    experts = tune(rows_from_lists({"ranks": [128], "batch": [32], "experts": [128, 256]}, {},
+                                   profile.aivs), list(C3_SEEDS), profile, 16, threads).table
+    topk = tune(rows_from_lists({"ranks": [128], "batch": [32], "topk": [2, 4, 8]}, {},
+                                profile.aivs), list(C3_SEEDS), profile, 16, threads).table
+    e_best = experts["best_cumsum_aivs"].to_list()
+    k_best = topk["best_cumsum_aivs"].to_list()
+    out += [
+        _claim("Section 3.2, Appendix A: CalCumSum AIVs grow with the number of experts",
+               "more with 256 experts than with 128", f"128: {e_best[0]}, 256: {e_best[1]}",
+               trend(e_best, rising=True), "UBEP, 128 ranks, batch 32, top-8, group sizes "
+               "1-16, seeds averaged"),
+        _claim("Section 3.2, Appendix A: CalCumSum AIVs shrink as top-k grows",
+               "fewer as top-k goes 2, 4, 8", _seq(k_best), trend(k_best, rising=False),
+               "UBEP, 128 ranks, batch 32, one expert per die, group sizes 1-16, seeds "
+               "averaged"),
+    ]
+    return out
+
+
+def _seq(v: list[int]) -> str:
+    return ", ".join(map(str, v))
+
+
+def protocol_claims(profile: Profile, threads: int | None) -> list[Check]:
+    """UBEP against CANN EP: lower latency at Table 4's EP sizes, and less waiting."""
+    from .tune import tune
+    ranks = list(cal.TABLE4_CANN_EP)
+    ubep = tune([_tune_row(cal.cann_ep(r, protocol="ubep", sync="sp", schedule="homogenized"))
+                 for r in ranks], [0], profile, 16, threads).table["latency_us"].to_numpy()
+    base = _simulate([cal.cann_ep(r) for r in ranks] + [_config(protocol="bsp", sync="sw",
+                     schedule="expert_block"), _config()], profile, threads)
+    cann = base["latency_us"][:len(ranks)]
+    wait = base["wait_us"][len(ranks):]
+    return [
+        _claim("Section 5.2: UBEP's dispatch latency is below CANN EP's at every EP size",
+               "UBEP < CANN EP", ", ".join(f"{r}: {u:.0f} vs {c:.0f} us"
+                                          for r, u, c in zip(ranks, ubep, cann)),
+               bool(np.all(ubep < cann)), "Table 4's workload; UBEP with sentinel polling, "
+               "homogenized schedule, its best group size of 1-16"),
+        _claim("Sections 3.2, 5.2: without SyncAll, UBEP's AIVs wait less than CANN EP's",
+               "UBEP waits less", f"mean wait {wait[1]:.1f} vs {wait[0]:.1f} us",
+               bool(wait[1] < wait[0]), "Figure 7's default: 128 ranks, batch 64, top-8"),
+    ]
+
+
+def _tune_row(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in ("cumsum_aivs", "seed")}
+
+
+CLAIMS: tuple[Callable[[Profile, int | None], list[Check]], ...] = (
+    sync_claims, schedule_claims, search_claims, cumsum_claims, protocol_claims)
+
+
+def validate(profile: Profile, threads: int | None = None) -> list[Check]:
+    """Every calibration point, then every claim."""
+    out = calibration_points(profile, threads)
+    for claims in CLAIMS:
+        out += claims(profile, threads)
+    return out
