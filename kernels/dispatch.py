@@ -303,20 +303,28 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         bound = max(bound, eg)
 
         # ---- schedule: copies ordered by (key of their expert, copy index), then AIV lists ----
+        # experts walked from the next die's on, wrapping round: dies do not all start on the
+        # same destination; homogenized puts the farthest hop class first
+        first_e = ((s + 1) * EL) % E
         if sched == HOMOGENIZED:
-            # remapped expert order: farthest hop class first, then expert id
             hcounts[:] = 0
-            for e in range(E):
-                hcounts[N_HOPS - hop_row[die_of[e]]] += 1
+            for d in range(R):
+                hcounts[N_HOPS - hop_row[d]] += EL
             for h in range(N_HOPS):
                 hcounts[h + 1] += hcounts[h]
-            for e in range(E):
+            for r in range(E):
+                e = first_e + r
+                if e >= E:
+                    e -= E
                 h = N_HOPS - 1 - hop_row[die_of[e]]
                 key_of[e] = hcounts[h]
                 hcounts[h] += 1
         else:
-            for e in range(E):
-                key_of[e] = e
+            for r in range(E):
+                e = first_e + r
+                if e >= E:
+                    e -= E
+                key_of[e] = r
         cnt[:] = 0
         for i in range(M):
             cnt[key_of[experts_of[base + i]] + 1] += 1
@@ -742,15 +750,17 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         out[O_PH_CUMSUM] = bucket[crit, ca, B_CUMSUM]
         out[O_PH_REORDER] = bucket[crit, ca, B_REORDER]
     else:
-        # the last die, between its SyncAlls
+        # the last die, phase by phase: its SyncAlls and what they wait for count as sync
         init_end = 0
+        cumsum_end = 0
         for a in range(A):
             init_end = max(init_end, marks[crit, a, 1])
+            cumsum_end = max(cumsum_end, marks[crit, a, 7])
         send_end = marks[crit, 0, 3] - c[C_SYNCALL]
         out[O_PH_INIT] = init_end
         out[O_PH_SEND] = send_end - init_end
-        out[O_PH_SYNC] = marks[crit, 0, 6] - send_end
-        out[O_PH_CUMSUM] = marks[crit, 0, 8] - marks[crit, 0, 6]
+        out[O_PH_SYNC] = (marks[crit, 0, 6] - send_end) + (marks[crit, 0, 8] - cumsum_end)
+        out[O_PH_CUMSUM] = cumsum_end - marks[crit, 0, 6]
         out[O_PH_REORDER] = latency - marks[crit, 0, 8]
     send_max = 0
     send_sum = 0

@@ -47,7 +47,9 @@ def test_more_aivs_give_diminishing_token_sending_returns():
     sends = [run(protocol="bsp", sync="sw", schedule="balanced", aivs=a)["phase_send_us"]
              for a in (8, 16, 24, 32, 48)]
     eff = [sends[0] * 8 / (s * a) for s, a in zip(sends, (8, 16, 24, 32, 48))]
-    assert all(b <= a for a, b in zip(sends, sends[1:]))
+    # never slower by more than the noise of a different interleaving once the port saturates
+    assert all(b <= a * 1.01 for a, b in zip(sends, sends[1:]))
+    assert sends[-1] < sends[0] / 2
     assert all(b < a for a, b in zip(eff, eff[1:]))
 
 

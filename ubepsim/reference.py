@@ -135,23 +135,35 @@ def quaternary_search(ids: list[int], target: int, n_experts: int) -> tuple[int,
 
 
 def schedule_copies(cfg: Config, copies: list[tuple[int, int, int]], expert_hop: list[int],
-                    n: int) -> tuple[list[list[int]], list[int]]:
+                    n: int, src: int = 0) -> tuple[list[list[int]], list[int]]:
     """Copy indices per sending AIV, in sending order, and each AIV's search steps.
 
     copies[i] = (token, k, expert), in (token, k) order; expert_hop[e] the hop class of the die
-    holding expert e.
+    holding expert e; src the sending die. Every schedule walks the experts starting after the
+    sender's own (die src + 1 first, wrapping round), so that the dies do not all send to the
+    same destination at the same time.
     """
     m = len(copies)
+    e_local = cfg.experts // cfg.ranks
+    rotated = [(e - (src + 1) * e_local) % cfg.experts for e in range(cfg.experts)]
     lists: list[list[int]] = [[] for _ in range(n)]
     steps = [0] * n
-    by_expert = sorted(range(m), key=lambda i: (copies[i][2], i))
+    if cfg.schedule is Schedule.homogenized:
+        # experts renumbered farthest hop class first (the remapped expert order), so the
+        # longest latencies start earliest and overlap the rest
+        remap = sorted(range(cfg.experts), key=lambda e: (-expert_hop[e], rotated[e]))
+    else:
+        remap = sorted(range(cfg.experts), key=lambda e: rotated[e])
+    rid = [0] * cfg.experts
+    for r, e in enumerate(remap):
+        rid[e] = r
+    order = sorted(range(m), key=lambda i: (rid[copies[i][2]], i))
+    ids = [rid[copies[i][2]] for i in order]          # the remapped expert list, sorted
     if cfg.schedule is Schedule.expert_block:
-        for i in by_expert:
-            lists[copies[i][2] * n // cfg.experts].append(i)
+        for i in order:                               # AIV j owns a block of experts
+            lists[rid[copies[i][2]] * n // cfg.experts].append(i)
         return lists, steps
-    if cfg.schedule is Schedule.balanced:
-        order = by_expert
-        ids = [copies[i][2] for i in order]
+    if cfg.schedule is Schedule.balanced:             # equal contiguous slices
         for j in range(n):
             lo, hi = j * m // n, (j + 1) * m // n
             lists[j] = order[lo:hi]
@@ -159,16 +171,9 @@ def schedule_copies(cfg: Config, copies: list[tuple[int, int, int]], expert_hop:
                 expert, offset, steps[j] = quaternary_search(ids, lo, cfg.experts)
                 assert ids[lo] == expert and lo - ids.index(expert) == offset
         return lists, steps
-    # homogenized: experts renumbered farthest hop class first (the remapped expert order), so
-    # the longest latencies start earliest and overlap the rest; the copies in that order are
-    # written row by row into a matrix of n columns and AIV j reads column j, so every AIV gets
-    # floor or ceil of each class's share (logical matrix transposition).
-    remap_key = sorted(range(cfg.experts), key=lambda e: (-expert_hop[e], e))
-    rid = [0] * cfg.experts
-    for r, e in enumerate(remap_key):
-        rid[e] = r
-    order = sorted(range(m), key=lambda i: (rid[copies[i][2]], i))
-    ids = [rid[copies[i][2]] for i in order]
+    # homogenized: the copies in remapped order are written row by row into a matrix of n
+    # columns and AIV j reads column j, so every AIV gets floor or ceil of each class's share
+    # (logical matrix transposition)
     for j in range(min(n, m)):
         lists[j] = order[j::n]
         expert, offset, steps[j] = quaternary_search(ids, j, cfg.experts)
@@ -323,7 +328,7 @@ def simulate(cfg: Config, profile: Profile) -> dict:
             if h:
                 ingress_load[e // e_local] += c["copy_ingress"]
         expert_hop = [hop_of(s, e // e_local, c["npu_dies"], tiers) for e in range(E)]
-        lists, steps = schedule_copies(cfg, copies, expert_hop, n_send)
+        lists, steps = schedule_copies(cfg, copies, expert_hop, n_send, s)
         steps_max = max(steps_max, max(steps))
         aivs = [Aiv() for _ in range(A)]
         copy_store = [None] * len(copies)
@@ -509,11 +514,13 @@ def simulate(cfg: Config, profile: Profile) -> dict:
         a = max(aivs, key=lambda x: (x.t, -aivs.index(x)))
         phases = a.buckets
     else:
-        m = aivs[0].marks  # barrier times are shared; init and send ends are per AIV
+        m = aivs[0].marks  # barrier times are shared; init and CalCumSum ends are per AIV
         init_end = max(x.marks[1] for x in aivs)
+        cumsum_end = max(x.marks[7] for x in aivs)
         send_end = m[3] - c["syncall"]
-        phases = {"init": init_end, "send": send_end - init_end, "sync": m[6] - send_end,
-                  "cumsum": m[8] - m[6], "reorder": ends[crit] - m[8]}
+        phases = {"init": init_end, "send": send_end - init_end,
+                  "sync": (m[6] - send_end) + (m[8] - cumsum_end),
+                  "cumsum": cumsum_end - m[6], "reorder": ends[crit] - m[8]}
     sends = [a.last_copy_ack - a.first_copy for d in range(R) for a in dies[d]["aivs"]
              if a.first_copy >= 0]
     waits = [a.wait for d in range(R) for a in dies[d]["aivs"]]
