@@ -94,7 +94,7 @@ def test_missing_or_empty_dataset_exits_2(tmp_path):
 
 def documented_queries() -> list[tuple[str, str]]:
     """(SQL, Polars Python) pairs from the sweep documentation, in order of appearance."""
-    for doc in (ROOT / "docs" / "sweeps.md", ROOT / "README.md"):
+    for doc in (ROOT / "README.md",):
         text = doc.read_text() if doc.exists() else ""
         sql = [b for b in re.findall(r"```sql\n(.*?)```", text, re.S) if "FROM results" in b]
         python = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "answer = " in b]

@@ -1,5 +1,5 @@
 """`ubepsim validate`: every calibration point and claim, in text and JSON; the claims are checks
-that can fail; the calibration residuals written in docs/calibration.md are the model's."""
+that can fail; the calibration residuals written in README.md are the model's."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ubepsim import calibrate as cal
 from ubepsim import validate as v
 from ubepsim.profile import load_profile
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "calibration.md"
+DOC = Path(__file__).resolve().parent.parent / "README.md"
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +97,7 @@ def test_bad_input(args, words):
 
 
 def test_the_documented_residuals_are_the_models(checks):
-    """docs/calibration.md's table of calibration points matches `ubepsim validate`."""
+    """README.md's table of calibration points matches `ubepsim validate`."""
     rows = {}
     for line in DOC.read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
