@@ -173,6 +173,7 @@ def _poll(t, visible, period, inv_period):
 
 # Egress requests are ordered by (time, AIV): both packed in one key, the AIV in the low bits.
 AIV_BITS = 13   # aivs <= 4096
+RADIX_BITS = 13   # widest digit of the ingress radix sort
 
 
 @njit
@@ -224,14 +225,38 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     per_copy = 2 if (ubep and (sync == SW or sync == DC)) else 1
     per_count = 2 if (sync == SW or sync == DC) else 1
     max_stores = R * M * per_copy + R * R * per_count
-    st_dst = np.empty(max_stores, np.int32)
+
+    # received copies of every die in output order (expert, source, copy index): counting sort
+    ecnt = np.zeros(E + 1, np.int64)
+    for g in range(R * M):
+        ecnt[experts_of[g] + 1] += 1
+    for e in range(E):
+        ecnt[e + 1] += ecnt[e]
+    efill = ecnt[:E].copy()
+    recv = np.empty(R * M, np.int32)
+    for g in range(R * M):
+        e = experts_of[g]
+        recv[efill[e]] = g
+        efill[e] += 1
+
+    # Stores are kept destination-major: each destination's stores in one bucket, in (source,
+    # store order), sized before the dies issue them (its copies, each with at most one flag or
+    # checksum, and the count messages with theirs). The ingress port then sorts a small bucket
+    # and receivers read their own bucket only. A store id is its slot.
+    bfill = np.empty(R, np.int64)
+    bstart = np.empty(R + 1, np.int64)
+    x = 0
+    for d in range(R):
+        bstart[d] = x
+        bfill[d] = x
+        x += (ecnt[(d + 1) * EL] - ecnt[d * EL]) * per_copy + R * per_count
+    bstart[R] = x
     st_kind = np.empty(max_stores, np.int8)
     st_arr = np.empty(max_stores, np.int64)    # arrival at the ingress port; -1: local store
     st_vis = np.empty(max_stores, np.int64)
-    n_st = 0
     # per copy (global id s * M + i): the store carrying it, and the store a receiver polls
     copy_ref = np.empty((R * M, 2), np.int32)
-    count_signal = np.empty(R * R, np.int32)   # [s * R + d]: store polled for s's counts to d
+    count_signal = np.empty(R * R, np.int32)   # [d * R + s]: store polled for s's counts to d
 
     copies_hop = np.zeros(N_HOPS, np.int64)
     qsteps_max = 0
@@ -467,9 +492,8 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     else:
                         d = pos[a]
                         kind = K_COUNT if sub[a] == 0 else (K_FLAG if sync == SW else K_CHECKSUM)
-                    sid = n_st
-                    n_st += 1
-                    st_dst[sid] = d
+                    sid = bfill[d]
+                    bfill[d] = sid + 1
                     st_kind[sid] = kind
                     if kind == K_COPY:
                         eg_c, nb = c[C_COPY_EGRESS], c[C_COPY_BLOCKS]
@@ -514,7 +538,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                             sub[a] = 0
                             pos[a] += 1
                     else:
-                        count_signal[s * R + d] = sid
+                        count_signal[d * R + s] = sid
                         if sub[a] == 0 and (sync == SW or sync == DC):
                             sub[a] = 1
                         else:
@@ -581,43 +605,75 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             nmarks[s, a] += 1
 
     # ---- ingress ports: arrivals served in (arrival, source, store order) ------------------------
-    keys, id_bits, arr_bits = _ingress_order(st_dst, st_arr, n_st, R)
-    id_mask = (np.int64(1) << id_bits) - 1
-    arr_mask = (np.int64(1) << arr_bits) - 1
-    free = 0
-    prev = -1
-    for x in range(keys.shape[0]):
-        key = keys[x]
-        sid = key & id_mask
-        arrival = (key >> id_bits) & arr_mask
-        d = key >> (id_bits + arr_bits)
-        if d != prev:
-            prev = d
-            free = 0
-        k = st_kind[sid]
-        if k == K_COPY:
-            ing = c[C_COPY_INGRESS]
-        elif k == K_COUNT:
-            ing = c[C_COUNT_INGRESS]
-        else:
-            ing = c[C_SIGNAL_INGRESS]
-        free = max(arrival, free) + ing
-        st_vis[sid] = free
+    # A bucket holds its stores in (source, store order), so a stable sort by arrival alone
+    # gives the port's order; keys pack arrival | slot, the slot breaking ties.
+    biggest = 0
+    for d in range(R):
+        biggest = max(biggest, bfill[d] - bstart[d])
+    keys = np.empty(biggest, np.int64)
+    other = np.empty(biggest, np.int64)
+    slot_bits = _bits(biggest + 1)
+    slot_mask = (np.int64(1) << slot_bits) - 1
+    count = np.zeros((np.int64(1) << RADIX_BITS) + 1, np.int64)
+    for d in range(R):
+        lo = bstart[d]
+        n = 0
+        bot = -1
+        top = 0
+        for sid in range(lo, bfill[d]):
+            arrival = st_arr[sid]
+            if arrival >= 0:
+                n += 1
+                top = max(top, arrival)
+                if bot < 0 or arrival < bot:
+                    bot = arrival
+        if n == 0:
+            continue
+        sort_bits = _bits(top - bot + 1)
+        if sort_bits + slot_bits > 62:
+            raise ValueError("configuration too large for the ingress sort keys")
+        n = 0
+        for sid in range(lo, bfill[d]):
+            arrival = st_arr[sid]
+            if arrival >= 0:
+                keys[n] = ((arrival - bot) << slot_bits) | (sid - lo)
+                n += 1
+        # LSD radix sort over the arrival bits, stable: digits of at most RADIX_BITS and no
+        # wider than the bucket needs, as few passes as that allows, the bits shared evenly
+        width = min(RADIX_BITS, max(4, _bits(n)))
+        passes = (sort_bits + width - 1) // width
+        digit = (sort_bits + passes - 1) // passes
+        radix = np.int64(1) << digit
+        kd, ko = keys, other
+        shift = slot_bits
+        for _ in range(passes):
+            count[:radix + 1] = 0
+            for x in range(n):
+                count[((kd[x] >> shift) & (radix - 1)) + 1] += 1
+            for b in range(radix):
+                count[b + 1] += count[b]
+            for x in range(n):
+                b = (kd[x] >> shift) & (radix - 1)
+                ko[count[b]] = kd[x]
+                count[b] += 1
+            kd, ko = ko, kd
+            shift += digit
+        free = 0
+        for x in range(n):
+            key = kd[x]
+            sid = lo + (key & slot_mask)
+            arrival = (key >> slot_bits) + bot
+            k = st_kind[sid]
+            if k == K_COPY:
+                ing = c[C_COPY_INGRESS]
+            elif k == K_COUNT:
+                ing = c[C_COUNT_INGRESS]
+            else:
+                ing = c[C_SIGNAL_INGRESS]
+            free = max(arrival, free) + ing
+            st_vis[sid] = free
 
     # ---- receivers --------------------------------------------------------------------------------
-    # received copies of every die in output order (expert, source, copy index): counting sort
-    ecnt = np.zeros(E + 1, np.int64)
-    for g in range(R * M):
-        ecnt[experts_of[g] + 1] += 1
-    for e in range(E):
-        ecnt[e + 1] += ecnt[e]
-    efill = ecnt[:E].copy()
-    recv = np.empty(R * M, np.int32)
-    for g in range(R * M):
-        e = experts_of[g]
-        recv[efill[e]] = g
-        efill[e] += 1
-
     delivered = 0
     violations = 0
     collisions = 0
@@ -638,7 +694,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             s_lo = j * R // n_verify
             s_hi = (j + 1) * R // n_verify
             for s in range(s_lo, s_hi):
-                v = st_vis[count_signal[s * R + d]]
+                v = st_vis[count_signal[d * R + s]]
                 if q_count > 0.0 and rng.unit(skey, s) < q_count:
                     collisions += 1
                     v += c[C_TIMEOUT]
@@ -790,56 +846,6 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     if marks_out.shape[0] == R:
         marks_out[:, :, :] = marks
 
-
-RADIX_BITS = 13
-
-
-@njit
-def _ingress_order(st_dst, st_arr, n_st, R):
-    """Remote stores sorted by (destination, arrival, store id), as packed keys.
-
-    A key holds destination | arrival | store id from high bits to low, so sorting keys sorts by
-    all three; the ids are already ascending, so an LSD radix sort over the destination and
-    arrival bits alone, stable, finishes the job. Returns (keys, id_bits, arrival_bits).
-    """
-    n = 0
-    top = 0
-    for sid in range(n_st):
-        if st_arr[sid] >= 0:
-            n += 1
-            top = max(top, st_arr[sid])
-    id_bits = _bits(n_st)
-    arr_bits = _bits(top + 1)
-    if id_bits + arr_bits + _bits(R) > 63:
-        raise ValueError("configuration too large for the ingress sort keys")
-    keys = np.empty(n, np.int64)
-    x = 0
-    for sid in range(n_st):
-        if st_arr[sid] >= 0:
-            keys[x] = (((np.int64(st_dst[sid]) << arr_bits) | st_arr[sid]) << id_bits) | sid
-            x += 1
-    other = np.empty(n, np.int64)
-    # digits of at most RADIX_BITS, as few passes as that allows, the bits shared evenly
-    sort_bits = _bits(R) + arr_bits
-    passes = (sort_bits + RADIX_BITS - 1) // RADIX_BITS
-    digit = (sort_bits + passes - 1) // passes
-    radix = np.int64(1) << digit
-    count = np.zeros(radix + 1, np.int64)
-    shift = id_bits
-    top_key = np.int64(R) << (arr_bits + id_bits)
-    while (top_key >> shift) > 0:
-        count[:] = 0
-        for x in range(n):
-            count[((keys[x] >> shift) & (radix - 1)) + 1] += 1
-        for b in range(radix):
-            count[b + 1] += count[b]
-        for x in range(n):
-            b = (keys[x] >> shift) & (radix - 1)
-            other[count[b]] = keys[x]
-            count[b] += 1
-        keys, other = other, keys
-        shift += digit
-    return keys, id_bits, arr_bits
 
 
 @njit(inline="always")
