@@ -118,3 +118,8 @@ def test_trace_routing_runs_from_a_file(tmp_path):
     pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(dup)
     code, _, err = run_cli("run", *SMALL, "--routing", "trace", "--trace", dup)
     assert code == 2 and "distinct" in err
+
+
+def test_a_configuration_beyond_the_kernel_limits_is_refused_up_front():
+    code, _, err = run_cli("run", "--ranks", 4096, "--batch", 4096, "--topk", 8)
+    assert code == 2 and "batch" in err and "token copies" in err

@@ -92,7 +92,7 @@ class Param:
 # The paper's sensitivity setup (Section 5, Figure 7): 128 ranks, batch 64, top-8, one expert per
 # die, hidden 7168; full UBEP. `experts` and `aivs` default to "one per rank" and the profile's.
 PARAMS: tuple[Param, ...] = (
-    Param("ranks", int, 128, "EP ranks (= dies).", 1, 65536),
+    Param("ranks", int, 128, "EP ranks (= dies).", 1, 16384),
     Param("batch", int, 64, "Tokens per rank.", 1, 1 << 20),
     Param("topk", int, 8, "Experts each token is routed to (distinct).", 1, 4096),
     Param("experts", int, None, "Routed experts in all, placed experts/ranks per die "
@@ -120,6 +120,7 @@ PARAMS: tuple[Param, ...] = (
 )
 
 PARAM_BY_NAME = {p.name: p for p in PARAMS}
+MAX_COPIES = 1 << 26
 NAMES = tuple(p.name for p in PARAMS)
 # Parameters that decide routing: the generator is keyed by them, so protocols, schedules and sync
 # variants compared at the same seed see the same token copies.
@@ -280,6 +281,10 @@ def check_rules(cols: dict[str, np.ndarray], source: str | None = None,
 
     fail("experts", c["experts"] % c["ranks"] != 0, lambda v: f"{v('experts')} is not a multiple "
          f"of ranks ({v('ranks')}); experts are placed experts/ranks per die")
+    # store ids are 32-bit in the kernel: a bound far above any superpod's dispatch
+    copies = c["ranks"].astype(np.int64) * c["batch"] * c["topk"]
+    fail("batch", copies > MAX_COPIES, lambda v: f"ranks x batch x topk = "
+         f"{v('ranks') * v('batch') * v('topk')} token copies; at most {MAX_COPIES} are supported")
     fail("topk", c["topk"] > c["experts"], lambda v: f"{v('topk')} exceeds experts "
          f"({v('experts')}); a token's experts are distinct")
     fail("cumsum_aivs", c["cumsum_aivs"] >= c["aivs"], lambda v: f"{v('cumsum_aivs')} must be "
