@@ -251,8 +251,8 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         bfill[d] = x
         x += (ecnt[(d + 1) * EL] - ecnt[d * EL]) * per_copy + R * per_count
     bstart[R] = x
-    st_kind = np.empty(max_stores, np.int8)
-    st_arr = np.empty(max_stores, np.int64)    # arrival at the ingress port; -1: local store
+    # arrival at the ingress port << 2 | store kind; -1: local store
+    st_arr = np.empty(max_stores, np.int64)
     st_vis = np.empty(max_stores, np.int64)
     # per copy (global id s * M + i): the store carrying it, and the store a receiver polls
     copy_ref = np.empty((R * M, 2), np.int32)
@@ -494,7 +494,6 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                         kind = K_COUNT if sub[a] == 0 else (K_FLAG if sync == SW else K_CHECKSUM)
                     sid = bfill[d]
                     bfill[d] = sid + 1
-                    st_kind[sid] = kind
                     if kind == K_COPY:
                         eg_c, nb = c[C_COPY_EGRESS], c[C_COPY_BLOCKS]
                     elif kind == K_COUNT:
@@ -509,7 +508,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                         h = hop_row[d]
                         depart = max(t, egress) + eg_c
                         egress = depart
-                        st_arr[sid] = depart + lat[h] // 2
+                        st_arr[sid] = ((depart + lat[h] // 2) << 2) | kind
                         ack = depart + lat[h]
                     slot = fifo_head[a] + fifo_n[a]
                     if slot >= cap:
@@ -606,7 +605,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
 
     # ---- ingress ports: arrivals served in (arrival, source, store order) ------------------------
     # A bucket holds its stores in (source, store order), so a stable sort by arrival alone
-    # gives the port's order; keys pack arrival | slot, the slot breaking ties.
+    # gives the port's order; keys pack arrival | store kind | slot, the slot breaking ties.
     biggest = 0
     for d in range(R):
         biggest = max(biggest, bfill[d] - bstart[d])
@@ -614,6 +613,12 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     other = np.empty(biggest, np.int64)
     slot_bits = _bits(biggest + 1)
     slot_mask = (np.int64(1) << slot_bits) - 1
+    kind_shift = slot_bits + 2
+    ing_of = np.empty(4, np.int64)   # ingress cost by store kind
+    ing_of[K_COPY] = c[C_COPY_INGRESS]
+    ing_of[K_COUNT] = c[C_COUNT_INGRESS]
+    ing_of[K_FLAG] = c[C_SIGNAL_INGRESS]
+    ing_of[K_CHECKSUM] = c[C_SIGNAL_INGRESS]
     count = np.zeros((np.int64(1) << RADIX_BITS) + 1, np.int64)
     for d in range(R):
         lo = bstart[d]
@@ -621,7 +626,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         bot = -1
         top = 0
         for sid in range(lo, bfill[d]):
-            arrival = st_arr[sid]
+            arrival = st_arr[sid] >> 2
             if arrival >= 0:
                 n += 1
                 top = max(top, arrival)
@@ -630,13 +635,13 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         if n == 0:
             continue
         sort_bits = _bits(top - bot + 1)
-        if sort_bits + slot_bits > 62:
+        if sort_bits + kind_shift > 62:
             raise ValueError("configuration too large for the ingress sort keys")
         n = 0
         for sid in range(lo, bfill[d]):
-            arrival = st_arr[sid]
-            if arrival >= 0:
-                keys[n] = ((arrival - bot) << slot_bits) | (sid - lo)
+            v = st_arr[sid]
+            if v >= 0:
+                keys[n] = (((v >> 2) - bot) << kind_shift) | ((v & 3) << slot_bits) | (sid - lo)
                 n += 1
         # LSD radix sort over the arrival bits, stable: digits of at most RADIX_BITS and no
         # wider than the bucket needs, as few passes as that allows, the bits shared evenly
@@ -645,7 +650,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         digit = (sort_bits + passes - 1) // passes
         radix = np.int64(1) << digit
         kd, ko = keys, other
-        shift = slot_bits
+        shift = kind_shift
         for _ in range(passes):
             count[:radix + 1] = 0
             for x in range(n):
@@ -662,15 +667,8 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         for x in range(n):
             key = kd[x]
             sid = lo + (key & slot_mask)
-            arrival = (key >> slot_bits) + bot
-            k = st_kind[sid]
-            if k == K_COPY:
-                ing = c[C_COPY_INGRESS]
-            elif k == K_COUNT:
-                ing = c[C_COUNT_INGRESS]
-            else:
-                ing = c[C_SIGNAL_INGRESS]
-            free = max(arrival, free) + ing
+            arrival = (key >> kind_shift) + bot
+            free = max(arrival, free) + ing_of[(key >> slot_bits) & 3]
             st_vis[sid] = free
 
     # ---- receivers --------------------------------------------------------------------------------
