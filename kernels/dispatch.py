@@ -226,18 +226,15 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     per_count = 2 if (sync == SW or sync == DC) else 1
     max_stores = R * M * per_copy + R * R * per_count
 
-    # received copies of every die in output order (expert, source, copy index): counting sort
+    # received copies of every die in output order (expert, source, copy index): ecnt[e] is
+    # where expert e's start; each copy's slot there is handed out as its source is scheduled
     ecnt = np.zeros(E + 1, np.int64)
     for g in range(R * M):
         ecnt[experts_of[g] + 1] += 1
     for e in range(E):
         ecnt[e + 1] += ecnt[e]
-    efill = ecnt[:E].copy()
-    recv = np.empty(R * M, np.int32)
-    for g in range(R * M):
-        e = experts_of[g]
-        recv[efill[e]] = g
-        efill[e] += 1
+    rcur = ecnt[:E].copy()
+    rslot = np.empty(M, np.int64)     # per die: each copy's slot in the receive order
 
     # Stores are kept destination-major: each destination's stores in one bucket, in (source,
     # store order), sized before the dies issue them (its copies, each with at most one flag or
@@ -254,7 +251,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     # arrival at the ingress port << 2 | store kind; -1: local store
     st_arr = np.empty(max_stores, np.int64)
     st_vis = np.empty(max_stores, np.int64)
-    # per copy (global id s * M + i): the store carrying it, and the store a receiver polls
+    # per copy, in receive order: the store carrying it, and the store a receiver polls
     copy_ref = np.empty((R * M, 2), np.int32)
     count_signal = np.empty(R * R, np.int32)   # [d * R + s]: store polled for s's counts to d
 
@@ -357,9 +354,12 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             cnt[e + 1] += cnt[e]        # cnt[r] = copies with key < r (VectorCount(ids < r))
         fill[:] = cnt[:E]
         for i in range(M):
-            r = key_of[experts_of[base + i]]
+            e = experts_of[base + i]
+            r = key_of[e]
             order[fill[r]] = i
             fill[r] += 1
+            rslot[i] = rcur[e]
+            rcur[e] += 1
         steps[:] = 0
         if sched == EXPERT_BLOCK:
             j = 0
@@ -522,8 +522,8 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     # record signals and advance the AIV's program
                     if mode[a] == 0:
                         if sub[a] == 0:
-                            copy_ref[base + i, 0] = sid
-                            copy_ref[base + i, 1] = sid
+                            copy_ref[rslot[i], 0] = sid
+                            copy_ref[rslot[i], 1] = sid
                             last_copy_ack[s, a] = ack
                             if ubep and (sync == SW or (sync == DC and last_to[x])):
                                 sub[a] = 1
@@ -531,7 +531,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                                 pos[a] += 1
                         else:
                             if sync == SW:
-                                copy_ref[base + i, 1] = sid
+                                copy_ref[rslot[i], 1] = sid
                             else:
                                 chk_of[x] = sid    # dc: the checksum, given to the copies below
                             sub[a] = 0
@@ -598,7 +598,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     d = die_of[experts_of[base + i]]
                     if last_to[x]:
                         cur_sig[d] = chk_of[x]
-                    copy_ref[base + i, 1] = cur_sig[d]
+                    copy_ref[rslot[i], 1] = cur_sig[d]
         for a in range(A):
             marks[s, a, nmarks[s, a]] = t_aiv[s, a]
             nmarks[s, a] += 1
@@ -755,7 +755,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 marks[d, a, nmarks[d, a]] = t
                 nmarks[d, a] += 1
             for x in range(j * n_recv // n_reorder, (j + 1) * n_recv // n_reorder):
-                g = recv[r_lo + x]
+                g = r_lo + x
                 data = st_vis[copy_ref[g, 0]]
                 if ubep:
                     sig = copy_ref[g, 1]
