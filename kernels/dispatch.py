@@ -270,6 +270,8 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     fill = np.zeros(E, np.int64)
     key_of = np.empty(E, np.int64)
     last_to = np.zeros(M, np.bool_)
+    xdest = np.empty(M, np.int64)      # per position of the AIV lists: the copy's destination
+    xslot = np.empty(M, np.int64)      # and its slot in the receive order
     chk_of = np.empty(M, np.int64)
     cur_sig = np.empty(R, np.int64)
     seen_dest = np.full(R, -1, np.int64)
@@ -395,12 +397,16 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         for j in range(NS):
             if steps[j] > qsteps_max:
                 qsteps_max = steps[j]
+        for x in range(M):
+            i = alist[x]
+            xdest[x] = die_of[experts_of[base + i]]
+            xslot[x] = rslot[i]
 
         # dc: which copy is each AIV's last to its destination
         if ubep and sync == DC:
             for j in range(NS):
                 for x in range(aoff[j + 1] - 1, aoff[j] - 1, -1):
-                    d = die_of[experts_of[base + alist[x]]]
+                    d = xdest[x]
                     last_to[x] = seen_dest[d] != s * A + j
                     seen_dest[d] = s * A + j
 
@@ -486,8 +492,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     a = top & amask
                     if mode[a] == 0:
                         x = pos[a]
-                        i = alist[x]
-                        d = die_of[experts_of[base + i]]
+                        d = xdest[x]
                         kind = K_COPY if sub[a] == 0 else (K_FLAG if sync == SW else K_CHECKSUM)
                     else:
                         d = pos[a]
@@ -522,8 +527,8 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     # record signals and advance the AIV's program
                     if mode[a] == 0:
                         if sub[a] == 0:
-                            copy_ref[rslot[i], 0] = sid
-                            copy_ref[rslot[i], 1] = sid
+                            copy_ref[xslot[x], 0] = sid
+                            copy_ref[xslot[x], 1] = sid
                             last_copy_ack[s, a] = ack
                             if ubep and (sync == SW or (sync == DC and last_to[x])):
                                 sub[a] = 1
@@ -531,7 +536,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                                 pos[a] += 1
                         else:
                             if sync == SW:
-                                copy_ref[rslot[i], 1] = sid
+                                copy_ref[xslot[x], 1] = sid
                             else:
                                 chk_of[x] = sid    # dc: the checksum, given to the copies below
                             sub[a] = 0
@@ -594,11 +599,10 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         if ubep and sync == DC:
             for j in range(NS):
                 for x in range(aoff[j + 1] - 1, aoff[j] - 1, -1):
-                    i = alist[x]
-                    d = die_of[experts_of[base + i]]
+                    d = xdest[x]
                     if last_to[x]:
                         cur_sig[d] = chk_of[x]
-                    copy_ref[rslot[i], 1] = cur_sig[d]
+                    copy_ref[xslot[x], 1] = cur_sig[d]
         for a in range(A):
             marks[s, a, nmarks[s, a]] = t_aiv[s, a]
             nmarks[s, a] += 1
