@@ -630,23 +630,20 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         bot = -1
         top = 0
         for sid in range(lo, bfill[d]):
-            arrival = st_arr[sid] >> 2
-            if arrival >= 0:
+            v = st_arr[sid]
+            if v >= 0:
+                arrival = v >> 2
+                keys[n] = (arrival << kind_shift) | ((v & 3) << slot_bits) | (sid - lo)
                 n += 1
                 top = max(top, arrival)
                 if bot < 0 or arrival < bot:
                     bot = arrival
         if n == 0:
             continue
-        sort_bits = _bits(top - bot + 1)
-        if sort_bits + kind_shift > 62:
+        if _bits(top + 1) + kind_shift > 62:
             raise ValueError("configuration too large for the ingress sort keys")
-        n = 0
-        for sid in range(lo, bfill[d]):
-            v = st_arr[sid]
-            if v >= 0:
-                keys[n] = (((v >> 2) - bot) << kind_shift) | ((v & 3) << slot_bits) | (sid - lo)
-                n += 1
+        # the arrivals share every bit above the highest one where bot and top differ
+        sort_bits = _bits((top ^ bot) + 1)
         # LSD radix sort over the arrival bits, stable: digits of at most RADIX_BITS and no
         # wider than the bucket needs, as few passes as that allows, the bits shared evenly
         width = min(RADIX_BITS, max(4, _bits(n)))
@@ -671,7 +668,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         for x in range(n):
             key = kd[x]
             sid = lo + (key & slot_mask)
-            arrival = (key >> kind_shift) + bot
+            arrival = key >> kind_shift
             free = max(arrival, free) + ing_of[(key >> slot_bits) & 3]
             st_vis[sid] = free
 
