@@ -267,8 +267,9 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     aoff = np.zeros(NS + 1, np.int64)
     steps = np.zeros(NS, np.int64)
     cnt = np.zeros(E + 1, np.int64)
-    fill = np.zeros(E, np.int64)
-    key_of = np.empty(E, np.int64)
+    fill = np.zeros(E + 1, np.int64)
+    dkey = np.empty(R, np.int64)       # per die: its experts' key minus the expert id
+    key_c = np.empty(M, np.int64)      # per copy: its expert's key
     last_to = np.zeros(M, np.bool_)
     xdest = np.empty(M, np.int64)      # per position of the AIV lists: the copy's destination
     xslot = np.empty(M, np.int64)      # and its slot in the receive order
@@ -328,52 +329,48 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
 
         # ---- schedule: copies ordered by (key of their expert, copy index), then AIV lists ----
         # experts walked from the next die's on, wrapping round: dies do not all start on the
-        # same destination; homogenized puts the farthest hop class first
-        first_e = ((s + 1) * EL) % E
+        # same destination; homogenized puts the farthest hop class first. A die's experts are
+        # walked together, so an expert's key is its die's first key plus its place in the die:
+        # dkey[d] + e, set per die in O(ranks) instead of per expert
         if sched == HOMOGENIZED:
             hcounts[:] = 0
             for d in range(R):
                 hcounts[N_HOPS - hop_row[d]] += EL
             for h in range(N_HOPS):
                 hcounts[h + 1] += hcounts[h]
-            for r in range(E):
-                e = first_e + r
-                if e >= E:
-                    e -= E
-                h = N_HOPS - 1 - hop_row[die_of[e]]
-                key_of[e] = hcounts[h]
-                hcounts[h] += 1
-        else:
-            for r in range(E):
-                e = first_e + r
-                if e >= E:
-                    e -= E
-                key_of[e] = r
+        for dd in range(R):
+            d = s + 1 + dd
+            if d >= R:
+                d -= R
+            if sched == HOMOGENIZED:
+                h = N_HOPS - 1 - hop_row[d]
+                dkey[d] = hcounts[h] - d * EL
+                hcounts[h] += EL
+            else:
+                dkey[d] = dd * EL - d * EL
         cnt[:] = 0
         for i in range(M):
-            cnt[key_of[experts_of[base + i]] + 1] += 1
+            e = experts_of[base + i]
+            r = dkey[die_of[e]] + e
+            key_c[i] = r
+            cnt[r + 1] += 1
+        fill[0] = 0
         for e in range(E):
             cnt[e + 1] += cnt[e]        # cnt[r] = copies with key < r (VectorCount(ids < r))
-        fill[:] = cnt[:E]
+            fill[e + 1] = cnt[e + 1]
         for i in range(M):
-            e = experts_of[base + i]
-            r = key_of[e]
+            r = key_c[i]
             order[fill[r]] = i
             fill[r] += 1
+            e = experts_of[base + i]
             rslot[i] = rcur[e]
             rcur[e] += 1
         steps[:] = 0
         if sched == EXPERT_BLOCK:
-            j = 0
+            # AIV j owns the keys r with r * NS // E == j: its list starts at the first such r
             aoff[0] = 0
-            for e in range(E):
-                owner = e * NS // E
-                while j < owner:
-                    j += 1
-                    aoff[j] = cnt[e]
-            while j < NS:
-                j += 1
-                aoff[j] = M
+            for j in range(1, NS + 1):
+                aoff[j] = cnt[(j * E + NS - 1) // NS]
             alist[:] = order
         elif sched == BALANCED:
             for j in range(NS + 1):
