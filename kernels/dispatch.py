@@ -174,6 +174,7 @@ def _poll(t, visible, period, inv_period):
 # Egress requests are ordered by (time, AIV): both packed in one key, the AIV in the low bits.
 AIV_BITS = 13   # aivs <= 4096
 RADIX_BITS = 13   # widest digit of the ingress radix sort
+NO_REQUEST = 9223372036854775807   # an empty leaf of the egress queue: above every key
 
 
 @njit
@@ -286,11 +287,13 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     sub = np.zeros(A, np.int64)
     mode = np.zeros(A, np.int64)       # 0 token list, 1 count destinations, -1 nothing to send
     d_hi = np.zeros(A, np.int64)
-    qcap = 1
-    while qcap < A:
-        qcap *= 2
-    queue = np.empty(qcap, np.int64)
-    qmask = qcap - 1
+    nleaf = 1
+    while nleaf < A:
+        nleaf *= 2
+    tree = np.empty(2 * nleaf, np.int64)   # tournament tree: leaf nleaf + a, AIV a's request
+    queue = np.empty(nleaf, np.int64)      # or a ring kept sorted
+    qmask = nleaf - 1
+    ring = not ubep
     hcounts = np.zeros(N_HOPS + 1, np.int64)
     amask = (1 << AIV_BITS) - 1
     copy_pre = c[C_COPY_VERIFY] if (ubep and sync == DC) else 0
@@ -467,9 +470,12 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             # ---- egress event loop over the die's AIVs: requests served in (time, AIV) order ---
             # One loop body serves both the AIVs' first requests and the stores taken from the
             # queue, so the request code is written once and inline (calls taking arrays would
-            # pay atomic reference counts per store). The queue is a ring kept sorted by key;
-            # a new request usually comes last (AIVs take turns), so inserting from the back is
-            # O(1) in the common case.
+            # pay atomic reference counts per store). bsp's AIVs take turns, so its queue is a
+            # ring kept sorted where a new request usually comes last: inserting from the back
+            # is O(1). ubep's flags and fences reorder them: every AIV has at most one request
+            # waiting, so its queue is a tournament tree over the AIVs, the root the smallest
+            # key; a request replaces its AIV's leaf and replays the path to the root.
+            tree[:] = NO_REQUEST
             size = 0
             head = 0
             first = 0
@@ -480,11 +486,16 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     if mode[a] < 0:
                         continue
                 else:
-                    if size == 0:
-                        break
-                    top = queue[head]
-                    head = (head + 1) & qmask
-                    size -= 1
+                    if ring:
+                        if size == 0:
+                            break
+                        top = queue[head]
+                        head = (head + 1) & qmask
+                        size -= 1
+                    else:
+                        top = tree[1]
+                        if top == NO_REQUEST:
+                            break
                     t = top >> AIV_BITS
                     a = top & amask
                     if mode[a] == 0:
@@ -546,8 +557,13 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                             sub[a] = 0
                             pos[a] += 1
                     if pos[a] >= d_hi[a]:
-                        continue                       # AIV a is done
-                if a >= 0:
+                        if ring:
+                            continue                   # AIV a is done
+                        a = -1 - a                     # AIV a is done: its leaf empties
+                if a < 0:
+                    i = nleaf - 1 - a
+                    v = NO_REQUEST
+                else:
                     # AIV a's next store: pre-work, fence, in-flight credits, issue
                     if sub[a] == 0 and mode[a] == 0:
                         kind, nb, issue = K_COPY, c[C_COPY_BLOCKS], c[C_COPY_ISSUE]
@@ -585,13 +601,23 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     bucket[s, a, b] += issue
                     t_aiv[s, a] = t
                     key = (t << AIV_BITS) | a
-                    # insert from the back, keeping the ring sorted
-                    x = size
-                    while x > 0 and queue[(head + x - 1) & qmask] > key:
-                        queue[(head + x) & qmask] = queue[(head + x - 1) & qmask]
-                        x -= 1
-                    queue[(head + x) & qmask] = key
-                    size += 1
+                    if ring:
+                        # insert from the back, keeping the ring sorted
+                        x = size
+                        while x > 0 and queue[(head + x - 1) & qmask] > key:
+                            queue[(head + x) & qmask] = queue[(head + x - 1) & qmask]
+                            x -= 1
+                        queue[(head + x) & qmask] = key
+                        size += 1
+                        continue
+                    i = nleaf + a
+                    v = key
+                # replay from the leaf: the running minimum stays in a register
+                tree[i] = v
+                while i > 1:
+                    v = min(v, tree[i ^ 1])
+                    i >>= 1
+                    tree[i] = v
         # dc: every copy's signal is its (AIV, destination) checksum
         if ubep and sync == DC:
             for j in range(NS):
