@@ -740,31 +740,24 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             n_reorder = NS
         else:
             # SyncAll, CalCumSum over the ranks x experts-per-die counts, SyncAll
-            barrier = 0
-            for a in range(A):
-                barrier = max(barrier, t_aiv[d, a])
-            barrier += c[C_SYNCALL]
-            for a in range(A):
-                w = barrier - t_aiv[d, a]
-                bucket[d, a, B_SYNC] += w
-                wait[d, a] += w
-                marks[d, a, nmarks[d, a]] = barrier
-                work = c[C_PREFIX] * ((a + 1) * entries // A - a * entries // A)
-                bucket[d, a, B_CUMSUM] += work
-                t_aiv[d, a] = barrier + work
-                marks[d, a, nmarks[d, a] + 1] = t_aiv[d, a]
-                nmarks[d, a] += 2
-            barrier = 0
-            for a in range(A):
-                barrier = max(barrier, t_aiv[d, a])
-            barrier += c[C_SYNCALL]
-            for a in range(A):
-                w = barrier - t_aiv[d, a]
-                bucket[d, a, B_SYNC] += w
-                wait[d, a] += w
-                t_aiv[d, a] = barrier
-                marks[d, a, nmarks[d, a]] = barrier
-                nmarks[d, a] += 1
+            for step in range(2):
+                barrier = 0
+                for a in range(A):
+                    barrier = max(barrier, t_aiv[d, a])
+                barrier += c[C_SYNCALL]
+                for a in range(A):
+                    w = barrier - t_aiv[d, a]
+                    bucket[d, a, B_SYNC] += w
+                    wait[d, a] += w
+                    t_aiv[d, a] = barrier
+                    marks[d, a, nmarks[d, a]] = barrier
+                    nmarks[d, a] += 1
+                    if step == 0:
+                        work = c[C_PREFIX] * ((a + 1) * entries // A - a * entries // A)
+                        bucket[d, a, B_CUMSUM] += work
+                        t_aiv[d, a] = barrier + work
+                        marks[d, a, nmarks[d, a]] = t_aiv[d, a]
+                        nmarks[d, a] += 1
             first_aiv = 0
             n_reorder = A
         # Token-Reordering: each AIV an equal contiguous slice of the received copies

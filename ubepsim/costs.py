@@ -96,16 +96,3 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
     # A polled signal collides if any of its blocks' payload equals the sentinel.
     chance = np.stack([1.0 - (1.0 - p) ** copy_blocks, 1.0 - (1.0 - p) ** count_blocks], axis=1)
     return costs.astype(np.int64), np.where(sync[:, None] == Sync.sp, chance, 0.0)
-
-
-def hop_class(src: int, dst: int, npu_dies: int, tier1: int, tier2: int) -> int:
-    """Index into HOP_CLASSES of a store from die `src` to die `dst` (tiers 0 = absent)."""
-    if src == dst:
-        return 0
-    if src // npu_dies == dst // npu_dies:
-        return 1
-    if tier1 == 0 or src // tier1 == dst // tier1:
-        return 2
-    if tier2 == 0 or src // tier2 == dst // tier2:
-        return 3
-    return 4
