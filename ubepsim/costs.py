@@ -9,17 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .params import Dtype, Sync
+from .params import Sync, token_bytes
 from .profile import HOP_CLASSES, Profile
 
 
 def _ceil_div(a, b):
     return -(-a // b)
-
-
-def token_bytes_col(hidden: np.ndarray, dtype: np.ndarray) -> np.ndarray:
-    return np.select([dtype == Dtype.bf16, dtype == Dtype.fp8],
-                     [2 * hidden, hidden + 4 * _ceil_div(hidden, 128)], hidden + 4)
 
 
 # Order of the columns of the cost matrix handed to the kernels.
@@ -51,7 +46,7 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
     block = v["block_bytes"]
     # TFF gives up the leading flag_bytes of every block to the flag (paper Section 3.4).
     payload = np.where(sync == Sync.tff, block - v["flag_bytes"], block)
-    tb = token_bytes_col(hidden, dtype)
+    tb = token_bytes(hidden, dtype)
     copy_blocks = _ceil_div(tb, payload)
     count_blocks = _ceil_div(4 * e_local, payload)  # one int32 count per expert of the die
 

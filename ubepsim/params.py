@@ -57,18 +57,16 @@ ENUMS: dict[str, type[enum.IntEnum]] = {
 }
 
 
-def token_bytes(hidden: int, dtype: Dtype | int) -> int:
-    """Bytes of one token copy: activations plus quantization scales.
+def token_bytes(hidden, dtype):
+    """Bytes of one token copy: activations plus quantization scales (scalars or arrays).
 
     fp8 carries one fp32 scale per 128-element group (DeepEP's layout); int8 (W8A8) one fp32
     scale per token.
     """
-    dtype = Dtype(dtype)
-    if dtype is Dtype.bf16:
-        return 2 * hidden
-    if dtype is Dtype.fp8:
-        return hidden + 4 * -(-hidden // 128)
-    return hidden + 4
+    hidden = np.asarray(hidden, dtype=np.int64)
+    dtype = np.asarray(dtype, dtype=np.int64)
+    return np.select([dtype == Dtype.bf16, dtype == Dtype.fp8],
+                     [2 * hidden, hidden + 4 * -(-hidden // 128)], hidden + 4)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,7 +155,7 @@ class Config:
 
     @property
     def token_bytes(self) -> int:
-        return token_bytes(self.hidden, self.dtype)
+        return int(token_bytes(self.hidden, self.dtype))
 
     @property
     def config_id(self) -> int:

@@ -87,11 +87,6 @@ class Profile:
     def latency_cycles(self) -> list[int]:
         return [self.cycles(self.values["latency_ns"].get(h, 0.0)) for h in HOP_CLASSES]
 
-    def hop_classes_used(self, ranks: int) -> int:
-        """How many hop classes a fabric of `ranks` dies can reach (nearest first)."""
-        tiers = [t for t in self.values["tier_sizes"] if t < ranks]
-        return 3 + len(tiers) if ranks > self.values["npu_dies"] else (2 if ranks > 1 else 1)
-
     def to_toml(self) -> str:
         lines = ["[hardware]"]
         for key in FIELDS:
