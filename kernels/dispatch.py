@@ -178,6 +178,19 @@ NO_REQUEST = 9223372036854775807   # an empty leaf of the egress queue: above ev
 
 
 @njit
+def _release(die, barrier, t_aiv, bucket, wait, marks, nmarks):
+    """SyncAll: every AIV of `die` waits until `barrier` (once per die and barrier, so a call
+    with array arguments costs nothing that matters)."""
+    for a in range(t_aiv.shape[1]):
+        w = barrier - t_aiv[die, a]
+        bucket[die, a, B_SYNC] += w
+        wait[die, a] += w
+        t_aiv[die, a] = barrier
+        marks[die, a, nmarks[die, a]] = barrier
+        nmarks[die, a] += 1
+
+
+@njit
 def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     """One configuration. p: parameter row, c: cost row, chance: sentinel collision chances
     (copy, count message), cdf: cumulative expert weights (empty: uniform), trace: routing
@@ -455,14 +468,8 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     marks[s, a, nmarks[s, a]] = t_aiv[s, a]
                     nmarks[s, a] += 1
                     done = max(done, max(t_aiv[s, a], max_ack[a]))
-                barrier = done + c[C_SYNCALL]
+                _release(s, done + c[C_SYNCALL], t_aiv, bucket, wait, marks, nmarks)
                 for a in range(A):
-                    w = barrier - t_aiv[s, a]
-                    bucket[s, a, B_SYNC] += w
-                    wait[s, a] += w
-                    t_aiv[s, a] = barrier
-                    marks[s, a, nmarks[s, a]] = barrier
-                    nmarks[s, a] += 1
                     pos[a] = a * R // A
                     d_hi[a] = (a + 1) * R // A
                     mode[a] = 1 if d_hi[a] > pos[a] else -1
@@ -744,20 +751,13 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 barrier = 0
                 for a in range(A):
                     barrier = max(barrier, t_aiv[d, a])
-                barrier += c[C_SYNCALL]
-                for a in range(A):
-                    w = barrier - t_aiv[d, a]
-                    bucket[d, a, B_SYNC] += w
-                    wait[d, a] += w
-                    t_aiv[d, a] = barrier
-                    marks[d, a, nmarks[d, a]] = barrier
+                _release(d, barrier + c[C_SYNCALL], t_aiv, bucket, wait, marks, nmarks)
+                for a in range(A if step == 0 else 0):
+                    work = c[C_PREFIX] * ((a + 1) * entries // A - a * entries // A)
+                    bucket[d, a, B_CUMSUM] += work
+                    t_aiv[d, a] += work
+                    marks[d, a, nmarks[d, a]] = t_aiv[d, a]
                     nmarks[d, a] += 1
-                    if step == 0:
-                        work = c[C_PREFIX] * ((a + 1) * entries // A - a * entries // A)
-                        bucket[d, a, B_CUMSUM] += work
-                        t_aiv[d, a] = barrier + work
-                        marks[d, a, nmarks[d, a]] = t_aiv[d, a]
-                        nmarks[d, a] += 1
             first_aiv = 0
             n_reorder = A
         # Token-Reordering: each AIV an equal contiguous slice of the received copies

@@ -37,7 +37,8 @@ RESULTS: tuple[ResultField, ...] = (
     ResultField("phase_reorder_us", "f8", "critical path: Token-Reordering"),
     ResultField("qsearch_steps", "i8", "most quaternary-search iterations any AIV ran "
                 "(Algorithm 1; 0 for expert_block)"),
-    ResultField("sentinel_collisions", "i8", "blocks whose payload matched the sentinel (sp)"),
+    ResultField("sentinel_collisions", "i8", "signals (token copies or count messages) "
+                "whose payload matched the sentinel (sp)"),
 )
 
 RESULT_NAMES = tuple(f.name for f in RESULTS)
