@@ -174,6 +174,7 @@ def _poll(t, visible, period, inv_period):
 # Egress requests are ordered by (time, AIV): both packed in one key, the AIV in the low bits.
 AIV_BITS = 13   # aivs <= 4096
 RADIX_BITS = 13   # widest digit of the ingress radix sort
+MAX_PASSES = 16   # its most passes: 62-bit keys in the narrowest (4-bit) digits
 NO_REQUEST = 9223372036854775807   # an empty leaf of the egress queue: above every key
 
 
@@ -188,6 +189,144 @@ def _release(die, barrier, t_aiv, bucket, wait, marks, nmarks):
         t_aiv[die, a] = barrier
         marks[die, a, nmarks[die, a]] = barrier
         nmarks[die, a] += 1
+
+
+# Per-AIV state of the egress event loop: one row per AIV of the die being simulated.
+(S_T, S_SIG, S_SW, S_HEAD, S_N, S_OUT, S_MAX_ACK, S_PC, S_END, S_FIRST, S_LAST_ACK) = range(11)
+S_WIDTH = 16
+# Per-kind costs of a store (rows of the kind table).
+KC_PRE, KC_ISSUE, KC_BLOCKS, KC_EGRESS = range(4)
+
+
+@njit(inline="always")
+def u(i):
+    """An index as unsigned: Numba then skips the wraparound of negative indices, a few
+    instructions on every dependent load of the event loops (indices there are never negative)."""
+    return np.uint64(i)
+
+
+@njit
+def _egress_phase(s, egress, ring, st, prog, prog_sid, fifo_ack, fifo_blocks, kc, cap,
+                  bfill, st_arr, st_vis, lat_row, half_row, lat_local, tree, queue):
+    """One phase of die s: its AIVs replay their programs (prog[pc] = destination << 2 | kind),
+    the egress port serving their requests in (time, AIV) order. Returns the port's free time.
+
+    A function of its own, called once per die and phase: the loop keeps its few arrays in
+    registers instead of competing with the whole kernel's. One loop body serves both the AIVs'
+    first requests and the stores taken from the queue, so the request code is written once.
+    bsp's AIVs take turns, so its queue is a ring kept sorted where a new request usually comes
+    last: inserting from the back is O(1). ubep's flags and fences reorder them: every AIV has at
+    most one request waiting, so its queue is a tournament tree over the AIVs, the root the
+    smallest key; a request replaces its AIV's leaf and replays the path to the root.
+    """
+    A = st.shape[0]
+    nleaf = queue.shape[0]
+    qmask = nleaf - 1
+    amask = (1 << AIV_BITS) - 1
+    tree[:] = NO_REQUEST
+    size = 0
+    head = 0
+    first = 0
+    while True:
+        if first < A:
+            a = first
+            first += 1
+            ip = st[u(a), S_PC]
+            if ip >= st[u(a), S_END]:
+                continue
+        else:
+            if ring:
+                if size == 0:
+                    break
+                top = queue[u(head)]
+                head = (head + 1) & qmask
+                size -= 1
+            else:
+                top = tree[1]
+                if top == NO_REQUEST:
+                    break
+            t = top >> AIV_BITS
+            a = top & amask
+            # serve AIV a's store
+            ip = st[u(a), S_PC]
+            d = prog[u(ip)] >> 2
+            kind = prog[u(ip)] & 3
+            sid = bfill[u(d)]
+            bfill[u(d)] = sid + 1
+            prog_sid[u(ip)] = sid
+            if d == s:
+                ack = t + lat_local
+                st_arr[u(sid)] = -1
+                st_vis[u(sid)] = ack
+            else:
+                depart = max(t, egress) + kc[u(kind), KC_EGRESS]
+                egress = depart
+                st_arr[u(sid)] = ((depart + half_row[u(d)]) << 2) | kind
+                ack = depart + lat_row[u(d)]
+            if kind == K_COPY:
+                st[u(a), S_LAST_ACK] = ack
+            slot = st[u(a), S_HEAD] + st[u(a), S_N]
+            if slot >= cap:
+                slot -= cap
+            nb = kc[u(kind), KC_BLOCKS]
+            fifo_ack[u(a * cap + slot)] = ack
+            fifo_blocks[u(a * cap + slot)] = nb
+            st[u(a), S_N] += 1
+            st[u(a), S_OUT] += nb
+            st[u(a), S_MAX_ACK] = max(st[u(a), S_MAX_ACK], ack)
+            ip += 1
+            st[u(a), S_PC] = ip
+            if ip >= st[u(a), S_END]:
+                if ring:
+                    continue                   # AIV a is done
+                a = -1 - a                     # AIV a is done: its leaf empties
+        if a < 0:
+            i = nleaf - 1 - a
+            v = NO_REQUEST
+        else:
+            # AIV a's next store: pre-work, fence, in-flight credits, issue
+            kind = prog[u(ip)] & 3
+            nb = kc[u(kind), KC_BLOCKS]
+            t0 = st[u(a), S_T]
+            t = t0 + kc[u(kind), KC_PRE]
+            if kind == K_FLAG:
+                # stop-and-wait: the flag waits until every earlier store completed
+                w = st[u(a), S_MAX_ACK] - t
+                if w > 0:
+                    t += w
+                    st[u(a), S_SW] += w
+            # credits come back in issue order: wait for the oldest stores until it fits
+            while st[u(a), S_N] > 0 and st[u(a), S_OUT] + nb > cap:
+                hd = st[u(a), S_HEAD]
+                t = max(t, fifo_ack[u(a * cap + hd)])
+                st[u(a), S_OUT] -= fifo_blocks[u(a * cap + hd)]
+                st[u(a), S_N] -= 1
+                st[u(a), S_HEAD] = hd + 1 if hd + 1 < cap else 0
+            if kind == K_COPY and st[u(a), S_FIRST] < 0:
+                st[u(a), S_FIRST] = t
+            t += kc[u(kind), KC_ISSUE]
+            st[u(a), S_T] = t
+            if kind & 1:                       # a flag or checksum
+                st[u(a), S_SIG] += t - t0
+            key = (t << AIV_BITS) | a
+            if ring:
+                # insert from the back, keeping the ring sorted
+                x = size
+                while x > 0 and queue[u((head + x - 1) & qmask)] > key:
+                    queue[u((head + x) & qmask)] = queue[u((head + x - 1) & qmask)]
+                    x -= 1
+                queue[u((head + x) & qmask)] = key
+                size += 1
+                continue
+            i = nleaf + a
+            v = key
+        # replay from the leaf: the running minimum stays in a register
+        tree[u(i)] = v
+        while i > 1:
+            v = min(v, tree[u(i ^ 1)])
+            i >>= 1
+            tree[u(i)] = v
+    return egress
 
 
 @njit
@@ -287,29 +426,40 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     last_to = np.zeros(M, np.bool_)
     xdest = np.empty(M, np.int64)      # per position of the AIV lists: the copy's destination
     xslot = np.empty(M, np.int64)      # and its slot in the receive order
-    chk_of = np.empty(M, np.int64)
     cur_sig = np.empty(R, np.int64)
     seen_dest = np.full(R, -1, np.int64)
-    fifo_ack = np.zeros((A, cap), np.int64)    # outstanding stores per AIV, in issue order
-    fifo_blocks = np.zeros((A, cap), np.int64)
-    fifo_head = np.zeros(A, np.int64)
-    fifo_n = np.zeros(A, np.int64)
-    fifo_out = np.zeros(A, np.int64)           # outstanding blocks
-    max_ack = np.zeros(A, np.int64)
-    pos = np.zeros(A, np.int64)
-    sub = np.zeros(A, np.int64)
-    mode = np.zeros(A, np.int64)       # 0 token list, 1 count destinations, -1 nothing to send
-    d_hi = np.zeros(A, np.int64)
+    # Each AIV's program for a phase: the stores it issues, in order (destination << 2 | kind),
+    # for a copy its slot in the receive order, and the store id each store got.
+    n_prog = 2 * M + 2 * R
+    prog = np.empty(n_prog, np.int64)
+    prog_g = np.empty(n_prog, np.int64)
+    prog_sid = np.empty(n_prog, np.int64)
+    pstart = np.zeros(A, np.int64)
+    st = np.zeros((A, S_WIDTH), np.int64)      # per-AIV state of the event loop (S_*)
+    fifo_ack = np.zeros(A * cap, np.int64)     # outstanding stores per AIV, in issue order
+    fifo_blocks = np.zeros(A * cap, np.int64)
+    lat_row = np.empty(R, np.int64)            # per destination of the die: hop latency
+    half_row = np.empty(R, np.int64)           # and its first half (egress to ingress)
+    # cost of a store by kind: pre-work, issue cycles, blocks, egress port cycles
+    kc = np.zeros((4, 4), np.int64)
+    kc[K_COPY, KC_PRE] = c[C_COPY_VERIFY] if (ubep and sync == DC) else 0  # dc: markers
+    kc[K_COUNT, KC_PRE] = EL * c[C_VCOUNT]     # VectorCount per expert of the destination
+    kc[K_COPY, KC_ISSUE], kc[K_COUNT, KC_ISSUE] = c[C_COPY_ISSUE], c[C_COUNT_ISSUE]
+    kc[K_COPY, KC_BLOCKS], kc[K_COUNT, KC_BLOCKS] = c[C_COPY_BLOCKS], c[C_COUNT_BLOCKS]
+    kc[K_COPY, KC_EGRESS], kc[K_COUNT, KC_EGRESS] = c[C_COPY_EGRESS], c[C_COUNT_EGRESS]
+    for kind in (K_FLAG, K_CHECKSUM):
+        kc[kind, KC_ISSUE] = c[C_SIGNAL_ISSUE]
+        kc[kind, KC_BLOCKS] = 1
+        kc[kind, KC_EGRESS] = c[C_SIGNAL_EGRESS]
+    signal_kind = K_FLAG if sync == SW else K_CHECKSUM
+    signalled = sync == SW or sync == DC       # count messages carry a flag or checksum
     nleaf = 1
     while nleaf < A:
         nleaf *= 2
     tree = np.empty(2 * nleaf, np.int64)   # tournament tree: leaf nleaf + a, AIV a's request
     queue = np.empty(nleaf, np.int64)      # or a ring kept sorted
-    qmask = nleaf - 1
     ring = not ubep
     hcounts = np.zeros(N_HOPS + 1, np.int64)
-    amask = (1 << AIV_BITS) - 1
-    copy_pre = c[C_COPY_VERIFY] if (ubep and sync == DC) else 0
     count_bucket = B_CUMSUM if ubep else B_SYNC
 
     # each die's NPU and switch domains, so that a hop class is a few comparisons
@@ -422,14 +572,11 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     d = xdest[x]
                     last_to[x] = seen_dest[d] != s * A + j
                     seen_dest[d] = s * A + j
+        for d in range(R):
+            lat_row[d] = lat[hop_row[d]]
+            half_row[d] = lat[hop_row[d]] // 2
 
         # ---- Init -----------------------------------------------------------------------------
-        for a in range(A):
-            fifo_head[a] = 0
-            fifo_n[a] = 0
-            fifo_out[a] = 0
-            max_ack[a] = 0
-            sub[a] = 0
         for j in range(NS):
             a = C + j
             lo, hi = aoff[j], aoff[j + 1]
@@ -443,9 +590,6 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             cyc = c[C_INIT] + search + loads * c[C_LOCAL_COPY]
             t_aiv[s, a] = cyc
             bucket[s, a, B_INIT] = cyc
-            mode[a] = 0 if hi > lo else -1
-            pos[a] = lo
-            d_hi[a] = hi
             marks[s, a, 0] = 0
             marks[s, a, 1] = cyc
             nmarks[s, a] = 2
@@ -455,9 +599,6 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             marks[s, j, 0] = 0
             marks[s, j, 1] = c[C_INIT]
             nmarks[s, j] = 2
-            pos[j] = j * R // C
-            d_hi[j] = (j + 1) * R // C
-            mode[j] = 1 if d_hi[j] > pos[j] else -1
 
         egress = 0
         for phase in range(1 if ubep else 2):
@@ -467,172 +608,78 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 for a in range(A):
                     marks[s, a, nmarks[s, a]] = t_aiv[s, a]
                     nmarks[s, a] += 1
-                    done = max(done, max(t_aiv[s, a], max_ack[a]))
+                    done = max(done, max(t_aiv[s, a], st[a, S_MAX_ACK]))
                 _release(s, done + c[C_SYNCALL], t_aiv, bucket, wait, marks, nmarks)
-                for a in range(A):
-                    pos[a] = a * R // A
-                    d_hi[a] = (a + 1) * R // A
-                    mode[a] = 1 if d_hi[a] > pos[a] else -1
-                    sub[a] = 0
-            # ---- egress event loop over the die's AIVs: requests served in (time, AIV) order ---
-            # One loop body serves both the AIVs' first requests and the stores taken from the
-            # queue, so the request code is written once and inline (calls taking arrays would
-            # pay atomic reference counts per store). bsp's AIVs take turns, so its queue is a
-            # ring kept sorted where a new request usually comes last: inserting from the back
-            # is O(1). ubep's flags and fences reorder them: every AIV has at most one request
-            # waiting, so its queue is a tournament tree over the AIVs, the root the smallest
-            # key; a request replaces its AIV's leaf and replays the path to the root.
-            tree[:] = NO_REQUEST
-            size = 0
-            head = 0
-            first = 0
-            while True:
-                if first < A:
-                    a = first
-                    first += 1
-                    if mode[a] < 0:
-                        continue
-                else:
-                    if ring:
-                        if size == 0:
-                            break
-                        top = queue[head]
-                        head = (head + 1) & qmask
-                        size -= 1
-                    else:
-                        top = tree[1]
-                        if top == NO_REQUEST:
-                            break
-                    t = top >> AIV_BITS
-                    a = top & amask
-                    if mode[a] == 0:
-                        x = pos[a]
-                        d = xdest[x]
-                        kind = K_COPY if sub[a] == 0 else (K_FLAG if sync == SW else K_CHECKSUM)
-                    else:
-                        d = pos[a]
-                        kind = K_COUNT if sub[a] == 0 else (K_FLAG if sync == SW else K_CHECKSUM)
-                    sid = bfill[d]
-                    bfill[d] = sid + 1
+            # ---- programs: built in plain passes, so that the event loop only replays them ----
+            # Token AIV j sends its copies, each followed by its flag (sw) or, after its last
+            # copy to a destination, the checksum (dc). A counting AIV (ubep's CalCumSum group;
+            # every AIV in bsp's second phase) sends a count message to each destination of its
+            # share, each followed by a flag (sw) or checksum (dc).
+            n = 0
+            for a in range(A):
+                pstart[a] = n
+                if phase == 0 and a >= C:
+                    for x in range(aoff[a - C], aoff[a - C + 1]):
+                        prog[n] = xdest[x] << 2 | K_COPY
+                        prog_g[n] = xslot[x]
+                        n += 1
+                        if ubep and (sync == SW or (sync == DC and last_to[x])):
+                            prog[n] = xdest[x] << 2 | signal_kind
+                            n += 1
+                elif phase == 1 or a < C:
+                    nc = C if ubep else A
+                    for d in range(a * R // nc, (a + 1) * R // nc):
+                        prog[n] = d << 2 | K_COUNT
+                        n += 1
+                        if signalled:
+                            prog[n] = d << 2 | signal_kind
+                            n += 1
+                st[a, S_T] = t_aiv[s, a]
+                st[a, S_SIG] = st[a, S_SW] = 0
+                st[a, S_HEAD] = st[a, S_N] = st[a, S_OUT] = 0
+                st[a, S_PC] = pstart[a]
+                st[a, S_END] = n
+                if phase == 0:
+                    st[a, S_MAX_ACK] = 0
+                    st[a, S_FIRST] = -1
+            egress = _egress_phase(s, egress, ring, st, prog, prog_sid, fifo_ack, fifo_blocks, kc,
+                                   cap, bfill, st_arr, st_vis, lat_row, half_row, lat_local,
+                                   tree, queue)
+            # ---- the phase's time per AIV, and the signals the receivers poll ----------------
+            for a in range(A):
+                main = B_SEND if (phase == 0 and a >= C) else count_bucket
+                bucket[s, a, main] += st[a, S_T] - t_aiv[s, a] - st[a, S_SIG]
+                bucket[s, a, B_SYNC] += st[a, S_SIG]
+                wait[s, a] += st[a, S_SW]
+                t_aiv[s, a] = st[a, S_T]
+                if phase == 0:
+                    first_copy[s, a] = st[a, S_FIRST]
+                    last_copy_ack[s, a] = st[a, S_LAST_ACK]
+                # walked backwards, so a copy's flag or checksum is seen before the copy
+                sig = -1
+                for ip in range(st[a, S_END] - 1, pstart[a] - 1, -1):
+                    kind = prog[ip] & 3
+                    d = prog[ip] >> 2
+                    sid = prog_sid[ip]
                     if kind == K_COPY:
-                        eg_c, nb = c[C_COPY_EGRESS], c[C_COPY_BLOCKS]
+                        g = prog_g[ip]
+                        copy_ref[g, 0] = sid
+                        if sync == SW and ubep:
+                            copy_ref[g, 1] = sig
+                        elif sync == DC and ubep:
+                            copy_ref[g, 1] = cur_sig[d]
+                        else:
+                            copy_ref[g, 1] = sid
                     elif kind == K_COUNT:
-                        eg_c, nb = c[C_COUNT_EGRESS], c[C_COUNT_BLOCKS]
+                        if not signalled:
+                            count_signal[d * R + s] = sid
                     else:
-                        eg_c, nb = c[C_SIGNAL_EGRESS], 1
-                    if d == s:
-                        ack = t + lat_local
-                        st_arr[sid] = -1
-                        st_vis[sid] = ack
-                    else:
-                        h = hop_row[d]
-                        depart = max(t, egress) + eg_c
-                        egress = depart
-                        st_arr[sid] = ((depart + lat[h] // 2) << 2) | kind
-                        ack = depart + lat[h]
-                    slot = fifo_head[a] + fifo_n[a]
-                    if slot >= cap:
-                        slot -= cap
-                    fifo_ack[a, slot] = ack
-                    fifo_blocks[a, slot] = nb
-                    fifo_n[a] += 1
-                    fifo_out[a] += nb
-                    if ack > max_ack[a]:
-                        max_ack[a] = ack
-                    # record signals and advance the AIV's program
-                    if mode[a] == 0:
-                        if sub[a] == 0:
-                            copy_ref[xslot[x], 0] = sid
-                            copy_ref[xslot[x], 1] = sid
-                            last_copy_ack[s, a] = ack
-                            if ubep and (sync == SW or (sync == DC and last_to[x])):
-                                sub[a] = 1
-                            else:
-                                pos[a] += 1
+                        if kind == K_FLAG:
+                            sig = sid
                         else:
-                            if sync == SW:
-                                copy_ref[xslot[x], 1] = sid
-                            else:
-                                chk_of[x] = sid    # dc: the checksum, given to the copies below
-                            sub[a] = 0
-                            pos[a] += 1
-                    else:
-                        count_signal[d * R + s] = sid
-                        if sub[a] == 0 and (sync == SW or sync == DC):
-                            sub[a] = 1
-                        else:
-                            sub[a] = 0
-                            pos[a] += 1
-                    if pos[a] >= d_hi[a]:
-                        if ring:
-                            continue                   # AIV a is done
-                        a = -1 - a                     # AIV a is done: its leaf empties
-                if a < 0:
-                    i = nleaf - 1 - a
-                    v = NO_REQUEST
-                else:
-                    # AIV a's next store: pre-work, fence, in-flight credits, issue
-                    if sub[a] == 0 and mode[a] == 0:
-                        kind, nb, issue = K_COPY, c[C_COPY_BLOCKS], c[C_COPY_ISSUE]
-                        pre = copy_pre                 # dc: accumulate the markers
-                        b = B_SEND
-                    elif sub[a] == 0:
-                        kind, nb, issue = K_COUNT, c[C_COUNT_BLOCKS], c[C_COUNT_ISSUE]
-                        pre = EL * c[C_VCOUNT]         # VectorCount per expert of the die
-                        b = count_bucket
-                    else:
-                        kind, nb, issue = K_FLAG, 1, c[C_SIGNAL_ISSUE]
-                        pre = 0
-                        b = B_SYNC
-                    t = t_aiv[s, a] + pre
-                    bucket[s, a, b] += pre
-                    if kind == K_FLAG and sync == SW:
-                        # stop-and-wait: the flag waits until every earlier store completed
-                        w = max_ack[a] - t
-                        if w > 0:
-                            t += w
-                            bucket[s, a, B_SYNC] += w
-                            wait[s, a] += w
-                    # credits come back in issue order: wait for the oldest stores until it fits
-                    while fifo_n[a] > 0 and fifo_out[a] + nb > cap:
-                        hd = fifo_head[a]
-                        if fifo_ack[a, hd] > t:
-                            bucket[s, a, b] += fifo_ack[a, hd] - t
-                            t = fifo_ack[a, hd]
-                        fifo_out[a] -= fifo_blocks[a, hd]
-                        fifo_n[a] -= 1
-                        fifo_head[a] = hd + 1 if hd + 1 < cap else 0
-                    if kind == K_COPY and first_copy[s, a] < 0:
-                        first_copy[s, a] = t
-                    t += issue
-                    bucket[s, a, b] += issue
-                    t_aiv[s, a] = t
-                    key = (t << AIV_BITS) | a
-                    if ring:
-                        # insert from the back, keeping the ring sorted
-                        x = size
-                        while x > 0 and queue[(head + x - 1) & qmask] > key:
-                            queue[(head + x) & qmask] = queue[(head + x - 1) & qmask]
-                            x -= 1
-                        queue[(head + x) & qmask] = key
-                        size += 1
-                        continue
-                    i = nleaf + a
-                    v = key
-                # replay from the leaf: the running minimum stays in a register
-                tree[i] = v
-                while i > 1:
-                    v = min(v, tree[i ^ 1])
-                    i >>= 1
-                    tree[i] = v
-        # dc: every copy's signal is its (AIV, destination) checksum
-        if ubep and sync == DC:
-            for j in range(NS):
-                for x in range(aoff[j + 1] - 1, aoff[j] - 1, -1):
-                    d = xdest[x]
-                    if last_to[x]:
-                        cur_sig[d] = chk_of[x]
-                    copy_ref[xslot[x], 1] = cur_sig[d]
+                            cur_sig[d] = sid
+                        if prog[ip - 1] & 3 == K_COUNT:
+                            count_signal[d * R + s] = sid
         for a in range(A):
             marks[s, a, nmarks[s, a]] = t_aiv[s, a]
             nmarks[s, a] += 1
@@ -653,21 +700,20 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     ing_of[K_COUNT] = c[C_COUNT_INGRESS]
     ing_of[K_FLAG] = c[C_SIGNAL_INGRESS]
     ing_of[K_CHECKSUM] = c[C_SIGNAL_INGRESS]
-    count = np.zeros((np.int64(1) << RADIX_BITS) + 1, np.int64)
+    count = np.empty((MAX_PASSES, (np.int64(1) << RADIX_BITS) + 1), np.int64)
     for d in range(R):
         lo = bstart[d]
         n = 0
-        bot = -1
+        bot = NO_REQUEST
         top = 0
         for sid in range(lo, bfill[d]):
-            v = st_arr[sid]
+            v = st_arr[u(sid)]
             if v >= 0:
                 arrival = v >> 2
-                keys[n] = (arrival << kind_shift) | ((v & 3) << slot_bits) | (sid - lo)
+                keys[u(n)] = (arrival << kind_shift) | ((v & 3) << slot_bits) | (sid - lo)
                 n += 1
                 top = max(top, arrival)
-                if bot < 0 or arrival < bot:
-                    bot = arrival
+                bot = min(bot, arrival)
         if n == 0:
             continue
         if _bits(top + 1) + kind_shift > 62:
@@ -675,32 +721,37 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         # the arrivals share every bit above the highest one where bot and top differ
         sort_bits = _bits((top ^ bot) + 1)
         # LSD radix sort over the arrival bits, stable: digits of at most RADIX_BITS and no
-        # wider than the bucket needs, as few passes as that allows, the bits shared evenly
+        # wider than the bucket needs, as few passes as that allows, the bits shared evenly;
+        # one read of the keys counts the digits of every pass
         width = min(RADIX_BITS, max(4, _bits(n)))
         passes = (sort_bits + width - 1) // width
         digit = (sort_bits + passes - 1) // passes
         radix = np.int64(1) << digit
+        dmask = radix - 1
+        for q in range(passes):
+            count[q, :radix + 1] = 0
+        for x in range(n):
+            k = keys[u(x)] >> kind_shift
+            for q in range(passes):
+                count[q, u(((k >> (q * digit)) & dmask) + 1)] += 1
         kd, ko = keys, other
         shift = kind_shift
-        for _ in range(passes):
-            count[:radix + 1] = 0
-            for x in range(n):
-                count[((kd[x] >> shift) & (radix - 1)) + 1] += 1
+        for q in range(passes):
             for b in range(radix):
-                count[b + 1] += count[b]
+                count[q, b + 1] += count[q, b]
             for x in range(n):
-                b = (kd[x] >> shift) & (radix - 1)
-                ko[count[b]] = kd[x]
-                count[b] += 1
+                key = kd[u(x)]
+                b = u((key >> shift) & dmask)
+                ko[u(count[q, b])] = key
+                count[q, b] += 1
             kd, ko = ko, kd
             shift += digit
         free = 0
         for x in range(n):
-            key = kd[x]
-            sid = lo + (key & slot_mask)
+            key = kd[u(x)]
             arrival = key >> kind_shift
-            free = max(arrival, free) + ing_of[(key >> slot_bits) & 3]
-            st_vis[sid] = free
+            free = max(arrival, free) + ing_of[u((key >> slot_bits) & 3)]
+            st_vis[u(lo + (key & slot_mask))] = free
 
     # ---- receivers --------------------------------------------------------------------------------
     delivered = 0
@@ -723,7 +774,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             s_lo = j * R // n_verify
             s_hi = (j + 1) * R // n_verify
             for s in range(s_lo, s_hi):
-                v = st_vis[count_signal[d * R + s]]
+                v = st_vis[u(count_signal[u(d * R + s)])]
                 if q_count > 0.0 and rng.unit(skey, s) < q_count:
                     collisions += 1
                     v += c[C_TIMEOUT]
@@ -760,7 +811,10 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     nmarks[d, a] += 1
             first_aiv = 0
             n_reorder = A
-        # Token-Reordering: each AIV an equal contiguous slice of the received copies
+        # Token-Reordering: each AIV an equal contiguous slice of the received copies; per copy
+        # a check of its flag (not in sw), a local copy and the sentinel's reset (sp)
+        verify = c[C_COPY_VERIFY] if (ubep and sync != SW) else 0
+        reorder = c[C_LOCAL_COPY] + (c[C_COPY_RESET] if sync == SP else 0)
         for j in range(n_reorder):
             a = first_aiv + j
             t = t_aiv[d, a]
@@ -771,30 +825,28 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 t = t2p
                 marks[d, a, nmarks[d, a]] = t
                 nmarks[d, a] += 1
+            polled = 0
             for x in range(j * n_recv // n_reorder, (j + 1) * n_recv // n_reorder):
                 g = r_lo + x
-                data = st_vis[copy_ref[g, 0]]
+                data_sid = copy_ref[u(g), 0]
+                data = st_vis[u(data_sid)]
                 if ubep:
-                    sig = copy_ref[g, 1]
-                    v = data if sig == copy_ref[g, 0] else st_vis[sig]
+                    sig = copy_ref[u(g), 1]
+                    v = data if sig == data_sid else st_vis[u(sig)]
                     if q_copy > 0.0 and rng.unit(skey, R + x) < q_copy:
                         collisions += 1
                         v += c[C_TIMEOUT]
                     t2p = _poll(t, v, period, inv_period)
-                    bucket[d, a, B_SYNC] += t2p - t
-                    wait[d, a] += t2p - t
-                    t = t2p
-                    if sync != SW:
-                        t += c[C_COPY_VERIFY]
-                        bucket[d, a, B_SYNC] += c[C_COPY_VERIFY]
+                    polled += t2p - t
+                    t = t2p + verify
                 if t < data:
                     violations += 1
-                t += c[C_LOCAL_COPY]
-                bucket[d, a, B_REORDER] += c[C_LOCAL_COPY]
-                if sync == SP:
-                    t += c[C_COPY_RESET]
-                    bucket[d, a, B_REORDER] += c[C_COPY_RESET]
-                delivered += 1
+                t += reorder
+            n_copies = (j + 1) * n_recv // n_reorder - j * n_recv // n_reorder
+            delivered += n_copies
+            bucket[d, a, B_SYNC] += polled + n_copies * verify
+            bucket[d, a, B_REORDER] += n_copies * reorder
+            wait[d, a] += polled
             t_aiv[d, a] = t
             marks[d, a, nmarks[d, a]] = t
             nmarks[d, a] += 1
