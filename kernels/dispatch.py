@@ -175,7 +175,7 @@ def _poll(t, visible, period, inv_period):
 AIV_BITS = 13   # aivs <= 4096
 RADIX_BITS = 13   # widest digit of the ingress radix sort
 MAX_PASSES = 16   # its most passes: 62-bit keys in the narrowest (4-bit) digits
-NO_REQUEST = 9223372036854775807   # an empty leaf of the egress queue: above every key
+NEVER = 9223372036854775807   # a time after every time
 
 
 @njit
@@ -206,24 +206,22 @@ def u(i):
 
 
 @njit
-def _egress_phase(s, egress, ring, st, prog, prog_sid, fifo_ack, fifo_blocks, kc, cap,
-                  bfill, st_arr, st_vis, lat_row, half_row, lat_local, tree, queue):
+def _egress_phase(s, egress, st, prog, prog_sid, fifo_ack, fifo_blocks, kc, cap, bfill, st_arr,
+                  st_vis, lat_row, half_row, lat_local, queue):
     """One phase of die s: its AIVs replay their programs (prog[pc] = destination << 2 | kind),
     the egress port serving their requests in (time, AIV) order. Returns the port's free time.
 
-    A function of its own, called once per die and phase: the loop keeps its few arrays in
-    registers instead of competing with the whole kernel's. One loop body serves both the AIVs'
-    first requests and the stores taken from the queue, so the request code is written once.
-    bsp's AIVs take turns, so its queue is a ring kept sorted where a new request usually comes
-    last: inserting from the back is O(1). ubep's flags and fences reorder them: every AIV has at
-    most one request waiting, so its queue is a tournament tree over the AIVs, the root the
-    smallest key; a request replaces its AIV's leaf and replays the path to the root.
+    A function of its own, called once per die and phase, so that its loop is compiled apart
+    from the whole kernel. One loop body serves both the AIVs' first requests and the stores
+    taken from the queue, so the request code is written once. Every AIV has at most one request
+    waiting; the queue is a ring kept sorted, a new request inserted from the nearer end. That
+    is O(1) for almost every request: a copy waiting for credits or a flag waiting for its copy
+    goes last, a count message or checksum issued back-to-back goes first. (A tournament tree
+    over the AIVs costs a replay of log2(aivs) levels on every store, and was slower.)
     """
     A = st.shape[0]
-    nleaf = queue.shape[0]
-    qmask = nleaf - 1
+    qmask = queue.shape[0] - 1
     amask = (1 << AIV_BITS) - 1
-    tree[:] = NO_REQUEST
     size = 0
     head = 0
     first = 0
@@ -235,16 +233,11 @@ def _egress_phase(s, egress, ring, st, prog, prog_sid, fifo_ack, fifo_blocks, kc
             if ip >= st[u(a), S_END]:
                 continue
         else:
-            if ring:
-                if size == 0:
-                    break
-                top = queue[u(head)]
-                head = (head + 1) & qmask
-                size -= 1
-            else:
-                top = tree[1]
-                if top == NO_REQUEST:
-                    break
+            if size == 0:
+                break
+            top = queue[u(head)]
+            head = (head + 1) & qmask
+            size -= 1
             t = top >> AIV_BITS
             a = top & amask
             # serve AIV a's store
@@ -277,55 +270,49 @@ def _egress_phase(s, egress, ring, st, prog, prog_sid, fifo_ack, fifo_blocks, kc
             ip += 1
             st[u(a), S_PC] = ip
             if ip >= st[u(a), S_END]:
-                if ring:
-                    continue                   # AIV a is done
-                a = -1 - a                     # AIV a is done: its leaf empties
-        if a < 0:
-            i = nleaf - 1 - a
-            v = NO_REQUEST
+                continue                       # AIV a is done
+        # AIV a's next store: pre-work, fence, in-flight credits, issue
+        kind = prog[u(ip)] & 3
+        nb = kc[u(kind), KC_BLOCKS]
+        t0 = st[u(a), S_T]
+        t = t0 + kc[u(kind), KC_PRE]
+        if kind == K_FLAG:
+            # stop-and-wait: the flag waits until every earlier store completed
+            w = st[u(a), S_MAX_ACK] - t
+            if w > 0:
+                t += w
+                st[u(a), S_SW] += w
+        # credits come back in issue order: wait for the oldest stores until it fits
+        while st[u(a), S_N] > 0 and st[u(a), S_OUT] + nb > cap:
+            hd = st[u(a), S_HEAD]
+            t = max(t, fifo_ack[u(a * cap + hd)])
+            st[u(a), S_OUT] -= fifo_blocks[u(a * cap + hd)]
+            st[u(a), S_N] -= 1
+            st[u(a), S_HEAD] = hd + 1 if hd + 1 < cap else 0
+        if kind == K_COPY and st[u(a), S_FIRST] < 0:
+            st[u(a), S_FIRST] = t
+        t += kc[u(kind), KC_ISSUE]
+        st[u(a), S_T] = t
+        if kind & 1:                           # a flag or checksum
+            st[u(a), S_SIG] += t - t0
+        key = (t << AIV_BITS) | a
+        # insert into the sorted ring from its nearer end
+        if size == 0 or key > queue[u((head + size - 1) & qmask)]:
+            queue[u((head + size) & qmask)] = key
+        elif key > queue[u((head + (size >> 1)) & qmask)]:
+            x = size
+            while queue[u((head + x - 1) & qmask)] > key:
+                queue[u((head + x) & qmask)] = queue[u((head + x - 1) & qmask)]
+                x -= 1
+            queue[u((head + x) & qmask)] = key
         else:
-            # AIV a's next store: pre-work, fence, in-flight credits, issue
-            kind = prog[u(ip)] & 3
-            nb = kc[u(kind), KC_BLOCKS]
-            t0 = st[u(a), S_T]
-            t = t0 + kc[u(kind), KC_PRE]
-            if kind == K_FLAG:
-                # stop-and-wait: the flag waits until every earlier store completed
-                w = st[u(a), S_MAX_ACK] - t
-                if w > 0:
-                    t += w
-                    st[u(a), S_SW] += w
-            # credits come back in issue order: wait for the oldest stores until it fits
-            while st[u(a), S_N] > 0 and st[u(a), S_OUT] + nb > cap:
-                hd = st[u(a), S_HEAD]
-                t = max(t, fifo_ack[u(a * cap + hd)])
-                st[u(a), S_OUT] -= fifo_blocks[u(a * cap + hd)]
-                st[u(a), S_N] -= 1
-                st[u(a), S_HEAD] = hd + 1 if hd + 1 < cap else 0
-            if kind == K_COPY and st[u(a), S_FIRST] < 0:
-                st[u(a), S_FIRST] = t
-            t += kc[u(kind), KC_ISSUE]
-            st[u(a), S_T] = t
-            if kind & 1:                       # a flag or checksum
-                st[u(a), S_SIG] += t - t0
-            key = (t << AIV_BITS) | a
-            if ring:
-                # insert from the back, keeping the ring sorted
-                x = size
-                while x > 0 and queue[u((head + x - 1) & qmask)] > key:
-                    queue[u((head + x) & qmask)] = queue[u((head + x - 1) & qmask)]
-                    x -= 1
-                queue[u((head + x) & qmask)] = key
-                size += 1
-                continue
-            i = nleaf + a
-            v = key
-        # replay from the leaf: the running minimum stays in a register
-        tree[u(i)] = v
-        while i > 1:
-            v = min(v, tree[u(i ^ 1)])
-            i >>= 1
-            tree[u(i)] = v
+            head = (head - 1) & qmask
+            x = 0
+            while x < size and queue[u((head + x + 1) & qmask)] < key:
+                queue[u((head + x) & qmask)] = queue[u((head + x + 1) & qmask)]
+                x += 1
+            queue[u((head + x) & qmask)] = key
+        size += 1
     return egress
 
 
@@ -453,12 +440,10 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         kc[kind, KC_EGRESS] = c[C_SIGNAL_EGRESS]
     signal_kind = K_FLAG if sync == SW else K_CHECKSUM
     signalled = sync == SW or sync == DC       # count messages carry a flag or checksum
-    nleaf = 1
-    while nleaf < A:
-        nleaf *= 2
-    tree = np.empty(2 * nleaf, np.int64)   # tournament tree: leaf nleaf + a, AIV a's request
-    queue = np.empty(nleaf, np.int64)      # or a ring kept sorted
-    ring = not ubep
+    qsize = 1
+    while qsize < A:
+        qsize *= 2
+    queue = np.empty(qsize, np.int64)      # the egress requests, a ring kept sorted
     hcounts = np.zeros(N_HOPS + 1, np.int64)
     count_bucket = B_CUMSUM if ubep else B_SYNC
 
@@ -642,9 +627,8 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 if phase == 0:
                     st[a, S_MAX_ACK] = 0
                     st[a, S_FIRST] = -1
-            egress = _egress_phase(s, egress, ring, st, prog, prog_sid, fifo_ack, fifo_blocks, kc,
-                                   cap, bfill, st_arr, st_vis, lat_row, half_row, lat_local,
-                                   tree, queue)
+            egress = _egress_phase(s, egress, st, prog, prog_sid, fifo_ack, fifo_blocks, kc, cap,
+                                   bfill, st_arr, st_vis, lat_row, half_row, lat_local, queue)
             # ---- the phase's time per AIV, and the signals the receivers poll ----------------
             for a in range(A):
                 main = B_SEND if (phase == 0 and a >= C) else count_bucket
@@ -704,7 +688,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     for d in range(R):
         lo = bstart[d]
         n = 0
-        bot = NO_REQUEST
+        bot = NEVER
         top = 0
         for sid in range(lo, bfill[d]):
             v = st_arr[u(sid)]
