@@ -174,7 +174,6 @@ def _poll(t, visible, period, inv_period):
 # Egress requests are ordered by (time, AIV): both packed in one key, the AIV in the low bits.
 AIV_BITS = 13   # aivs <= 4096
 RADIX_BITS = 13   # widest digit of the ingress radix sort
-MAX_PASSES = 16   # its most passes: 62-bit keys in the narrowest (4-bit) digits
 NEVER = 9223372036854775807   # a time after every time
 
 
@@ -470,12 +469,12 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 hop_row[d] = 4
         eg = 0
         for i in range(M):
-            d = die_of[experts_of[base + i]]
-            h = hop_row[d]
-            copies_hop[h] += 1
+            d = die_of[u(experts_of[u(base + i)])]
+            h = hop_row[u(d)]
+            copies_hop[u(h)] += 1
             if h:
                 eg += c[C_COPY_EGRESS]
-                ingress_load[d] += c[C_COPY_INGRESS]
+                ingress_load[u(d)] += c[C_COPY_INGRESS]
         bound = max(bound, eg)
 
         # ---- schedule: copies ordered by (key of their expert, copy index), then AIV lists ----
@@ -501,21 +500,21 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 dkey[d] = dd * EL - d * EL
         cnt[:] = 0
         for i in range(M):
-            e = experts_of[base + i]
-            r = dkey[die_of[e]] + e
-            key_c[i] = r
-            cnt[r + 1] += 1
+            e = experts_of[u(base + i)]
+            r = dkey[u(die_of[u(e)])] + e
+            key_c[u(i)] = r
+            cnt[u(r + 1)] += 1
         fill[0] = 0
         for e in range(E):
             cnt[e + 1] += cnt[e]        # cnt[r] = copies with key < r (VectorCount(ids < r))
             fill[e + 1] = cnt[e + 1]
         for i in range(M):
-            r = key_c[i]
-            order[fill[r]] = i
-            fill[r] += 1
-            e = experts_of[base + i]
-            rslot[i] = rcur[e]
-            rcur[e] += 1
+            r = key_c[u(i)]
+            order[u(fill[u(r)])] = i
+            fill[u(r)] += 1
+            e = experts_of[u(base + i)]
+            rslot[u(i)] = rcur[u(e)]
+            rcur[u(e)] += 1
         steps[:] = 0
         if sched == EXPERT_BLOCK:
             # AIV j owns the keys r with r * NS // E == j: its list starts at the first such r
@@ -546,17 +545,17 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             if steps[j] > qsteps_max:
                 qsteps_max = steps[j]
         for x in range(M):
-            i = alist[x]
-            xdest[x] = die_of[experts_of[base + i]]
-            xslot[x] = rslot[i]
+            i = alist[u(x)]
+            xdest[u(x)] = die_of[u(experts_of[u(base + i)])]
+            xslot[u(x)] = rslot[u(i)]
 
         # dc: which copy is each AIV's last to its destination
         if ubep and sync == DC:
             for j in range(NS):
                 for x in range(aoff[j + 1] - 1, aoff[j] - 1, -1):
-                    d = xdest[x]
-                    last_to[x] = seen_dest[d] != s * A + j
-                    seen_dest[d] = s * A + j
+                    d = xdest[u(x)]
+                    last_to[u(x)] = seen_dest[u(d)] != s * A + j
+                    seen_dest[u(d)] = s * A + j
         for d in range(R):
             lat_row[d] = lat[hop_row[d]]
             half_row[d] = lat[hop_row[d]] // 2
@@ -567,7 +566,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             lo, hi = aoff[j], aoff[j + 1]
             loads = 0
             for x in range(lo, hi):
-                if x == lo or token_of[alist[x]] != token_of[alist[x - 1]]:
+                if x == lo or token_of[u(alist[u(x)])] != token_of[u(alist[u(x - 1)])]:
                     loads += 1
             search = 0
             if sched != EXPERT_BLOCK and hi > lo:
@@ -605,19 +604,19 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 pstart[a] = n
                 if phase == 0 and a >= C:
                     for x in range(aoff[a - C], aoff[a - C + 1]):
-                        prog[n] = xdest[x] << 2 | K_COPY
-                        prog_g[n] = xslot[x]
+                        prog[u(n)] = xdest[u(x)] << 2 | K_COPY
+                        prog_g[u(n)] = xslot[u(x)]
                         n += 1
-                        if ubep and (sync == SW or (sync == DC and last_to[x])):
-                            prog[n] = xdest[x] << 2 | signal_kind
+                        if ubep and (sync == SW or (sync == DC and last_to[u(x)])):
+                            prog[u(n)] = xdest[u(x)] << 2 | signal_kind
                             n += 1
                 elif phase == 1 or a < C:
                     nc = C if ubep else A
                     for d in range(a * R // nc, (a + 1) * R // nc):
-                        prog[n] = d << 2 | K_COUNT
+                        prog[u(n)] = d << 2 | K_COUNT
                         n += 1
                         if signalled:
-                            prog[n] = d << 2 | signal_kind
+                            prog[u(n)] = d << 2 | signal_kind
                             n += 1
                 st[a, S_T] = t_aiv[s, a]
                 st[a, S_SIG] = st[a, S_SW] = 0
@@ -642,28 +641,28 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 # walked backwards, so a copy's flag or checksum is seen before the copy
                 sig = -1
                 for ip in range(st[a, S_END] - 1, pstart[a] - 1, -1):
-                    kind = prog[ip] & 3
-                    d = prog[ip] >> 2
-                    sid = prog_sid[ip]
+                    kind = prog[u(ip)] & 3
+                    d = prog[u(ip)] >> 2
+                    sid = prog_sid[u(ip)]
                     if kind == K_COPY:
-                        g = prog_g[ip]
+                        g = u(prog_g[u(ip)])
                         copy_ref[g, 0] = sid
                         if sync == SW and ubep:
                             copy_ref[g, 1] = sig
                         elif sync == DC and ubep:
-                            copy_ref[g, 1] = cur_sig[d]
+                            copy_ref[g, 1] = cur_sig[u(d)]
                         else:
                             copy_ref[g, 1] = sid
                     elif kind == K_COUNT:
                         if not signalled:
-                            count_signal[d * R + s] = sid
+                            count_signal[u(d * R + s)] = sid
                     else:
                         if kind == K_FLAG:
                             sig = sid
                         else:
-                            cur_sig[d] = sid
-                        if prog[ip - 1] & 3 == K_COUNT:
-                            count_signal[d * R + s] = sid
+                            cur_sig[u(d)] = sid
+                        if prog[u(ip - 1)] & 3 == K_COUNT:
+                            count_signal[u(d * R + s)] = sid
         for a in range(A):
             marks[s, a, nmarks[s, a]] = t_aiv[s, a]
             nmarks[s, a] += 1
@@ -684,7 +683,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     ing_of[K_COUNT] = c[C_COUNT_INGRESS]
     ing_of[K_FLAG] = c[C_SIGNAL_INGRESS]
     ing_of[K_CHECKSUM] = c[C_SIGNAL_INGRESS]
-    count = np.empty((MAX_PASSES, (np.int64(1) << RADIX_BITS) + 1), np.int64)
+    count = np.empty((np.int64(1) << RADIX_BITS) + 1, np.int64)
     for d in range(R):
         lo = bstart[d]
         n = 0
@@ -705,29 +704,25 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         # the arrivals share every bit above the highest one where bot and top differ
         sort_bits = _bits((top ^ bot) + 1)
         # LSD radix sort over the arrival bits, stable: digits of at most RADIX_BITS and no
-        # wider than the bucket needs, as few passes as that allows, the bits shared evenly;
-        # one read of the keys counts the digits of every pass
+        # wider than the bucket needs, as few passes as that allows, the bits shared evenly
         width = min(RADIX_BITS, max(4, _bits(n)))
         passes = (sort_bits + width - 1) // width
         digit = (sort_bits + passes - 1) // passes
         radix = np.int64(1) << digit
         dmask = radix - 1
-        for q in range(passes):
-            count[q, :radix + 1] = 0
-        for x in range(n):
-            k = keys[u(x)] >> kind_shift
-            for q in range(passes):
-                count[q, u(((k >> (q * digit)) & dmask) + 1)] += 1
         kd, ko = keys, other
         shift = kind_shift
-        for q in range(passes):
+        for _ in range(passes):
+            count[:radix + 1] = 0
+            for x in range(n):
+                count[u(((kd[u(x)] >> shift) & dmask) + 1)] += 1
             for b in range(radix):
-                count[q, b + 1] += count[q, b]
+                count[b + 1] += count[b]
             for x in range(n):
                 key = kd[u(x)]
                 b = u((key >> shift) & dmask)
-                ko[u(count[q, b])] = key
-                count[q, b] += 1
+                ko[u(count[b])] = key
+                count[b] += 1
             kd, ko = ko, kd
             shift += digit
         free = 0
