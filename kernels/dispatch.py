@@ -467,15 +467,6 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 hop_row[d] = 3
             else:
                 hop_row[d] = 4
-        eg = 0
-        for i in range(M):
-            d = die_of[u(experts_of[u(base + i)])]
-            h = hop_row[u(d)]
-            copies_hop[u(h)] += 1
-            if h:
-                eg += c[C_COPY_EGRESS]
-                ingress_load[u(d)] += c[C_COPY_INGRESS]
-        bound = max(bound, eg)
 
         # ---- schedule: copies ordered by (key of their expert, copy index), then AIV lists ----
         # experts walked from the next die's on, wrapping round: dies do not all start on the
@@ -556,9 +547,21 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     d = xdest[u(x)]
                     last_to[u(x)] = seen_dest[u(d)] != s * A + j
                     seen_dest[u(d)] = s * A + j
+        # per destination: hop latency, and the copies sent there (a die's experts have
+        # consecutive keys), for the hop counts and the port-bandwidth bound
+        n_local = 0
         for d in range(R):
-            lat_row[d] = lat[hop_row[d]]
-            half_row[d] = lat[hop_row[d]] // 2
+            h = hop_row[d]
+            lat_row[d] = lat[h]
+            half_row[d] = lat[h] // 2
+            r = dkey[d] + d * EL
+            n_to = cnt[r + EL] - cnt[r]
+            copies_hop[h] += n_to
+            if h:
+                ingress_load[d] += n_to * c[C_COPY_INGRESS]
+            else:
+                n_local = n_to
+        bound = max(bound, (M - n_local) * c[C_COPY_EGRESS])
 
         # ---- Init -----------------------------------------------------------------------------
         for j in range(NS):
