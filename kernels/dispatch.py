@@ -373,7 +373,6 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     for e in range(E):
         ecnt[e + 1] += ecnt[e]
     rcur = ecnt[:E].copy()
-    rslot = np.empty(M, np.int64)     # per die: each copy's slot in the receive order
 
     # Stores are kept destination-major: each destination's stores in one bucket, in (source,
     # store order), sized before the dies issue them (its copies, each with at most one flag or
@@ -401,8 +400,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
 
     # Per-die scratch.
     hop_row = np.empty(R, np.int64)
-    order = np.empty(M, np.int64)
-    alist = np.empty(M, np.int64)
+    place = np.empty(M, np.int64)
     aoff = np.zeros(NS + 1, np.int64)
     steps = np.zeros(NS, np.int64)
     cnt = np.zeros(E + 1, np.int64)
@@ -411,7 +409,8 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     key_c = np.empty(M, np.int64)      # per copy: its expert's key
     last_to = np.zeros(M, np.bool_)
     xdest = np.empty(M, np.int64)      # per position of the AIV lists: the copy's destination
-    xslot = np.empty(M, np.int64)      # and its slot in the receive order
+    xslot = np.empty(M, np.int64)      # its slot in the receive order
+    xtoken = np.empty(M, np.int64)     # and its token
     cur_sig = np.empty(R, np.int64)
     seen_dest = np.full(R, -1, np.int64)
     # Each AIV's program for a phase: the stores it issues, in order (destination << 2 | kind),
@@ -499,24 +498,18 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         for e in range(E):
             cnt[e + 1] += cnt[e]        # cnt[r] = copies with key < r (VectorCount(ids < r))
             fill[e + 1] = cnt[e + 1]
-        for i in range(M):
-            r = key_c[u(i)]
-            order[u(fill[u(r)])] = i
-            fill[u(r)] += 1
-            e = experts_of[u(base + i)]
-            rslot[u(i)] = rcur[u(e)]
-            rcur[u(e)] += 1
+        # AIV lists: AIV j's copies at aoff[j] .. aoff[j + 1], in key order, except that
+        # homogenized deals the key order round-robin: key position q goes to place place[q]
         steps[:] = 0
+        homog = sched == HOMOGENIZED
         if sched == EXPERT_BLOCK:
             # AIV j owns the keys r with r * NS // E == j: its list starts at the first such r
             aoff[0] = 0
             for j in range(1, NS + 1):
                 aoff[j] = cnt[(j * E + NS - 1) // NS]
-            alist[:] = order
         elif sched == BALANCED:
             for j in range(NS + 1):
                 aoff[j] = j * M // NS
-            alist[:] = order
             for j in range(NS):
                 if aoff[j + 1] > aoff[j]:
                     ex, steps[j] = _qsearch(cnt, aoff[j], E)
@@ -526,7 +519,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 aoff[j] = x
                 q = j
                 while q < M:
-                    alist[x] = order[q]
+                    place[q] = x
                     x += 1
                     q += NS
                 if j < M:
@@ -535,10 +528,17 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         for j in range(NS):
             if steps[j] > qsteps_max:
                 qsteps_max = steps[j]
-        for x in range(M):
-            i = alist[u(x)]
-            xdest[u(x)] = die_of[u(experts_of[u(base + i)])]
-            xslot[u(x)] = rslot[u(i)]
+        # each copy straight to its place: destination, slot in the receive order, token
+        for i in range(M):
+            r = key_c[u(i)]
+            q = fill[u(r)]
+            fill[u(r)] = q + 1
+            x = u(place[u(q)] if homog else q)
+            e = experts_of[u(base + i)]
+            xdest[x] = die_of[u(e)]
+            xslot[x] = rcur[u(e)]
+            rcur[u(e)] += 1
+            xtoken[x] = token_of[u(i)]
 
         # dc: which copy is each AIV's last to its destination
         if ubep and sync == DC:
@@ -569,7 +569,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             lo, hi = aoff[j], aoff[j + 1]
             loads = 0
             for x in range(lo, hi):
-                if x == lo or token_of[u(alist[u(x)])] != token_of[u(alist[u(x - 1)])]:
+                if x == lo or xtoken[u(x)] != xtoken[u(x - 1)]:
                     loads += 1
             search = 0
             if sched != EXPERT_BLOCK and hi > lo:
