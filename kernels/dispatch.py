@@ -5,8 +5,9 @@ configuration per prange iteration, rows written only by their own iteration). T
 one of ubepsim/reference.py, which this file must match exactly; it is organised for speed
 instead of clarity:
 
-1. per die: routing (counter-based draws), schedule of copies to AIVs, and every store the die
-   issues, through an event loop over its AIVs that arbitrates the egress port in time order;
+1. per die: routing (counter-based draws), schedule of copies to AIVs, each AIV's program of
+   stores, and an event loop over its AIVs replaying them (`_egress_phase`) that arbitrates
+   the egress port in time order;
 2. per destination: the ingress port, serving arrivals in (arrival, source, store order);
 3. per die: receivers (polls in closed form, counts, CalCumSum, reordering) and the phases.
 """
@@ -632,6 +633,8 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             egress = _egress_phase(s, egress, st, prog, prog_sid, fifo_ack, fifo_blocks, kc, cap,
                                    bfill, st_arr, st_vis, lat_row, half_row, lat_local, queue)
             # ---- the phase's time per AIV, and the signals the receivers poll ----------------
+            # An AIV's time in the phase is its signals' (flags and checksums with their waits)
+            # plus its main work's: sending copies, or counting (ubep's CalCumSum, bsp's sync)
             for a in range(A):
                 main = B_SEND if (phase == 0 and a >= C) else count_bucket
                 bucket[s, a, main] += st[a, S_T] - t_aiv[s, a] - st[a, S_SIG]
