@@ -193,7 +193,7 @@ def _release(die, barrier, t_aiv, bucket, wait, marks, nmarks):
 
 # Per-AIV state of the egress event loop: one row per AIV of the die being simulated.
 (S_T, S_SIG, S_SW, S_HEAD, S_N, S_OUT, S_MAX_ACK, S_PC, S_END, S_FIRST, S_LAST_ACK) = range(11)
-S_WIDTH = 16
+S_WIDTH = 16   # a row per AIV, two whole cache lines
 # Per-kind costs of a store (rows of the kind table).
 KC_PRE, KC_ISSUE, KC_BLOCKS, KC_EGRESS = range(4)
 
@@ -346,6 +346,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         for s in range(R):
             key = rng.stream(p[P_SEED], p[P_WKEY], s, rng.DOMAIN_ROUTING)
             _route_die(experts_of[s * M:(s + 1) * M], key, B, K, E, cdf, chosen)
+    # tables, so that the per-copy passes divide nothing: each expert's die, each copy's token
     die_of = np.empty(E, np.int64)
     for e in range(E):
         die_of[e] = e // EL
