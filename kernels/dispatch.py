@@ -51,19 +51,6 @@ O_SEND_MAX = O_COPIES_HOP0 + N_HOPS
 N_OUT = O_BOUND + 1
 
 
-@njit(inline="always")
-def hop_class(src, dst, npu_dies, tier1, tier2):
-    if src == dst:
-        return 0
-    if src // npu_dies == dst // npu_dies:
-        return 1
-    if tier1 == 0 or src // tier1 == dst // tier1:
-        return 2
-    if tier2 == 0 or src // tier2 == dst // tier2:
-        return 3
-    return 4
-
-
 @njit
 def _route_die(out, key, batch, topk, experts, cdf, chosen):
     """Fill out[batch * topk] with each token's distinct experts (see reference.route_die)."""
@@ -138,7 +125,7 @@ def _qsearch(cum, target, n_experts):
 
     Returns (expert, steps). A pivot past the window's right end counts as the end.
     """
-    lo, hi, c_lo, steps = 0, n_experts, 0, 0
+    lo, hi, steps = 0, n_experts, 0
     while hi - lo > 1:
         gap = (hi - lo + 3) // 4
         p1 = min(lo + gap, hi)
@@ -146,13 +133,13 @@ def _qsearch(cum, target, n_experts):
         p3 = min(lo + 3 * gap, hi)
         steps += 1
         if target < cum[p1]:
-            lo, hi = lo, p1
+            hi = p1
         elif target < cum[p2]:
-            lo, hi, c_lo = p1, p2, cum[p1]
+            lo, hi = p1, p2
         elif target < cum[p3]:
-            lo, hi, c_lo = p2, p3, cum[p2]
+            lo, hi = p2, p3
         else:
-            lo, hi, c_lo = p3, hi, cum[p3]
+            lo = p3
     return lo, steps
 
 

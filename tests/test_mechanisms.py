@@ -83,9 +83,6 @@ def test_hop_classes_follow_the_die_hierarchy():
     assert [reference.hop_of(0, d, 2, tiers + [16]) for d in (0, 1, 2, 15, 16, 255)] == \
         [0, 1, 2, 2, 3, 3]
     assert reference.hop_of(0, 200, 2, [16, 128]) == 4
-    from ubepsim.kernels.dispatch import hop_class
-    for d in range(256):
-        assert hop_class(0, d, 2, 16, 128) == reference.hop_of(0, d, 2, [16, 128])
 
 
 def test_flat_fabric_has_no_two_hop_copies():

@@ -230,8 +230,8 @@ def _range(name: str, spec: dict, key: str, source: str) -> list:
     bounds = spec.get("range")
     if unknown or not (isinstance(bounds, list) and len(bounds) == 2 and all(
             _is_number(b) for b in bounds)):
-        raise InputError(key, f"expected {{ range = [first, last] }} with an optional step = s "
-                         f"or factor = f" + (f"; unknown key {sorted(unknown)[0]}" if unknown
+        raise InputError(key, "expected { range = [first, last] } with an optional step = s "
+                         "or factor = f" + (f"; unknown key {sorted(unknown)[0]}" if unknown
                                               else ""), source)
     if "step" in spec and "factor" in spec:
         raise InputError(key, "give step or factor, not both", source)
