@@ -192,11 +192,20 @@ def u(i):
     return np.uint64(i)
 
 
+@njit(inline="always")
+def _new_store(bfill, d):
+    """The id of a new store to destination d: the next slot of d's bucket."""
+    sid = bfill[u(d)]
+    bfill[u(d)] = sid + 1
+    return sid
+
+
 @njit
-def _egress_phase(s, egress, st, prog, prog_sid, fifo_ack, fifo_blocks, kc, cap, bfill, st_arr,
+def _egress_phase(s, egress, st, prog, prog_sid, fifo_ack, fifo_blocks, kc, cap, st_arr,
                   st_vis, lat_row, half_row, lat_local, queue):
-    """One phase of die s: its AIVs replay their programs (prog[pc] = destination << 2 | kind),
-    the egress port serving their requests in (time, AIV) order. Returns the port's free time.
+    """One phase of die s: its AIVs replay their programs (prog[pc] = destination << 2 | kind,
+    prog_sid[pc] the store's id), the egress port serving their requests in (time, AIV) order.
+    Returns the port's free time.
 
     A function of its own, called once per die and phase, so that its loop is compiled apart
     from the whole kernel. One loop body serves both the AIVs' first requests and the stores
@@ -231,9 +240,7 @@ def _egress_phase(s, egress, st, prog, prog_sid, fifo_ack, fifo_blocks, kc, cap,
             ip = st[u(a), S_PC]
             d = prog[u(ip)] >> 2
             kind = prog[u(ip)] & 3
-            sid = bfill[u(d)]
-            bfill[u(d)] = sid + 1
-            prog_sid[u(ip)] = sid
+            sid = prog_sid[u(ip)]
             if d == s:
                 ack = t + lat_local
                 st_arr[u(sid)] = -1
@@ -363,10 +370,11 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         ecnt[e + 1] += ecnt[e]
     rcur = ecnt[:E].copy()
 
-    # Stores are kept destination-major: each destination's stores in one bucket, in (source,
-    # store order), sized before the dies issue them (its copies, each with at most one flag or
+    # Stores are kept destination-major: each destination's stores in one bucket, source by
+    # source, sized before the dies issue them (its copies, each with at most one flag or
     # checksum, and the count messages with theirs). The ingress port then sorts a small bucket
-    # and receivers read their own bucket only. A store id is its slot.
+    # and receivers read their own bucket only. A store id is its slot, handed out as the
+    # programs are built, so that the receivers' references are known before the event loop.
     bfill = np.empty(R, np.int64)
     bstart = np.empty(R + 1, np.int64)
     x = 0
@@ -396,19 +404,16 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     fill = np.zeros(E + 1, np.int64)
     dkey = np.empty(R, np.int64)       # per die: its experts' key minus the expert id
     key_c = np.empty(M, np.int64)      # per copy: its expert's key
-    last_to = np.zeros(M, np.bool_)
     xdest = np.empty(M, np.int64)      # per position of the AIV lists: the copy's destination
     xslot = np.empty(M, np.int64)      # its slot in the receive order
     xtoken = np.empty(M, np.int64)     # and its token
-    cur_sig = np.empty(R, np.int64)
+    cur_sig = np.empty(R, np.int64)    # dc: per destination, the checksum an AIV sends there
     seen_dest = np.full(R, -1, np.int64)
     # Each AIV's program for a phase: the stores it issues, in order (destination << 2 | kind),
-    # for a copy its slot in the receive order, and the store id each store got.
+    # and each store's id.
     n_prog = 2 * M + 2 * R
     prog = np.empty(n_prog, np.int64)
-    prog_g = np.empty(n_prog, np.int64)
     prog_sid = np.empty(n_prog, np.int64)
-    pstart = np.zeros(A, np.int64)
     st = np.zeros((A, S_WIDTH), np.int64)      # per-AIV state of the event loop (S_*)
     fifo_ack = np.zeros(A * cap, np.int64)     # outstanding stores per AIV, in issue order
     fifo_blocks = np.zeros(A * cap, np.int64)
@@ -529,13 +534,6 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             rcur[u(e)] += 1
             xtoken[x] = token_of[u(i)]
 
-        # dc: which copy is each AIV's last to its destination
-        if ubep and sync == DC:
-            for j in range(NS):
-                for x in range(aoff[j + 1] - 1, aoff[j] - 1, -1):
-                    d = xdest[u(x)]
-                    last_to[u(x)] = seen_dest[u(d)] != s * A + j
-                    seen_dest[u(d)] = s * A + j
         # per destination: hop latency, and the copies sent there (a die's experts have
         # consecutive keys), for the hop counts and the port-bandwidth bound
         n_local = 0
@@ -590,37 +588,66 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             # Token AIV j sends its copies, each followed by its flag (sw) or, after its last
             # copy to a destination, the checksum (dc). A counting AIV (ubep's CalCumSum group;
             # every AIV in bsp's second phase) sends a count message to each destination of its
-            # share, each followed by a flag (sw) or checksum (dc).
+            # share, each followed by a flag (sw) or checksum (dc). Each store gets its id here,
+            # and the receivers their references: per copy the store carrying it and the one
+            # they poll, per (destination, source) the store that signals the counts.
             n = 0
             for a in range(A):
-                pstart[a] = n
-                if phase == 0 and a >= C:
+                start = n
+                if phase == 0 and a >= C and ubep and sync == DC:
+                    # built backwards, so that a copy meets the checksum after its AIV's last
+                    # copy to its destination first; from the end of room for two stores a copy
+                    lo, hi = aoff[a - C], aoff[a - C + 1]
+                    n += 2 * (hi - lo)
+                    start = n
+                    for x in range(hi - 1, lo - 1, -1):
+                        d = xdest[u(x)]
+                        if seen_dest[u(d)] != s * A + a:
+                            seen_dest[u(d)] = s * A + a
+                            start -= 1
+                            prog[u(start)] = d << 2 | K_CHECKSUM
+                            prog_sid[u(start)] = cur_sig[u(d)] = _new_store(bfill, d)
+                        start -= 1
+                        prog[u(start)] = d << 2 | K_COPY
+                        prog_sid[u(start)] = sid = _new_store(bfill, d)
+                        g = u(xslot[u(x)])
+                        copy_ref[g, 0] = sid
+                        copy_ref[g, 1] = cur_sig[u(d)]
+                elif phase == 0 and a >= C:
                     for x in range(aoff[a - C], aoff[a - C + 1]):
-                        prog[u(n)] = xdest[u(x)] << 2 | K_COPY
-                        prog_g[u(n)] = xslot[u(x)]
+                        d = xdest[u(x)]
+                        prog[u(n)] = d << 2 | K_COPY
+                        prog_sid[u(n)] = sid = _new_store(bfill, d)
                         n += 1
-                        if ubep and (sync == SW or (sync == DC and last_to[u(x)])):
-                            prog[u(n)] = xdest[u(x)] << 2 | signal_kind
+                        g = u(xslot[u(x)])
+                        copy_ref[g, 0] = sid
+                        if ubep and sync == SW:
+                            prog[u(n)] = d << 2 | K_FLAG
+                            prog_sid[u(n)] = sid = _new_store(bfill, d)
                             n += 1
+                        copy_ref[g, 1] = sid
                 elif phase == 1 or a < C:
                     nc = C if ubep else A
                     for d in range(a * R // nc, (a + 1) * R // nc):
                         prog[u(n)] = d << 2 | K_COUNT
+                        prog_sid[u(n)] = sid = _new_store(bfill, d)
                         n += 1
                         if signalled:
                             prog[u(n)] = d << 2 | signal_kind
+                            prog_sid[u(n)] = sid = _new_store(bfill, d)
                             n += 1
+                        count_signal[u(d * R + s)] = sid
                 st[a, S_T] = t_aiv[s, a]
                 st[a, S_SIG] = st[a, S_SW] = 0
                 st[a, S_HEAD] = st[a, S_N] = st[a, S_OUT] = 0
-                st[a, S_PC] = pstart[a]
+                st[a, S_PC] = start
                 st[a, S_END] = n
                 if phase == 0:
                     st[a, S_MAX_ACK] = 0
                     st[a, S_FIRST] = -1
             egress = _egress_phase(s, egress, st, prog, prog_sid, fifo_ack, fifo_blocks, kc, cap,
-                                   bfill, st_arr, st_vis, lat_row, half_row, lat_local, queue)
-            # ---- the phase's time per AIV, and the signals the receivers poll ----------------
+                                   st_arr, st_vis, lat_row, half_row, lat_local, queue)
+            # ---- the phase's time per AIV -------------------------------------------------------
             # An AIV's time in the phase is its signals' (flags and checksums with their waits)
             # plus its main work's: sending copies, or counting (ubep's CalCumSum, bsp's sync)
             for a in range(A):
@@ -632,38 +659,16 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 if phase == 0:
                     first_copy[s, a] = st[a, S_FIRST]
                     last_copy_ack[s, a] = st[a, S_LAST_ACK]
-                # walked backwards, so a copy's flag or checksum is seen before the copy
-                sig = -1
-                for ip in range(st[a, S_END] - 1, pstart[a] - 1, -1):
-                    kind = prog[u(ip)] & 3
-                    d = prog[u(ip)] >> 2
-                    sid = prog_sid[u(ip)]
-                    if kind == K_COPY:
-                        g = u(prog_g[u(ip)])
-                        copy_ref[g, 0] = sid
-                        if sync == SW and ubep:
-                            copy_ref[g, 1] = sig
-                        elif sync == DC and ubep:
-                            copy_ref[g, 1] = cur_sig[u(d)]
-                        else:
-                            copy_ref[g, 1] = sid
-                    elif kind == K_COUNT:
-                        if not signalled:
-                            count_signal[u(d * R + s)] = sid
-                    else:
-                        if kind == K_FLAG:
-                            sig = sid
-                        else:
-                            cur_sig[u(d)] = sid
-                        if prog[u(ip - 1)] & 3 == K_COUNT:
-                            count_signal[u(d * R + s)] = sid
         for a in range(A):
             marks[s, a, nmarks[s, a]] = t_aiv[s, a]
             nmarks[s, a] += 1
 
     # ---- ingress ports: arrivals served in (arrival, source, store order) ------------------------
-    # A bucket holds its stores in (source, store order), so a stable sort by arrival alone
-    # gives the port's order; keys pack arrival | store kind | slot, the slot breaking ties.
+    # A bucket holds its stores source by source, so a stable sort by arrival alone gives the
+    # port's order; keys pack arrival | store kind | slot, the slot breaking ties. Two stores
+    # from one source never arrive together (its egress port sends one at a time, each taking
+    # at least a cycle, and they travel the same hop), so their order in the bucket, program
+    # order rather than the port's, never decides.
     biggest = 0
     for d in range(R):
         biggest = max(biggest, bfill[d] - bstart[d])
