@@ -595,8 +595,10 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             for a in range(A):
                 start = n
                 if phase == 0 and a >= C and ubep and sync == DC:
-                    # built backwards, so that a copy meets the checksum after its AIV's last
-                    # copy to its destination first; from the end of room for two stores a copy
+                    # built backwards, so that each copy meets the checksum that follows its
+                    # AIV's last copy to the same destination before the copy itself: filled
+                    # from the end of a region of two slots per copy, the program starts where
+                    # the filling stopped
                     lo, hi = aoff[a - C], aoff[a - C + 1]
                     n += 2 * (hi - lo)
                     start = n
