@@ -131,6 +131,7 @@ BAD = [
     # (grid body, key named in the error, a fragment of the message)
     ("[grid]\nbatch = [8]\n[extra]\n", "extra", "allowed: sweep, grid, zip, profile"),
     ("[grid]\nbatchsize = [8]\n", "grid.batchsize", "unknown parameter; allowed: ranks"),
+    ("[grid]\nseeds = [1]\n", "grid.seeds", "trace (the seeds are the [sweep] seeds axis)"),
     ("[grid]\nbatch = ['8']\n", "grid.batch", "expected an integer"),
     ("[grid]\nbatch = []\n", "grid.batch", "empty axis"),
     ("[grid]\nbatch = { range = [16, 8] }\n", "grid.batch", "empty axis"),
