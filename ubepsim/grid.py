@@ -157,8 +157,8 @@ def _axes(doc: dict, sweep: dict, source: str) -> list[tuple[str, dict[str, list
         if name == "seed":
             raise InputError(key, "the seeds are the [sweep] seeds axis; set them there", source)
         if name not in PARAM_BY_NAME:
-            axes = ", ".join(n for n in NAMES if n != "seed")
-            raise InputError(key, f"unknown parameter; allowed: {axes} (the seeds are the "
+            allowed = ", ".join(n for n in NAMES if n != "seed")
+            raise InputError(key, f"unknown parameter; allowed: {allowed} (the seeds are the "
                              "[sweep] seeds axis)", source)
         if name in owner:
             raise InputError(key, f"{name} is already an axis at {owner[name]}", source)
