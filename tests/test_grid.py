@@ -167,7 +167,8 @@ BAD_SWEEP = [
     ('name = "t"\nfilter = "topk + 1"\n', "sweep.filter", "cannot evaluate"),
     ('name = "t"\nfilter = "topk > 100"\n', "sweep.filter", "keeps none of the 1 points"),
     ('name = "t"\nfilter = 3\n', "sweep.filter", "a string or a list of strings"),
-    ('name = "t"\nprofile = "nowhere.toml"\n', "profile", "cannot read"),
+    ('name = "t"\nprofile = "nowhere.toml"\n', "sweep.profile", "cannot read"),
+    ('name = "t"\nprofile = "cm385"\n', "sweep.profile", "a built-in profile (cm384) or a TOML"),
 ]
 
 
@@ -188,6 +189,15 @@ def test_sweep_table_errors_name_the_file_and_key(tmp_path, sweep, key, fragment
         load_grid(path)
     assert e.value.key == key and str(path) in str(e.value)
     assert fragment in str(e.value)
+
+
+def test_a_profile_files_error_names_that_file_and_its_hardware_key(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "hw.toml").write_text("[hardware]\naivs = 'many'\n")
+    path = grid_of(tmp_path, "[profile]\ninit_cycles = 200\n", 'name = "t"\nprofile = "sub/hw.toml"')
+    with pytest.raises(InputError) as e:
+        load_grid(path)
+    assert e.value.key == "hardware.aivs" and e.value.source == str(tmp_path / "sub" / "hw.toml")
 
 
 def test_unreadable_or_invalid_toml(tmp_path):

@@ -115,7 +115,7 @@ def load_grid(path: str | Path) -> Grid:
         raise InputError("sweep.profile", f"expected a string ({SWEEP_KEYS['profile']})", source)
     if spec not in BUILTIN:
         spec = str(path.parent / spec)
-    profile = load_profile(spec, _table(doc, "profile", source), source)
+    profile = load_profile(spec, _table(doc, "profile", source), source, key="sweep.profile")
 
     axes = _axes(doc, sweep, source)
     filters = sweep.get("filter", [])

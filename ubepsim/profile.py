@@ -116,51 +116,58 @@ def builtin_values(name: str = "cm384") -> dict[str, Any]:
 
 
 def load_profile(spec: str | Path = "cm384", overrides: dict[str, Any] | None = None,
-                 source: str | None = None) -> Profile:
+                 source: str | None = None, key: str = "profile") -> Profile:
     """A built-in name or a TOML file with a [hardware] table, then `overrides` on top.
 
-    A file may set any subset of keys; the rest come from cm384.
+    A file may set any subset of keys; the rest come from cm384. An error in the file names the
+    file and its hardware.* key; one in `overrides` (a grid's [profile] table) names `source`
+    and profile.*; `key` is what names the spec itself (the flag or grid key it came from).
     """
     values = copy.deepcopy(builtin_values("cm384"))
     name = str(spec)
     if str(spec) not in BUILTIN:
         path = Path(spec)
+        what = (f"give a built-in profile ({', '.join(BUILTIN)}) or a TOML file with a "
+                f"[hardware] table")
         try:
             doc = tomllib.loads(path.read_text())
         except OSError as e:
-            raise InputError("profile", f"cannot read {path}: {e.strerror or e}", source) from None
+            raise InputError(key, f"cannot read {path}: {e.strerror or e}; {what}",
+                             source) from None
         except tomllib.TOMLDecodeError as e:
-            raise InputError("profile", f"{path} is not valid TOML: {e}", source) from None
+            raise InputError(key, f"{path} is not valid TOML: {e}", source) from None
         if set(doc) - {"hardware"}:
-            raise InputError("profile", f"{path}: unknown table(s) "
+            raise InputError(key, f"{path}: unknown table(s) "
                              f"{', '.join(sorted(set(doc) - {'hardware'}))}; allowed: hardware",
                              source)
-        _merge(values, doc.get("hardware", {}), str(path))
+        _merge(values, doc.get("hardware", {}), "hardware", str(path))
+        _check(values, "hardware", str(path))
         name = path.stem
     if overrides:
-        _merge(values, overrides, source)
-    _check(values, source if overrides else (name if name not in BUILTIN else source))
+        _merge(values, overrides, "profile", source)
+    _check(values, "profile", source)
     return Profile(name, values)
 
 
-def _merge(values: dict[str, Any], new: dict[str, Any], source: str | None) -> None:
+def _merge(values: dict[str, Any], new: dict[str, Any], table: str, source: str | None
+           ) -> None:
     for key, v in new.items():
         if key not in FIELDS:
-            raise InputError(f"profile.{key}", f"unknown hardware key; allowed: "
+            raise InputError(f"{table}.{key}", f"unknown hardware key; allowed: "
                              f"{', '.join(FIELDS)}", source)
         if key == "latency_ns":
             if not isinstance(v, dict):
-                raise InputError("profile.latency_ns", "expected a table of hop class = ns",
+                raise InputError(f"{table}.latency_ns", "expected a table of hop class = ns",
                                  source)
             values["latency_ns"] = {**values["latency_ns"], **v}
         else:
             values[key] = v
 
 
-def _check(values: dict[str, Any], source: str | None) -> None:
+def _check(values: dict[str, Any], table: str, source: str | None) -> None:
     for key, f in FIELDS.items():
         v = values[key]
-        name = f"profile.{key}"
+        name = f"{table}.{key}"
         if f.kind is int:
             if isinstance(v, bool) or not isinstance(v, int):
                 raise InputError(name, f"expected an integer ({f.help}), got {v!r}", source)
@@ -173,27 +180,27 @@ def _check(values: dict[str, Any], source: str | None) -> None:
                              source)
     for h, ns in values["latency_ns"].items():
         if h not in HOP_CLASSES:
-            raise InputError(f"profile.latency_ns.{h}", f"unknown hop class; allowed: "
+            raise InputError(f"{table}.latency_ns.{h}", f"unknown hop class; allowed: "
                              f"{', '.join(HOP_CLASSES)}", source)
         if isinstance(ns, bool) or not isinstance(ns, (int, float)) or ns < 0:
-            raise InputError(f"profile.latency_ns.{h}", f"expected a latency >= 0 ns, got {ns!r}",
+            raise InputError(f"{table}.latency_ns.{h}", f"expected a latency >= 0 ns, got {ns!r}",
                              source)
         values["latency_ns"][h] = float(ns)
     tiers = values["tier_sizes"]
     if not isinstance(tiers, list) or len(tiers) > MAX_TIERS or not all(
             isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tiers):
-        raise InputError("profile.tier_sizes", f"expected a list of at most {MAX_TIERS} positive "
+        raise InputError(f"{table}.tier_sizes", f"expected a list of at most {MAX_TIERS} positive "
                          f"integers, got {tiers!r}", source)
     below = values["npu_dies"]
     for t in tiers:
         if t <= below or t % below:
-            raise InputError("profile.tier_sizes", f"{t} must exceed and be a multiple of the "
+            raise InputError(f"{table}.tier_sizes", f"{t} must exceed and be a multiple of the "
                              f"level below ({below})", source)
         below = t
     if values["flag_bytes"] >= values["block_bytes"]:
-        raise InputError("profile.flag_bytes", "must be smaller than block_bytes", source)
+        raise InputError(f"{table}.flag_bytes", "must be smaller than block_bytes", source)
     needed = HOP_CLASSES[: 3 + len(tiers)]
     missing = [h for h in needed if h not in values["latency_ns"]]
     if missing:
-        raise InputError("profile.latency_ns", f"missing {', '.join(missing)} for this fabric",
+        raise InputError(f"{table}.latency_ns", f"missing {', '.join(missing)} for this fabric",
                          source)

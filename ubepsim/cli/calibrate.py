@@ -68,7 +68,7 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
         raise InputError("MEASUREMENTS", "give a CSV or Parquet file of measurements, or "
                          "--paper")
     fit_keys = cal.check_keys(split_list("--fit", keys) if keys else cal.DEFAULT_KEYS)
-    profile = load_profile(profile_spec)
+    profile = load_profile(profile_spec, key="--profile")
     frame = cal.read_measurements(measurements)
     problem = cal.measurement_problem(frame, profile.aivs, measurements)
     target = out or Path("calibrated.toml")

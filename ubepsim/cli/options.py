@@ -55,7 +55,7 @@ def parse_value(name: str, text: str) -> Any:
 
 def config_from_flags(values: dict[str, Any]):
     """(Config, Profile) from the values of model_options flags; InputError on bad input."""
-    profile = load_profile(values.pop("profile"))
+    profile = load_profile(values.pop("profile"), key="--profile")
     given = {k: parse_value(k, v) for k, v in values.items() if v is not None}
     return make_config(given, profile.aivs), profile
 

@@ -57,7 +57,7 @@ def tune(grid_file: str | None, max_cumsum_aivs: int, out: Path | None, as_json:
                              f"drop {', '.join('--' + k.replace('_', '-') for k in given) or '--profile'}")
         rows, seeds, profile = _from_grid(grid_file)
     else:
-        profile = load_profile(flags.pop("profile"))
+        profile = load_profile(flags.pop("profile"), key="--profile")
         if flags.get("protocol") not in (None, "ubep"):
             raise InputError("protocol", "tune sizes UBEP's CalCumSum group: protocol must "
                              "be ubep")

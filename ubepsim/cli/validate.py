@@ -32,7 +32,7 @@ def validate(profile_spec: str, as_json: bool, strict: bool, threads: int | None
 
     if threads is not None and threads < 1:
         raise InputError("--threads", f"must be at least 1, got {threads}")
-    checks = run(load_profile(profile_spec), threads)
+    checks = run(load_profile(profile_spec, key="--profile"), threads)
     if as_json:
         click.echo(json.dumps([c.as_dict() for c in checks], indent=2))
     else:
