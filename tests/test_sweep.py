@@ -94,11 +94,20 @@ def test_bad_grid_exits_2_before_creating_anything(tmp_path):
     (("--workers", 4096), "--workers"),
     (("--batch-size", 0), "--batch-size"),
     (("--scheduler", "local:x"), "--scheduler"),
+    (("--scheduler", "local:0"), "--scheduler"),
+    (("--scheduler", "nohost"), "--scheduler: missing port number"),
+    (("--scheduler", "http://host:8786"), "--scheduler: unknown address scheme 'http'"),
 ])
-def test_bad_options_exit_2(tiny_grid, tmp_path, args, key):
-    code, _, stderr = run_cli("sweep", tiny_grid, "--out", tmp_path / "out", *args)
-    assert code == 2 and key in stderr
+def test_bad_options_exit_2_before_the_grid_is_read(tiny_grid, tmp_path, args, key):
+    code, stdout, stderr = run_cli("sweep", tiny_grid, "--out", tmp_path / "out", *args)
+    assert code == 2 and key in stderr and stdout == ""
     assert not (tmp_path / "out").exists()
+
+
+def test_an_out_that_cannot_be_created_exits_2_naming_it(tiny_grid, tmp_path):
+    (tmp_path / "file").write_text("")
+    code, _, stderr = run_cli("sweep", tiny_grid, "--out", tmp_path / "file" / "out", "-q")
+    assert code == 2 and stderr.startswith(f"error: --out: cannot write into {tmp_path}/file/out")
 
 
 def test_grid_without_out_needs_the_flag(tmp_path):
@@ -212,6 +221,11 @@ def test_a_local_dask_cluster_gives_the_single_machine_rows(tiny_grid, tmp_path)
     assert code == 0, stderr
     assert read_rows(dask).equals(read_rows(local))
     assert os.path.exists(dask / "part-000000000-000000100.parquet")
+    # threads per batch beyond what a worker's Numba may use: refused, not silently capped
+    code, _, stderr = run_cli("sweep", tiny_grid, "--out", tmp_path / "many", "--scheduler",
+                              "local:1", "--workers", 4096, "-q")
+    assert code == 2 and "--workers: must lie in [1, " in stderr
+    assert not parts(tmp_path / "many")
 
 
 @given(st.integers(1, 300), st.lists(st.integers(0, 300), max_size=12), st.integers(1, 64))

@@ -157,8 +157,18 @@ def run_local(grid: Grid, work: Iterable[tuple[int, int]], threads: int | None
 
 
 def local_workers(scheduler: str) -> int | None:
-    """N for `local:N` (a local cluster of N worker processes), None for a scheduler address."""
+    """N for `local:N` (a local cluster of N worker processes), None for a scheduler address.
+
+    Checks the form, so a bad --scheduler is refused before the grid is read.
+    """
     if not scheduler.startswith("local:"):
+        from distributed.comm import get_address_host_port
+        try:
+            get_address_host_port(scheduler)
+        except ValueError as e:
+            raise InputError("--scheduler", f"{e}; give a Dask scheduler address such as "
+                             f"tcp://host:8786, or local:N for N local worker processes") \
+                from None
         return None
     n = scheduler.removeprefix("local:")
     if not n.isdigit() or int(n) < 1:
@@ -167,8 +177,12 @@ def local_workers(scheduler: str) -> int | None:
 
 
 @contextlib.contextmanager
-def dask_client(scheduler: str) -> Iterator:
-    """A client of the cluster at `scheduler`, or of a new local cluster for `local:N`."""
+def dask_client(scheduler: str, threads: int | None) -> Iterator:
+    """A client of the cluster at `scheduler`, or of a new local cluster for `local:N`.
+
+    `threads` (per batch) is checked against the Numba threads each worker may use, as
+    --workers is without a cluster.
+    """
     from distributed import Client, LocalCluster
 
     n = local_workers(scheduler)
@@ -182,7 +196,17 @@ def dask_client(scheduler: str) -> Iterator:
             raise InputError("--scheduler", f"cannot reach a Dask scheduler at {scheduler}: "
                              f"{e}") from None
         with client:
+            top = min(client.run(_numba_threads).values(), default=None)
+            if threads is not None and top is not None and threads > top:
+                raise InputError("--workers", f"must lie in [1, {top}] (the threads Numba may "
+                                 f"use on the cluster's workers), got {threads}")
             yield client
+
+
+def _numba_threads() -> int:
+    import numba
+
+    return numba.config.NUMBA_NUM_THREADS
 
 
 def run_dask(client, grid: Grid, work: Iterable[tuple[int, int]], threads: int | None
@@ -241,9 +265,12 @@ def run_sweep(grid: Grid, out: Path, *, resume: bool = False, threads: int | Non
         raise InputError("--out", f"{out} already holds {have:,} of the {grid.size:,} rows of "
                          f"this grid; add --resume to finish it, or choose another directory")
     with contextlib.ExitStack() as stack:
-        client = stack.enter_context(dask_client(scheduler)) if scheduler else None
-        out.mkdir(parents=True, exist_ok=True)
-        stack.enter_context(_lock(out))
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(_lock(out))
+        except OSError as e:
+            raise InputError("--out", f"cannot write into {out}: {e.strerror or e}") from None
+        client = stack.enter_context(dask_client(scheduler, threads)) if scheduler else None
         for tmp in out.glob(".part-*.parquet.tmp"):  # left by a run that was killed
             tmp.unlink()
         done = existing_parts(out, fingerprint)

@@ -68,6 +68,9 @@ def sweep(grid_file: str, out: str | None, resume: bool, workers: int | None,
 
 def _threads(workers: int | None, scheduler: str | None) -> int | None:
     if scheduler:
+        from ..sweep import local_workers
+
+        local_workers(scheduler)  # refuses a malformed address before any work
         if workers is not None and workers < 1:
             raise InputError("--workers", f"must be at least 1, got {workers}")
         return workers or 1
