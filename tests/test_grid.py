@@ -81,6 +81,9 @@ def test_zipped_parameters_move_together(tmp_path):
     ("sync in ['sw', 'sp'] or not topk < 8", 6),
     ("experts % ranks == 0 and 2 <= topk * 2 < 8", 4),
     ("-topk + 4 >= ranks // 2 ** 1", 4),
+    ("topk in [1, 4.0, 2.5]", 4),
+    ("topk not in [2]", 4),
+    ("zipf_s in [1, 2]", 6),
 ])
 def test_filters_drop_points(tmp_path, expr, kept):
     g = load_grid(grid_of(tmp_path, """
@@ -167,6 +170,9 @@ BAD_SWEEP = [
     ('name = "t"\nfilter = "topk + 1"\n', "sweep.filter", "cannot evaluate"),
     ('name = "t"\nfilter = "topk > 100"\n', "sweep.filter", "keeps none of the 1 points"),
     ('name = "t"\nfilter = 3\n', "sweep.filter", "a string or a list of strings"),
+    ('name = "t"\nfilter = "ranks in [16, \'a\']"\n', "sweep.filter",
+     "'a' is not a number, as ranks is"),
+    ('name = "t"\nfilter = "4 < protocol"\n', "sweep.filter", "4 is not a protocol"),
     ('name = "t"\nprofile = "nowhere.toml"\n', "sweep.profile", "cannot read"),
     ('name = "t"\nprofile = "cm385"\n', "sweep.profile", "a built-in profile (cm384) or a TOML"),
 ]
@@ -194,7 +200,8 @@ def test_sweep_table_errors_name_the_file_and_key(tmp_path, sweep, key, fragment
 def test_a_profile_files_error_names_that_file_and_its_hardware_key(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "hw.toml").write_text("[hardware]\naivs = 'many'\n")
-    path = grid_of(tmp_path, "[profile]\ninit_cycles = 200\n", 'name = "t"\nprofile = "sub/hw.toml"')
+    path = grid_of(tmp_path, "[profile]\ninit_cycles = 200\n",
+                   'name = "t"\nprofile = "sub/hw.toml"')
     with pytest.raises(InputError) as e:
         load_grid(path)
     assert e.value.key == "hardware.aivs" and e.value.source == str(tmp_path / "sub" / "hw.toml")

@@ -349,25 +349,31 @@ def filter_expr(text: str, source: str | None = None) -> pl.Expr:
     except SyntaxError as e:
         raise fail(f"does not parse ({e.msg})") from None
 
-    def enum_of(node: ast.AST) -> str | None:
-        return node.id if isinstance(node, ast.Name) and node.id in ENUMS else None
+    def param_of(node: ast.AST) -> str | None:
+        return node.id if isinstance(node, ast.Name) and node.id in PARAM_BY_NAME else None
 
-    def constant(node: ast.AST, enum: str | None) -> Any:
-        if isinstance(node, ast.Constant) and (_is_number(node.value) or
-                                               isinstance(node.value, str)):
-            if enum and node.value not in PARAM_BY_NAME[enum].choices:
-                raise fail(f"{node.value!r} is not a {enum}; choose one of "
-                           f"{', '.join(PARAM_BY_NAME[enum].choices)}")
-            return node.value
-        raise fail(f"unexpected {ast.unparse(node)!r}")
+    def constant(node: ast.AST, param: str | None) -> Any:
+        """A number or string, checked against the parameter it is compared with."""
+        if not (isinstance(node, ast.Constant) and (_is_number(node.value) or
+                                                    isinstance(node.value, str))):
+            raise fail(f"unexpected {ast.unparse(node)!r}")
+        value, p = node.value, PARAM_BY_NAME.get(param)
+        if p is not None and p.choices is not None:
+            if value not in p.choices:
+                raise fail(f"{value!r} is not a {param}; choose one of {', '.join(p.choices)}")
+        elif p is not None and p.kind in (int, float) and not _is_number(value):
+            raise fail(f"{value!r} is not a number, as {param} is")
+        elif p is not None and p.kind not in (int, float) and not isinstance(value, str):
+            raise fail(f"{value!r} is not a file name, as {param} is")
+        return value
 
-    def build(node: ast.AST, enum: str | None = None) -> pl.Expr:
+    def build(node: ast.AST, param: str | None = None) -> pl.Expr:
         if isinstance(node, ast.Name):
             if node.id not in PARAM_BY_NAME:
                 raise fail(f"unknown name {node.id!r} (parameters: {', '.join(NAMES)})")
             return pl.col(node.id)
         if isinstance(node, ast.Constant):
-            return pl.lit(constant(node, enum))
+            return pl.lit(constant(node, param))
         if isinstance(node, ast.BoolOp):
             parts = [build(v) for v in node.values]
             combine = operator.and_ if isinstance(node.op, ast.And) else operator.or_
@@ -389,14 +395,17 @@ def filter_expr(text: str, source: str | None = None) -> pl.Expr:
             out = None
             left = node.left
             for op, right in zip(node.ops, node.comparators):
-                enum = enum_of(left) or enum_of(right)
+                param = param_of(left) or param_of(right)
                 if isinstance(op, (ast.In, ast.NotIn)):
                     if not isinstance(right, (ast.List, ast.Tuple)):
                         raise fail("`in` needs a list such as [\"sw\", \"sp\"]")
-                    term = build(left).is_in([constant(e, enum) for e in right.elts])
+                    # equalities, not is_in: 1 and 1.0 match alike, as they do with ==
+                    term = pl.lit(False)
+                    for e in right.elts:
+                        term = term | (build(left) == pl.lit(constant(e, param)))
                     term = ~term if isinstance(op, ast.NotIn) else term
                 elif type(op) in _COMPARE:
-                    term = _COMPARE[type(op)](build(left, enum), build(right, enum))
+                    term = _COMPARE[type(op)](build(left, param), build(right, param))
                 else:
                     raise fail(f"unsupported comparison {type(op).__name__}")
                 out = term if out is None else out & term
