@@ -167,6 +167,16 @@ def test_resume_fills_the_gaps_and_drops_half_written_parts(tiny_grid, tmp_path)
     assert read_rows(out).equals(read_rows(ref))
 
 
+def test_a_damaged_part_is_named_with_what_to_do(tiny_grid, tmp_path):
+    out = tmp_path / "out"
+    assert run_cli("sweep", tiny_grid, "--out", out, "--part-rows", 50, "-q")[0] == 0
+    damaged = parts(out)[1]
+    damaged.write_bytes(damaged.read_bytes()[:-100])  # as a disk fault might leave it
+    code, _, stderr = run_cli("sweep", tiny_grid, "--out", out, "--resume", "-q")
+    assert code == 2 and f"error: --out: {damaged} is not a readable part" in stderr
+    assert "delete that file and run again with --resume" in stderr
+
+
 KILL_GRID = TINY_GRID.replace("seeds = [0, 1]", "seeds = { range = [0, 7] }")
 KILL_SIZE = TINY_SIZE * 4
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import __version__
@@ -97,7 +98,11 @@ def existing_parts(out: Path, fingerprint: str) -> list[tuple[int, int]]:
         if not PART.fullmatch(path.name):
             raise InputError("--out", f"{out} holds Parquet files that are not parts of a sweep "
                              f"({path.name}); choose a new or empty directory")
-        meta = provenance(path)
+        try:
+            meta = provenance(path)
+        except (OSError, pa.ArrowException) as e:  # damaged after it was written
+            raise InputError("--out", f"{path} is not a readable part ({e}); delete that file "
+                             f"and run again with --resume") from None
         if meta.get("fingerprint") != fingerprint:
             raise InputError("--out", f"{out} holds the results of another grid "
                              f"({meta.get('sweep', 'unknown')!r}, from "
