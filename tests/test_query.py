@@ -79,6 +79,9 @@ def test_query_writes_parquet_or_csv(dataset, tmp_path, suffix):
     (("SELECT nope FROM results",), "SQL", "nope"),
     (("SELECT * FROM elsewhere",), "SQL", "elsewhere"),
     (("SELECT * FROM results", "--out", "answer.json"), "--out", ".parquet, .csv"),
+    (("SELECT * FROM results", "--out", "/no/such/dir/a.csv"), "--out", "/no/such/dir does not"),
+    (("SELECT * FROM results", "--rows", 0), "--rows", "at least 1, or -1 for all"),
+    (("SELECT * FROM results", "--rows", -5), "--rows", "at least 1, or -1 for all"),
 ])
 def test_bad_queries_exit_2(dataset, args, key, fragment):
     code, _, stderr = run_cli("query", dataset, *args)
@@ -90,6 +93,23 @@ def test_missing_or_empty_dataset_exits_2(tmp_path):
     assert code == 2 and "DATASET" in stderr and "does not exist" in stderr
     code, _, stderr = run_cli("query", tmp_path, "SELECT 1 FROM results")
     assert code == 2 and "holds no Parquet files" in stderr
+    code, _, stderr = run_cli("query", tmp_path / "*.parquet", "SELECT 1 FROM results")
+    assert code == 2 and stderr.startswith(f"error: DATASET: {tmp_path}/*.parquet matches no")
+    (tmp_path / "notes.txt").write_text("not a table\n")
+    code, _, stderr = run_cli("query", tmp_path / "notes.txt", "SELECT 1 FROM results")
+    assert code == 2 and stderr.startswith(f"error: DATASET: {tmp_path}/notes.txt is not a Parq")
+
+
+def test_a_query_over_an_interrupted_sweep_warns_and_still_answers(dataset, tmp_path):
+    partial = tmp_path / "partial"
+    grid = write_grid(tmp_path, QUERY_GRID)
+    assert run_cli("sweep", grid, "--out", partial, "--part-rows", 50, "-q")[0] == 0
+    sorted(partial.glob("*.parquet"))[1].unlink()
+    code, stdout, stderr = run_cli("query", partial, "SELECT count(*) AS n FROM results",
+                                   "--out", tmp_path / "n.csv")
+    assert code == 0 and stdout == ""
+    assert "warning: " in stderr and f"of the {QUERY_SIZE} rows of its grid" in stderr
+    assert run_cli("query", dataset, "SELECT count(*) AS n FROM results")[2] == ""
 
 
 def documented_queries() -> list[tuple[str, str]]:

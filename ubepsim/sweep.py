@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import glob
 import os
 import re
 import time
@@ -53,16 +54,44 @@ class Summary:
 
 
 def scan(dataset: str | Path) -> pl.LazyFrame:
-    """A results dataset as a LazyFrame: a sweep's directory, a Parquet file or a glob."""
+    """A results dataset as a LazyFrame: a sweep's directory, a Parquet file or a glob.
+
+    Checked before anything is computed: the files exist and the first is Parquet.
+    """
     path = Path(dataset)
     if path.is_dir():
-        if not any(path.glob("*.parquet")):
+        files = sorted(path.glob("*.parquet"))
+        if not files:
             raise InputError("DATASET", f"{path} holds no Parquet files")
-        return pl.scan_parquet(path / "*.parquet")
-    if path.is_file() or any(c in str(dataset) for c in "*?["):
-        return pl.scan_parquet(dataset)
-    raise InputError("DATASET", f"{dataset} does not exist; give a sweep's output directory, "
-                     f"a Parquet file or a glob")
+        pattern = path / "*.parquet"
+    elif path.is_file():
+        files, pattern = [path], path
+    elif any(c in str(dataset) for c in "*?["):
+        files, pattern = sorted(Path(p) for p in glob.glob(str(dataset), recursive=True)), dataset
+        if not files:
+            raise InputError("DATASET", f"{dataset} matches no file")
+    else:
+        raise InputError("DATASET", f"{dataset} does not exist; give a sweep's output "
+                         f"directory, a Parquet file or a glob")
+    try:
+        pq.read_schema(files[0])
+    except (OSError, pa.ArrowException) as e:
+        raise InputError("DATASET", f"{files[0]} is not a Parquet file ({e})") from None
+    return pl.scan_parquet(pattern)
+
+
+def shortfall(dataset: str | Path) -> str | None:
+    """For a sweep's directory that lacks rows of its grid (interrupted), a warning saying so."""
+    path = Path(dataset)
+    files = sorted(path.glob("part-*.parquet")) if path.is_dir() else []
+    if not files:
+        return None
+    points = provenance(files[0]).get("points")
+    rows = sum(pq.read_metadata(f).num_rows for f in files)
+    if points is None or rows >= int(points):
+        return None
+    return (f"{path} holds {rows:,} of the {int(points):,} rows of its grid (an interrupted "
+            f"sweep? finish it with `ubepsim sweep GRID --out {path} --resume`)")
 
 
 def provenance(part: str | Path) -> dict[str, str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from . import cli
@@ -25,12 +27,20 @@ def query(dataset: str, sql: str, out: str | None, rows: int) -> None:
     """
     import polars as pl
 
-    from ..sweep import scan
+    from ..sweep import scan, shortfall
 
+    if rows == 0 or rows < -1:
+        raise InputError("--rows", f"must be at least 1, or -1 for all, got {rows}")
     if out is not None and not out.endswith(OUT_FORMATS):
         raise InputError("--out", f"{out}: allowed formats are {', '.join(OUT_FORMATS)}")
+    if out is not None and not Path(out).resolve().parent.is_dir():
+        raise InputError("--out", f"{out}: the directory {Path(out).parent} does not exist")
+    results = scan(dataset)
+    warning = shortfall(dataset)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
     try:
-        answer = pl.SQLContext(results=scan(dataset)).execute(sql).collect()
+        answer = pl.SQLContext(results=results).execute(sql).collect()
     except (pl.exceptions.SQLInterfaceError, pl.exceptions.SQLSyntaxError,
             pl.exceptions.ColumnNotFoundError, pl.exceptions.InvalidOperationError,
             pl.exceptions.SchemaError) as e:
