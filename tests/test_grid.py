@@ -197,6 +197,21 @@ def test_sweep_table_errors_name_the_file_and_key(tmp_path, sweep, key, fragment
     assert fragment in str(e.value)
 
 
+def test_trace_files_are_relative_to_the_grid_file(tmp_path, monkeypatch):
+    (tmp_path / "sub").mkdir()
+    rows = [(r, t, k, (r + t + k) % 4) for r in range(4) for t in range(2) for k in range(2)]
+    pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(
+        tmp_path / "sub" / "t.parquet")
+    body = "[grid]\nranks = 4\nbatch = 2\ntopk = 2\nrouting = 'trace'\ntrace = '{}'\n"
+    path = write_grid(tmp_path / "sub", f'[sweep]\nname = "t"\n{body.format("t.parquet")}')
+    monkeypatch.chdir(tmp_path)  # not the grid's directory
+    assert load_grid(path).points["trace"].to_list() == [str(tmp_path / "sub" / "t.parquet")]
+    path.write_text(path.read_text().replace("t.parquet", "absent.parquet"))
+    with pytest.raises(InputError) as e:
+        load_grid(path)
+    assert e.value.key == "grid.trace" and f"no such file {tmp_path}/sub/absent" in str(e.value)
+
+
 def test_a_profile_files_error_names_that_file_and_its_hardware_key(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "hw.toml").write_text("[hardware]\naivs = 'many'\n")

@@ -212,8 +212,19 @@ def _values(name: str, spec: Any, key: str, source: str, scalar: bool = True) ->
             v = coerce(name, v)
         except InputError as e:
             raise InputError(key, str(e).removeprefix(f"{name}: "), source) from None
+        if name == "trace" and v:
+            v = _trace_path(v, key, source)
         out.append(v.name if name in ENUMS else v)
     return out
+
+
+def _trace_path(value: str, key: str, source: str) -> str:
+    """A trace file named in a grid: relative to the grid file, as a profile file is."""
+    path = Path(source).parent / value
+    if not path.is_file():
+        raise InputError(key, f"no such file {path} (a grid's trace files are relative to the "
+                         f"grid file)", source)
+    return str(path)
 
 
 def _check_distinct(values: list, key: str, source: str) -> None:

@@ -8,6 +8,7 @@ array of a trace.
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import numpy as np
 
@@ -52,6 +53,8 @@ def read_trace(path: str, ranks: int, batch: int, topk: int, experts: int,
     """Routing from a Parquet trace: an int64 array [ranks, batch, topk] of expert ids."""
     import pyarrow.parquet as pq
 
+    if not Path(path).is_file():
+        raise InputError("trace", f"no such file {path}", source)
     try:
         table = pq.read_table(path)
     except Exception as e:  # noqa: BLE001 - pyarrow raises several types for unreadable files
