@@ -152,6 +152,7 @@ BAD = [
     ("[[zip]]\nranks = [4, 8]\nexperts = [8]\n", "zip[0]", "equal lengths"),
     ("[[zip]]\nranks = [4, 4]\nexperts = [8, 8]\n", "zip[0]", "appears twice"),
     ("[[zip]]\nranks = [4]\n", "zip[0]", "two or more"),
+    ("[[zip]]\nranks = []\nexperts = []\n", "zip[0].ranks", "empty axis; expected a list"),
     ("[grid]\nranks = [4]\ntopk = [8]\n", "topk", "exceeds experts (4); a token's experts"),
     ("[grid]\naivs = 8\ncumsum_aivs = [4, 8]\n", "cumsum_aivs", "must be below aivs"),
     ("[profile]\nwarp_size = 32\n", "profile.warp_size", "unknown hardware key; allowed"),
@@ -159,7 +160,8 @@ BAD = [
 ]
 BAD_SWEEP = [
     ('name = "t"\nseeds = []\n', "sweep.seeds", "empty axis"),
-    ('name = "t"\nseeds = 3\n', "sweep.seeds", "expected a list"),
+    ('name = "t"\nseeds = [1.5]\n', "sweep.seeds", "expected an integer"),
+    ('name = "t"\nseeds = [[1]]\n', "sweep.seeds", "expected a value, a list"),
     ('name = "t"\nworkers = 3\n', "sweep.workers", "unknown key; allowed: name"),
     ('out = "x"\n', "sweep.name", "non-empty string"),
     ('name = "t"\nfilter = "topk <="\n', "sweep.filter", "does not parse"),

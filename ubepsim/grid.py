@@ -34,7 +34,7 @@ TABLES = ("sweep", "grid", "zip", "profile")
 SWEEP_KEYS = {
     "name": "the sweep's name (a string), recorded with the results",
     "out": "the output directory (a string); `--out DIR` overrides it",
-    "seeds": "the replicate seeds: a list of integers or { range = [first, last] }",
+    "seeds": "the replicate seeds: an integer, a list of integers or { range = [first, last] }",
     "filter": "an expression over parameter names that keeps a point, e.g. \"topk <= experts\" "
               "(or a list of them, all must hold)",
     "profile": "the base hardware profile: \"cm384\" or a TOML file (relative to the grid file)",
@@ -185,14 +185,18 @@ def _axes(doc: dict, sweep: dict, source: str) -> list[tuple[str, dict[str, list
                              + ", ".join(f"{n} {k}" for n, k in lengths.items()), source)
         _check_distinct(list(zip(*cols.values())), label, source)
         axes.append(("+".join(cols), cols))
-    seeds = _values("seed", sweep.get("seeds", [0]), "sweep.seeds", source, scalar=False)
+    seeds = _values("seed", sweep.get("seeds", [0]), "sweep.seeds", source)
     _check_distinct(seeds, "sweep.seeds", source)
     axes.append(("seed", {"seed": seeds}))
     return axes
 
 
 def _values(name: str, spec: Any, key: str, source: str, scalar: bool = True) -> list:
-    """One parameter's values, each coerced to its type and checked against its bounds."""
+    """One parameter's values, each coerced to its type and checked against its bounds.
+
+    A lone value is an axis of one point, except in a zipped group (`scalar` False).
+    """
+    forms = AXIS_FORMS if scalar else AXIS_FORMS.replace("a value, ", "")
     if isinstance(spec, dict):
         values = _range(name, spec, key, source)
     elif isinstance(spec, list):
@@ -200,14 +204,13 @@ def _values(name: str, spec: Any, key: str, source: str, scalar: bool = True) ->
     elif scalar:
         values = [spec]
     else:
-        raise InputError(key, f"expected {AXIS_FORMS.replace('a value, ', '')}", source)
+        raise InputError(key, f"expected {forms}", source)
     if not values:
-        raise InputError(key, f"empty axis; expected {AXIS_FORMS}", source)
+        raise InputError(key, f"empty axis; expected {forms}", source)
     out = []
     for v in values:
         if isinstance(v, (list, dict)):
-            raise InputError(key, f"expected {AXIS_FORMS}; got a nested {type(v).__name__}",
-                             source)
+            raise InputError(key, f"expected {forms}; got a nested {type(v).__name__}", source)
         try:
             v = coerce(name, v)
         except InputError as e:
