@@ -125,6 +125,13 @@ def test_another_grids_directory_is_refused_and_left_alone(tiny_grid, tmp_path):
         code, _, stderr = run_cli("sweep", other, "--out", out, *extra)
         assert code == 2 and "holds the results of another grid ('tiny'" in stderr
     assert {p.name: p.stat().st_mtime_ns for p in parts(out)} == before
+    for old, new, change in (("seeds = [0, 1]", "seeds = [0, 2]", "points differ"),
+                             ("[grid]", "[profile]\ninit_cycles = 200\n\n[grid]",
+                              "hardware profile differs")):
+        tiny_grid.write_text(TINY_GRID.replace(old, new))
+        code, _, stderr = run_cli("sweep", tiny_grid, "--out", out, "--resume")
+        assert code == 2 and (f"holds the results of an earlier version of grid 'tiny' (from "
+                              f"{tiny_grid}): its {change} from the grid's now") in stderr
 
 
 def test_a_finished_sweep_needs_resume_and_then_does_nothing(tiny_grid, tmp_path):

@@ -113,13 +113,14 @@ def metadata(grid: Grid) -> dict[str, str]:
             META + "points": str(grid.size)}
 
 
-def existing_parts(out: Path, fingerprint: str) -> list[tuple[int, int]]:
+def existing_parts(out: Path, grid: Grid) -> list[tuple[int, int]]:
     """The point ranges the parts in `out` hold; refuses a directory of another grid's results.
 
     Read-only: called before anything is created.
     """
     if not out.exists():
         return []
+    fingerprint = grid.fingerprint
     if not out.is_dir():
         raise InputError("--out", f"{out} exists and is not a directory")
     ranges = []
@@ -133,9 +134,7 @@ def existing_parts(out: Path, fingerprint: str) -> list[tuple[int, int]]:
             raise InputError("--out", f"{path} is not a readable part ({e}); delete that file "
                              f"and run again with --resume") from None
         if meta.get("fingerprint") != fingerprint:
-            raise InputError("--out", f"{out} holds the results of another grid "
-                             f"({meta.get('sweep', 'unknown')!r}, from "
-                             f"{meta.get('grid_file', 'an unknown file')}); "
+            raise InputError("--out", f"{out} holds the results of {_other(meta, grid)}; "
                              f"choose another directory or delete this one")
         if meta.get("version") != __version__:
             raise InputError("--out", f"{out} was written by ubepsim {meta.get('version')}, "
@@ -148,6 +147,16 @@ def existing_parts(out: Path, fingerprint: str) -> list[tuple[int, int]]:
             raise InputError("--out", f"{out} holds overlapping parts (at point {first}); "
                              f"delete the directory and run again")
     return ranges
+
+
+def _other(meta: dict[str, str], grid: Grid) -> str:
+    """What differs between the grid a part came from and `grid` (they differ)."""
+    name, source = meta.get("sweep", "unknown"), meta.get("grid_file", "an unknown file")
+    if (name, source) != (grid.name, str(grid.path)):
+        return f"another grid ({name!r}, from {source})"
+    change = ("hardware profile differs" if meta.get("profile") != grid.profile.to_toml()
+              else "points differ")
+    return f"an earlier version of grid {name!r} (from {source}): its {change} from the grid's now"
 
 
 def missing(done: list[tuple[int, int]], points: int, part_rows: int) -> list[tuple[int, int]]:
@@ -292,8 +301,7 @@ def run_sweep(grid: Grid, out: Path, *, resume: bool = False, threads: int | Non
               scheduler: str | None = None, progress: bool = False) -> Summary:
     """Simulate the grid's points that `out` lacks and write them as parts."""
     started = time.perf_counter()
-    fingerprint = grid.fingerprint
-    done = existing_parts(out, fingerprint)
+    done = existing_parts(out, grid)
     if done and not resume:
         have = sum(b - a for a, b in done)
         raise InputError("--out", f"{out} already holds {have:,} of the {grid.size:,} rows of "
@@ -307,7 +315,7 @@ def run_sweep(grid: Grid, out: Path, *, resume: bool = False, threads: int | Non
         client = stack.enter_context(dask_client(scheduler, threads)) if scheduler else None
         for tmp in out.glob(".part-*.parquet.tmp"):  # left by a run that was killed
             tmp.unlink()
-        done = existing_parts(out, fingerprint)
+        done = existing_parts(out, grid)
         summary = Summary(grid.size, sum(b - a for a, b in done))
         parts = missing(done, grid.size, part_rows)
         work = batches(parts, batch_rows)
