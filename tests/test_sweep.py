@@ -72,6 +72,8 @@ def test_out_in_the_grid_is_relative_to_the_working_directory_and_dry_run_writes
     assert not (tmp_path / "tiny-results").exists()
     assert run_cli("sweep", tiny_grid, "-q")[0] == 0
     assert read_rows(tmp_path / "tiny-results").height == TINY_SIZE
+    one = write_grid(tmp_path, '[sweep]\nname = "one"\n[grid]\nbatch = 8\n', "one.toml")
+    assert run_cli("sweep", one, "--out", "x", "--dry-run")[1] == "one: 1 point\n"
 
 
 def test_progress_bar_counts_configurations(tiny_grid, tmp_path, capsys):

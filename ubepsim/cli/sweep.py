@@ -50,9 +50,10 @@ def sweep(grid_file: str, out: str | None, resume: bool, workers: int | None,
     target = Path(out) if out else grid.out
     if target is None:
         raise InputError("--out", f"{grid_file} sets no [sweep] out; give --out DIR")
-    axes = " x ".join(f"{n} {label}" for label, n in grid.axes.items() if n > 1) or "1 point"
+    axes = " x ".join(f"{n} {label}" for label, n in grid.axes.items() if n > 1)
+    size = f"{grid.product:,} points ({axes})" if axes else "1 point"
     kept = "" if grid.size == grid.product else f"; the filter keeps {grid.size:,}"
-    click.echo(f"{grid.name}: {grid.product:,} points ({axes}){kept}")
+    click.echo(f"{grid.name}: {size}{kept}")
     if dry_run:
         return
     summary = engine.run_sweep(
