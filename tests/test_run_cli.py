@@ -65,6 +65,11 @@ def test_timeline_has_a_row_per_die_aiv_and_phase(tmp_path):
     (("--routing", "trace", "--trace", "/no/such.parquet"), "trace"),
     (("--routing", "trace"), "trace"),
     (("--profile", "/no/such.toml"), "profile"),
+    (("--routing", "zipf", "--zipf-s", "nan"), "zipf_s (--zipf-s): expected a finite number"),
+    (("--routing", "hot", "--hot-share", "inf"), "hot_share (--hot-share): expected a finite"),
+    (("--timeline", ""), "--timeline"),
+    (("--timeline", "t.csv"), "--timeline: 't.csv': expected a file name ending in .parquet"),
+    (("--timeline", "/proc/t.parquet"), "--timeline: cannot write in /proc"),
 ])
 def test_bad_input_exits_2_naming_the_parameter(args, key, tmp_path):
     code, out, err = run_cli("run", *SMALL, *args)
@@ -72,6 +77,15 @@ def test_bad_input_exits_2_naming_the_parameter(args, key, tmp_path):
     assert out == ""
     assert err.startswith("error: ") and key in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_routing_parameter_changes_only_the_routing_that_reads_it():
+    def run(*args):
+        return json.loads(run_cli("run", *SMALL, "--json", *args)[1])["latency_us"]
+    base = run()
+    assert run("--zipf-s", "2", "--hot-experts", "4", "--hot-share", "0.9") == base
+    assert run("--routing", "zipf", "--zipf-s", "2") != run("--routing", "zipf")
+    assert run("--routing", "hot", "--hot-share", "0.9") != run("--routing", "hot")
 
 
 def test_unknown_flag_is_a_usage_error():
@@ -101,7 +115,11 @@ def test_profile_rejects_impossible_fabrics():
                            ({"tier_sizes": [16, 8]}, "tier_sizes"),
                            ({"flag_bytes": 512}, "flag_bytes"),
                            ({"latency_ns": {"four_hop": 1.0}}, "latency_ns"),
-                           ({"clock_ghz": 0}, "clock_ghz")):
+                           ({"clock_ghz": 0}, "clock_ghz"),
+                           ({"clock_ghz": float("nan")}, "clock_ghz"),
+                           ({"latency_ns": {"two_hop": float("nan")}}, "latency_ns.two_hop"),
+                           ({"latency_ns": {"one_hop": float("inf")}}, "latency_ns.one_hop"),
+                           ({"latency_ns": {"one_hop": 1e30}}, "latency_ns.one_hop")):
         with pytest.raises(InputError, match=key):
             load_profile(overrides=overrides)
 

@@ -275,7 +275,7 @@ def _range(name: str, spec: dict, key: str, source: str) -> list:
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _expand(axes: list[tuple[str, dict[str, list]]], profile: Profile, filters: list[pl.Expr],

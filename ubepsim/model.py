@@ -17,7 +17,7 @@ import polars as pl
 from .costs import lower
 from .errors import InputError
 from .kernels import dispatch as k
-from .params import ENUMS, NAMES, PARAMS, WORKLOAD_NAMES, Config, Routing, stable_id
+from .params import ENUMS, NAMES, PARAMS, Config, Routing, stable_id, workload_keys
 from .profile import HOP_CLASSES, Profile, load_profile
 from .results import RESULT_NAMES, RESULTS
 from .workload import expert_cdf, read_trace
@@ -63,7 +63,7 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
                       (k.P_PROTOCOL, "protocol"), (k.P_SYNC, "sync"), (k.P_SCHEDULE, "schedule"),
                       (k.P_ROUTING, "routing"), (k.P_SEED, "seed")):
         params[:, col] = np.asarray(codes[name], dtype=np.int64)
-    wkeys = stable_id(cols, WORKLOAD_NAMES)
+    wkeys = workload_keys(cols, codes["routing"])
     params[:, k.P_WKEY] = wkeys
     costs, chances = lower(codes, profile)
     # Popularity weights and traces are shared by every row of the same workload.

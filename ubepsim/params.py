@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
+import math
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,8 @@ NAMES = tuple(p.name for p in PARAMS)
 # variants compared at the same seed see the same token copies.
 WORKLOAD_NAMES = ("ranks", "batch", "topk", "experts", "routing", "zipf_s", "hot_experts",
                   "hot_share", "trace", "seed")
+# The routing that reads each routing parameter; under any other it changes nothing.
+ROUTING_OF = {"zipf_s": Routing.zipf, "hot_experts": Routing.hot, "hot_share": Routing.hot}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,7 +166,18 @@ class Config:
 
     @property
     def workload_key(self) -> int:
-        return int(stable_id(self.as_dict(), WORKLOAD_NAMES)[0])
+        return int(workload_keys(self.as_dict(), np.array([self.routing]))[0])
+
+
+def workload_keys(cols: dict[str, Any], routing: np.ndarray) -> np.ndarray:
+    """The routing generator's key per row (`routing` as codes): a hash of WORKLOAD_NAMES, each
+    routing parameter read as its default under a routing that does not use it, so that, say,
+    zipf_s changes no uniform routing."""
+    cols = dict(cols)
+    for name, used_by in ROUTING_OF.items():
+        cols[name] = np.where(np.asarray(routing) == used_by, cols[name],
+                              PARAM_BY_NAME[name].default)
+    return stable_id(cols, WORKLOAD_NAMES)
 
 
 def stable_id(cols: dict[str, Any], names: tuple[str, ...]) -> np.ndarray:
@@ -226,8 +240,9 @@ def coerce(name: str, value: Any, source: str | None = None) -> Any:
             else:
                 raise InputError(name, f"expected an integer, got {value!r}", source)
     elif p.kind is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InputError(name, f"expected a number, got {value!r}", source)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not math.isfinite(value):
+            raise InputError(name, f"expected a finite number, got {value!r}", source)
         value = float(value)
     elif p.kind is Path:
         if not isinstance(value, (str, Path)):

@@ -21,6 +21,7 @@ from .errors import InputError
 # k-hop where k is the number of switch tiers its path climbs (paper Section 2.3).
 HOP_CLASSES = ("local", "intra_npu", "one_hop", "two_hop", "three_hop")
 MAX_TIERS = len(HOP_CLASSES) - 3  # tier_sizes lists all tiers but the top one
+MAX_LATENCY_NS = 1e9  # one second: far above any fabric, and cycle counts stay in int64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,9 +183,10 @@ def _check(values: dict[str, Any], table: str, source: str | None) -> None:
         if h not in HOP_CLASSES:
             raise InputError(f"{table}.latency_ns.{h}", f"unknown hop class; allowed: "
                              f"{', '.join(HOP_CLASSES)}", source)
-        if isinstance(ns, bool) or not isinstance(ns, (int, float)) or ns < 0:
-            raise InputError(f"{table}.latency_ns.{h}", f"expected a latency >= 0 ns, got {ns!r}",
-                             source)
+        if isinstance(ns, bool) or not isinstance(ns, (int, float)) or \
+                not 0 <= ns <= MAX_LATENCY_NS:
+            raise InputError(f"{table}.latency_ns.{h}", f"expected a latency in [0, "
+                             f"{MAX_LATENCY_NS:g}] ns, got {ns!r}", source)
         values["latency_ns"][h] = float(ns)
     tiers = values["tier_sizes"]
     if not isinstance(tiers, list) or len(tiers) > MAX_TIERS or not all(

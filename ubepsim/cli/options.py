@@ -7,7 +7,7 @@ from typing import Any, Callable
 import click
 
 from ..errors import InputError
-from ..params import PARAM_BY_NAME, PARAMS, make_config
+from ..params import PARAM_BY_NAME, PARAMS, coerce, make_config
 from ..profile import load_profile
 
 
@@ -40,14 +40,17 @@ def _metavar(p) -> str:
 
 
 def parse_value(name: str, text: str) -> Any:
-    """A flag's text as the parameter's type; InputError names the flag on failure."""
+    """A flag's text as the parameter's type, within its bounds; InputError names the flag on
+    failure. (Names stay text: make_config checks them against the choices.)"""
     p = PARAM_BY_NAME[name]
     try:
         if p.kind is int:
-            return int(text)
+            return coerce(name, int(text))
         if p.kind is float:
-            return float(text)
-    except ValueError:
+            return coerce(name, float(text))
+    except ValueError as e:
+        if isinstance(e, InputError):
+            raise
         kind = "an integer" if p.kind is int else "a number"
         raise InputError(name, f"expected {kind}, got {text!r}") from None
     return text
@@ -58,6 +61,19 @@ def config_from_flags(values: dict[str, Any]):
     profile = load_profile(values.pop("profile"), key="--profile")
     given = {k: parse_value(k, v) for k, v in values.items() if v is not None}
     return make_config(given, profile.aivs), profile
+
+
+def check_threads(flag: str, threads: int | None) -> int | None:
+    """A thread count for the parallel kernel: at least 1, at most what Numba may use here."""
+    if threads is None:
+        return None
+    import numba
+
+    top = numba.config.NUMBA_NUM_THREADS
+    if not 1 <= threads <= top:
+        raise InputError(flag, f"must lie in [1, {top}] (the threads Numba may use; set "
+                         f"NUMBA_NUM_THREADS for more), got {threads}")
+    return threads
 
 
 def split_list(flag: str, text: str) -> list[str]:
