@@ -74,6 +74,9 @@ def test_unnamed_parameters_take_their_defaults(tmp_path):
     pl.DataFrame({"ranks": [8], "latency_us": [50.0]}).write_csv(data)
     problem = cal.measurement_problem(cal.read_measurements(data), 48, str(data))
     assert problem.cols["batch"][0] == 64 and problem.cols["experts"][0] == 8
+    (tmp_path / "m[1].csv").write_text("latency_us\n50\n")  # no parameter at all; [ is no glob
+    problem = cal.measurement_problem(cal.read_measurements(tmp_path / "m[1].csv"), 48)
+    assert problem.labels == ("defaults",) and problem.cols["ranks"][0] == 128
 
 
 def _one_error(code, err, *words):
@@ -91,6 +94,9 @@ def _one_error(code, err, *words):
     ({"ranks": [8], "latency_us": ["fast"]}, ["latency_us"]),
     ({"ranks": [8, 8], "topk": [2, 9], "latency_us": [1.0, 2.0]}, ["topk", "row 2"]),
     ({"ranks": [8], "protocol": ["mpi"], "latency_us": [1.0]}, ["protocol", "row 1"]),
+    ({"ranks": [8], "latency_us": [float("inf")]}, ["latency_us", "finite"]),
+    ({"ranks": [8, 8], "batch": ["8", "abc"], "latency_us": [1.0, 2.0]},
+     ["batch", "row 2: expected an integer, got 'abc'"]),
 ])
 def test_bad_measurement_files_are_refused_with_one_message(tmp_path, frame, words):
     data = tmp_path / "m.csv"
@@ -114,6 +120,10 @@ def test_bad_measurement_files_are_refused_with_one_message(tmp_path, frame, wor
     (("m.csv", "--paper"), ["--paper"]),
     ((), ["MEASUREMENTS"]),
     (("m.csv", "--profile", "nope.toml"), ["profile", "nope.toml"]),
+    (("m.csv", "--fit", ""), ["--fit", "comma"]),
+    (("m.csv", "--out", "/proc/p.toml"), ["--out", "cannot write in /proc"]),
+    (("m.csv", "--threads", "4096"), ["--threads", "must lie in [1, "]),
+    (("--paper", "--out", "/proc/p.toml"), ["--out", "cannot write in /proc"]),
 ])
 def test_bad_arguments_are_refused_with_one_message(tmp_path, monkeypatch, args, words):
     monkeypatch.chdir(tmp_path)
@@ -151,7 +161,7 @@ def test_paper_check_compares_the_refit_with_the_shipped_profile(monkeypatch, tm
 
     def fake(values):
         profile = cal.with_values(shipped, values)
-        return lambda threads=None, progress=None: cal.Fit(
+        return lambda threads=None, max_evaluations=400, progress=None: cal.Fit(
             values, profile, problem.table(problem.simulate(profile)), 0.05, 1, 0.0)
 
     monkeypatch.setattr(cal, "calibrate_paper", fake({"init_cycles": shipped.init_cycles}))

@@ -78,7 +78,7 @@ def test_query_writes_parquet_or_csv(dataset, tmp_path, suffix):
     (("SELEC * FROM results",), "SQL", ""),
     (("SELECT nope FROM results",), "SQL", "nope"),
     (("SELECT * FROM elsewhere",), "SQL", "elsewhere"),
-    (("SELECT * FROM results", "--out", "answer.json"), "--out", ".parquet, .csv"),
+    (("SELECT * FROM results", "--out", "answer.json"), "--out", ".parquet or .csv"),
     (("SELECT * FROM results", "--out", "/no/such/dir/a.csv"), "--out", "/no/such/dir does not"),
     (("SELECT * FROM results", "--rows", 0), "--rows", "at least 1, or -1 for all"),
     (("SELECT * FROM results", "--rows", -5), "--rows", "at least 1, or -1 for all"),

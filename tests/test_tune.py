@@ -114,6 +114,10 @@ def test_a_grid_file_gives_the_same_rows(tmp_path):
     (("--grid", "nowhere.toml"), ["nowhere.toml"]),
     (("--grid", "g.toml", "--ranks", "8"), ["--grid", "--ranks"]),
     (("--ranks", "8", "--threads", "0"), ["--threads"]),
+    (("--ranks", "8", "--threads", "4096"), ["--threads", "must lie in [1, "]),
+    (("--ranks", "8", "--seed", "0,-5"), ["seed", "below the minimum 0"]),
+    (("--ranks", "8", "--seed", "99999999999999999999"), ["seed", "above the maximum"]),
+    (("--ranks", "8", "--out", "/proc/t.toml"), ["--out", "cannot write in /proc"]),
 ])
 def test_bad_input_exits_2_with_one_message(tmp_path, monkeypatch, args, words):
     monkeypatch.chdir(tmp_path)

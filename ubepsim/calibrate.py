@@ -162,10 +162,12 @@ def read_measurements(path: str | Path) -> pl.DataFrame:
     source = str(path)
     if path.suffix.lower() not in (".csv", ".parquet"):
         raise InputError("MEASUREMENTS", f"{path}: expected a .csv or .parquet file")
-    try:
-        frame = pl.read_csv(path) if path.suffix.lower() == ".csv" else pl.read_parquet(path)
-    except FileNotFoundError:
-        raise InputError("MEASUREMENTS", f"{path} does not exist") from None
+    if not path.is_file():
+        state = "is not a file" if path.exists() else "does not exist"
+        raise InputError("MEASUREMENTS", f"{path} {state}")
+    try:  # the name as it is: a file name with [ or * in it is not a pattern
+        frame = (pl.read_csv(path, glob=False) if path.suffix.lower() == ".csv"
+                 else pl.read_parquet(path, glob=False))
     except (OSError, pl.exceptions.PolarsError) as e:
         raise InputError("MEASUREMENTS", f"cannot read {path}: {str(e).splitlines()[0]}") \
             from None
@@ -179,9 +181,31 @@ def read_measurements(path: str | Path) -> pl.DataFrame:
     if frame.height == 0:
         raise InputError(MEASURED, "the file has no rows", source)
     lat = frame[MEASURED]
-    if not lat.dtype.is_numeric() or lat.null_count() or (lat.cast(pl.Float64) <= 0).any():
-        raise InputError(MEASURED, "every row needs a measured latency above 0 us", source)
+    if not lat.dtype.is_numeric() or lat.null_count() or not (
+            lat.cast(pl.Float64).is_finite() & (lat.cast(pl.Float64) > 0)).all():
+        raise InputError(MEASURED, "every row needs a measured latency: a finite number of "
+                         "microseconds above 0", source)
+    for name in frame.columns:
+        kind = PARAM_BY_NAME[name].kind if name in PARAM_BY_NAME else None
+        if kind in (int, float):
+            _check_numeric_column(frame[name], kind, source)
     return frame
+
+
+def _check_numeric_column(col: pl.Series, kind: type, source: str) -> None:
+    """A column of a numeric parameter holds numbers of its kind (a CSV column with one word in
+    it is read as text): the first row that does not is named."""
+    target = pl.Int64 if kind is int else pl.Float64
+    parsed = col.cast(target, strict=False)
+    if kind is int and col.dtype.is_float():
+        bad = parsed.is_null() | (col != parsed.cast(pl.Float64))
+    else:
+        bad = parsed.is_null()
+    bad = bad & col.is_not_null()
+    if bad.any():
+        i = int(bad.arg_true()[0])
+        expected = "an integer" if kind is int else "a number"
+        raise InputError(col.name, f"row {i + 1}: expected {expected}, got {col[i]!r}", source)
 
 
 def measurement_problem(frame: pl.DataFrame, aivs_default: int,
@@ -189,8 +213,9 @@ def measurement_problem(frame: pl.DataFrame, aivs_default: int,
     """Each row a configuration (unnamed parameters at their defaults), fitted on latency_us."""
     rows = []
     params = [c for c in frame.columns if c != MEASURED]
-    for i, row in enumerate(frame.select(params).iter_rows(named=True)):
-        values = {k: v for k, v in row.items() if v is not None}
+    for i in range(frame.height):  # (not iter_rows over params: there may be none)
+        values = {k: v for k, v in frame.row(i, named=True).items()
+                  if v is not None and k != MEASURED}
         try:
             rows.append(make_config(values, aivs_default, source).as_dict())
         except InputError as e:
@@ -430,11 +455,11 @@ def paper_grid() -> dict[str, list[int]]:
     return {"blocks_in_flight": [blocks * n for n in COPIES_IN_FLIGHT]}
 
 
-def calibrate_paper(threads: int | None = None,
+def calibrate_paper(threads: int | None = None, max_evaluations: int = 400,
                     progress: Callable[[str], None] | None = None) -> Fit:
     """Refit cm384's free costs to the paper's numbers, from the provisional start."""
     return fit(paper_problem(), paper_start(), PAPER_KEYS, grid=paper_grid(), threads=threads,
-               progress=progress)
+               max_evaluations=max_evaluations, progress=progress)
 
 
 # Where each value of the shipped profile comes from (comments of cm384.toml).

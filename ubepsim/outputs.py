@@ -13,18 +13,36 @@ from .errors import InputError
 
 
 def check_out(path: Path, formats: tuple[str, ...], flag: str = "--out") -> None:
-    """An output path the command can write: a known suffix, in a directory that exists."""
-    if path.suffix not in formats:
-        raise InputError(flag, f"{path}: allowed formats are {', '.join(formats)}")
-    if not path.parent.exists():
-        raise InputError(flag, f"directory {path.parent} does not exist")
+    """An output path the command can write: a file name with a known suffix, in a directory
+    where a file can be created (tried, with the temporary name `replacing` uses), so a run
+    never does its work and then fails to save it."""
+    if not path.stem or path.suffix not in formats:
+        raise InputError(flag, f"{str(path)!r}: expected a file name ending in "
+                         f"{' or '.join(formats)}")
+    if path.is_dir():
+        raise InputError(flag, f"{path} is a directory; give a file name")
+    if not path.parent.is_dir():
+        state = "is not a directory" if path.parent.exists() else "does not exist"
+        raise InputError(flag, f"directory {path.parent} {state}")
+    probe = _temporary(path)
+    try:
+        probe.open("xb").close()
+        probe.unlink()
+    except FileExistsError:
+        pass  # left by a run that was killed; `replacing` overwrites it
+    except OSError as e:
+        raise InputError(flag, f"cannot write in {path.parent}: {e.strerror or e}") from None
+
+
+def _temporary(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp{path.suffix}")
 
 
 @contextlib.contextmanager
 def replacing(path: Path) -> Iterator[Path]:
     """A temporary path beside `path`, renamed onto it only if the block completes, so a
     reader never finds a half-written file under the final name."""
-    tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
+    tmp = _temporary(path)
     try:
         yield tmp
         os.replace(tmp, path)

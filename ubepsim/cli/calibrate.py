@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from . import cli
-from .options import CheckFailed, split_list
+from .options import CheckFailed, check_threads, split_list
 from ..errors import InputError
 from ..outputs import check_out, write_text
 
@@ -52,26 +52,27 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
 
     if max_evaluations < 1:
         raise InputError("--max-evaluations", f"must be at least 1, got {max_evaluations}")
-    if threads is not None and threads < 1:
-        raise InputError("--threads", f"must be at least 1, got {threads}")
-    if out is not None:
-        check_out(out, (".toml",))
+    check_threads("--threads", threads)
     if paper:
         if measurements is not None or keys is not None or profile_spec != "cm384":
             raise InputError("--paper", "takes no MEASUREMENTS, --fit or --profile: it refits "
                              "cm384's free keys to the paper's numbers")
-        _paper(out, check, threads)
+        if out is not None:
+            check_out(out, (".toml",))
+        _paper(out, check, threads, max_evaluations)
         return
     if check:
         raise InputError("--check", "only with --paper")
     if measurements is None:
         raise InputError("MEASUREMENTS", "give a CSV or Parquet file of measurements, or "
                          "--paper")
-    fit_keys = cal.check_keys(split_list("--fit", keys) if keys else cal.DEFAULT_KEYS)
+    fit_keys = cal.check_keys(split_list("--fit", keys) if keys is not None
+                              else cal.DEFAULT_KEYS)
+    target = out or Path("calibrated.toml")
+    check_out(target, (".toml",))
     profile = load_profile(profile_spec, key="--profile")
     frame = cal.read_measurements(measurements)
     problem = cal.measurement_problem(frame, profile.aivs, measurements)
-    target = out or Path("calibrated.toml")
     click.echo(f"fitting {', '.join(fit_keys)} to {len(problem.labels)} measurements",
                err=True)
     result = cal.fit(problem, profile, fit_keys, threads=threads,
@@ -85,12 +86,13 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
     click.echo(f"wrote {target}")
 
 
-def _paper(out: Path | None, check: bool, threads: int | None) -> None:
+def _paper(out: Path | None, check: bool, threads: int | None, max_evaluations: int) -> None:
     from .. import calibrate as cal
     from ..profile import load_profile
 
     click.echo(f"refitting cm384: {', '.join(cal.PAPER_KEYS)} (about 30 s on 2 cores)", err=True)
-    result = cal.calibrate_paper(threads=threads, progress=_progress)
+    result = cal.calibrate_paper(threads=threads, max_evaluations=max_evaluations,
+                                 progress=_progress)
     click.echo(_report(result, cal.paper_start()))
     text = cal.paper_profile_toml(result)
     if check:

@@ -8,6 +8,7 @@ import click
 
 from . import cli
 from ..errors import InputError
+from ..outputs import check_out, replacing
 
 OUT_FORMATS = (".parquet", ".csv")
 
@@ -31,10 +32,8 @@ def query(dataset: str, sql: str, out: str | None, rows: int) -> None:
 
     if rows == 0 or rows < -1:
         raise InputError("--rows", f"must be at least 1, or -1 for all, got {rows}")
-    if out is not None and not out.endswith(OUT_FORMATS):
-        raise InputError("--out", f"{out}: allowed formats are {', '.join(OUT_FORMATS)}")
-    if out is not None and not Path(out).resolve().parent.is_dir():
-        raise InputError("--out", f"{out}: the directory {Path(out).parent} does not exist")
+    if out is not None:
+        check_out(Path(out), OUT_FORMATS)
     results = scan(dataset)
     warning = shortfall(dataset)
     if warning:
@@ -50,7 +49,9 @@ def query(dataset: str, sql: str, out: str | None, rows: int) -> None:
                        tbl_hide_dataframe_shape=True, fmt_str_lengths=60):
             click.echo(answer)
         click.echo(f"{answer.height:,} rows")
-    elif out.endswith(".csv"):
-        answer.write_csv(out)
-    else:
-        answer.write_parquet(out)
+        return
+    with replacing(Path(out)) as tmp:
+        if tmp.suffix == ".csv":
+            answer.write_csv(tmp)
+        else:
+            answer.write_parquet(tmp)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import click
 
 from . import cli
 from .options import config_from_flags, model_options
-from ..errors import InputError
+from ..outputs import check_out, replacing
 from ..params import NAMES
 from ..results import RESULTS
 
@@ -19,7 +18,7 @@ from ..results import RESULTS
 @model_options()
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object with every parameter and result.")
-@click.option("--timeline", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--timeline", type=click.Path(path_type=Path), default=None,
               help="Write the per-AIV timeline (die, aiv, role, phase, start_us, end_us) "
                    "to this Parquet file.")
 def run(as_json: bool, timeline: Path | None, **flags) -> None:
@@ -27,14 +26,12 @@ def run(as_json: bool, timeline: Path | None, **flags) -> None:
     from ..model import simulate
 
     config, profile = config_from_flags(flags)
-    if timeline is not None and not timeline.parent.exists():
-        raise InputError("--timeline", f"directory {timeline.parent} does not exist")
+    if timeline is not None:
+        check_out(timeline, (".parquet",), "--timeline")
     row = simulate(config, profile, timeline=timeline is not None)
     if timeline is not None:
-        frame = row.pop("timeline")
-        tmp = timeline.with_name(timeline.name + ".tmp")
-        frame.write_parquet(tmp)
-        os.replace(tmp, timeline)   # a timeline file is complete or absent
+        with replacing(timeline) as tmp:   # a timeline file is complete or absent
+            row.pop("timeline").write_parquet(tmp)
     if as_json:
         click.echo(json.dumps({"profile": profile.name, **row}, indent=2))
         return

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from . import cli
+from .options import check_threads
 from ..errors import InputError
 
 
@@ -75,12 +76,4 @@ def _threads(workers: int | None, scheduler: str | None) -> int | None:
         if workers is not None and workers < 1:
             raise InputError("--workers", f"must be at least 1, got {workers}")
         return workers or 1
-    if workers is None:
-        return None
-    import numba
-
-    top = numba.config.NUMBA_NUM_THREADS
-    if not 1 <= workers <= top:
-        raise InputError("--workers", f"must lie in [1, {top}] (the threads Numba may use; "
-                         f"set NUMBA_NUM_THREADS for more), got {workers}")
-    return workers
+    return check_threads("--workers", workers)

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from . import cli
-from .options import list_values, model_options, parse_value
+from .options import check_threads, list_values, model_options, parse_value
 from ..errors import InputError
 
 LISTS = ("ranks", "batch", "experts", "topk", "seed")
@@ -46,8 +46,7 @@ def tune(grid_file: str | None, max_cumsum_aivs: int, out: Path | None, as_json:
 
     if max_cumsum_aivs < 1:
         raise InputError("--max-cumsum-aivs", f"must be at least 1, got {max_cumsum_aivs}")
-    if threads is not None and threads < 1:
-        raise InputError("--threads", f"must be at least 1, got {threads}")
+    check_threads("--threads", threads)
     if out is not None:
         check_out(out, engine.OUT_FORMATS)
     if grid_file is not None:

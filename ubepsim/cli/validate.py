@@ -8,8 +8,7 @@ import textwrap
 import click
 
 from . import cli
-from .options import CheckFailed
-from ..errors import InputError
+from .options import CheckFailed, check_threads
 
 
 @cli.command()
@@ -30,8 +29,7 @@ def validate(profile_spec: str, as_json: bool, strict: bool, threads: int | None
     from ..profile import load_profile
     from ..validate import validate as run
 
-    if threads is not None and threads < 1:
-        raise InputError("--threads", f"must be at least 1, got {threads}")
+    check_threads("--threads", threads)
     checks = run(load_profile(profile_spec, key="--profile"), threads)
     if as_json:
         click.echo(json.dumps([c.as_dict() for c in checks], indent=2))
