@@ -109,3 +109,13 @@ def test_the_documented_residuals_are_the_models(checks):
         assert rows[c["item"]] == [c["paper"], c["model"], f"{c['error']:+.1%}"], c["item"]
     documented = [k for k in rows if re.match(r"(Table|Figure) \d", k)]
     assert len(documented) == len([c for c in points if not c["item"].startswith("Section")])
+
+
+def test_a_profile_with_few_aivs_tries_the_group_sizes_it_has(tmp_path):
+    small = tmp_path / "p8.toml"
+    small.write_text("[hardware]\naivs = 8\n")
+    code, out, err = run_cli("validate", "--profile", small, "--json")
+    assert code == 0, err
+    setups = [c["setup"] for c in json.loads(out) if "best group size" in c["item"]
+              or "CalCumSum AIVs" in c["item"]]
+    assert setups and all("group sizes 1-7," in s for s in setups)

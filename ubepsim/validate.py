@@ -192,16 +192,23 @@ C3_BATCH = (8, 16, 32, 64, 128)
 C3_SEEDS = (0, 1, 2)
 
 
+def groups(profile: Profile) -> int:
+    """Largest CalCumSum group tried: Figure 14's 16, or fewer on a profile with fewer AIVs
+    (at least one AIV must send tokens)."""
+    return min(16, profile.aivs - 1)
+
+
 def cumsum_claims(profile: Profile, threads: int | None) -> list[Check]:
     """Appendix C.3's two trends of the best CalCumSum group size (Figure 14's setup), and
     Section 3.2 / Appendix A's dependence on experts and top-k."""
     from .tune import rows_from_lists, tune
+    top = groups(profile)
     fig14 = tune(rows_from_lists({"ranks": list(C3_RANKS), "batch": list(C3_BATCH)}, {},
-                 profile.aivs), list(C3_SEEDS), profile, 16, threads).table
+                 profile.aivs), list(C3_SEEDS), profile, top, threads).table
     best = {(r, b): v for r, b, v in fig14.select("ranks", "batch", "best_cumsum_aivs").rows()}
     by_batch = {r: [best[r, b] for b in C3_BATCH] for r in C3_RANKS}
     by_ranks = {b: [best[r, b] for r in C3_RANKS] for b in C3_BATCH}
-    setup = (f"Figure 14's: UBEP, group sizes 1-16, ranks {', '.join(map(str, C3_RANKS))}, "
+    setup = (f"Figure 14's: UBEP, group sizes 1-{top}, ranks {', '.join(map(str, C3_RANKS))}, "
              f"batch {', '.join(map(str, C3_BATCH))}, one expert per die, "
              f"seeds {', '.join(map(str, C3_SEEDS))} averaged")
     out = [
@@ -215,20 +222,20 @@ def cumsum_claims(profile: Profile, threads: int | None) -> list[Check]:
                all(trend(v, rising=True) for v in by_ranks.values()), setup),
     ]
     experts = tune(rows_from_lists({"ranks": [128], "batch": [32], "experts": [128, 256]}, {},
-                                   profile.aivs), list(C3_SEEDS), profile, 16, threads).table
+                                   profile.aivs), list(C3_SEEDS), profile, top, threads).table
     topk = tune(rows_from_lists({"ranks": [128], "batch": [32], "topk": [2, 4, 8]}, {},
-                                profile.aivs), list(C3_SEEDS), profile, 16, threads).table
+                                profile.aivs), list(C3_SEEDS), profile, top, threads).table
     e_best = experts["best_cumsum_aivs"].to_list()
     k_best = topk["best_cumsum_aivs"].to_list()
     out += [
         _claim("Section 3.2, Appendix A: CalCumSum AIVs grow with the number of experts",
                "more with 256 experts than with 128", f"128: {e_best[0]}, 256: {e_best[1]}",
-               trend(e_best, rising=True), "UBEP, 128 ranks, batch 32, top-8, group sizes "
-               "1-16, seeds averaged"),
+               trend(e_best, rising=True), f"UBEP, 128 ranks, batch 32, top-8, group sizes "
+               f"1-{top}, seeds averaged"),
         _claim("Section 3.2, Appendix A: CalCumSum AIVs shrink as top-k grows",
                "fewer as top-k goes 2, 4, 8", _seq(k_best), trend(k_best, rising=False),
-               "UBEP, 128 ranks, batch 32, one expert per die, group sizes 1-16, seeds "
-               "averaged"),
+               f"UBEP, 128 ranks, batch 32, one expert per die, group sizes 1-{top}, "
+               "seeds averaged"),
     ]
     return out
 

@@ -24,7 +24,8 @@ def validate(profile_spec: str, as_json: bool, strict: bool, threads: int | None
     """Run every calibration point (Table 2, Table 4, Figure 3(b), the SyncAll share) and every
     qualitative claim of the paper's text (Sections 3.2-3.4, Appendix C.3, ...), and print
     the paper's value or statement beside the model's: the relative error of each point, pass
-    or fail for each claim. Takes about 15 s.
+    or fail for each claim. Takes a few seconds once the kernel is compiled (the first run of
+    ubepsim on a machine compiles it, about 25 s).
     """
     from ..profile import load_profile
     from ..validate import validate as run
