@@ -88,6 +88,14 @@ def test_a_routing_parameter_changes_only_the_routing_that_reads_it():
     assert run("--routing", "hot", "--hot-share", "0.9") != run("--routing", "hot")
 
 
+def test_bsp_takes_any_cumsum_aivs_as_it_never_reads_it():
+    def run(*args):
+        code, out, err = run_cli("run", *SMALL, "--protocol", "bsp", "--aivs", "4", "--json", *args)
+        assert code == 0, err
+        return json.loads(out)["latency_us"]
+    assert run() == run("--cumsum-aivs", "1") == run("--cumsum-aivs", "40")
+
+
 def test_unknown_flag_is_a_usage_error():
     code, _, err = run_cli("run", "--bogus", "1")
     assert code == 2 and "--bogus" in err

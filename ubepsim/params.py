@@ -300,8 +300,9 @@ def check_rules(cols: dict[str, np.ndarray], source: str | None = None,
          f"{v('ranks') * v('batch') * v('topk')} token copies; at most {MAX_COPIES} are supported")
     fail("topk", c["topk"] > c["experts"], lambda v: f"{v('topk')} exceeds experts "
          f"({v('experts')}); a token's experts are distinct")
-    fail("cumsum_aivs", c["cumsum_aivs"] >= c["aivs"], lambda v: f"{v('cumsum_aivs')} must be "
-         f"below aivs ({v('aivs')}); at least one AIV must send tokens")
+    ubep = c["protocol"].astype(np.int64) == Protocol.ubep  # bsp never reads cumsum_aivs
+    fail("cumsum_aivs", ubep & (c["cumsum_aivs"] >= c["aivs"]), lambda v: f"{v('cumsum_aivs')} "
+         f"must be below aivs ({v('aivs')}); at least one AIV must send tokens")
     hot = routing == Routing.hot
     fail("hot_experts", hot & (c["hot_experts"] > c["experts"]), lambda v: f"{v('hot_experts')} "
          f"exceeds experts ({v('experts')})")
