@@ -144,6 +144,13 @@ def test_trace_routing_runs_from_a_file(tmp_path):
     pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(dup)
     code, _, err = run_cli("run", *SMALL, "--routing", "trace", "--trace", dup)
     assert code == 2 and "distinct" in err
+    for expert in ([0.5] * 64, [1] * 63 + [None], ["1"] * 64):
+        bad = tmp_path / "bad.parquet"
+        pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").with_columns(
+            expert=pl.Series(expert)).write_parquet(bad)
+        code, _, err = run_cli("run", *SMALL, "--routing", "trace", "--trace", bad)
+        assert code == 2 and "column expert must hold integers without nulls" in err, err
+        assert len(err.strip().splitlines()) == 1
 
 
 def test_a_configuration_beyond_the_kernel_limits_is_refused_up_front():

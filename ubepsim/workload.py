@@ -51,10 +51,12 @@ def expert_cdf(routing: int, experts: int, zipf_s: float, hot_experts: int, hot_
 def read_trace(path: str, ranks: int, batch: int, topk: int, experts: int,
                source: str | None = None) -> np.ndarray:
     """Routing from a Parquet trace: an int64 array [ranks, batch, topk] of expert ids."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     if not Path(path).is_file():
-        raise InputError("trace", f"no such file {path}", source)
+        raise InputError("trace", f"{path} is not a file" if Path(path).exists()
+                         else f"no such file {path}", source)
     try:
         table = pq.read_table(path)
     except Exception as e:  # noqa: BLE001 - pyarrow raises several types for unreadable files
@@ -63,6 +65,12 @@ def read_trace(path: str, ranks: int, batch: int, topk: int, experts: int,
     if missing:
         raise InputError("trace", f"{path} lacks column(s) {', '.join(missing)}; a trace has "
                          f"{', '.join(TRACE_COLUMNS)}", source)
+    for c in TRACE_COLUMNS:  # ids, taken as they are: never rounded, parsed or filled in
+        column = table.column(c)
+        if not pa.types.is_integer(column.type) or column.null_count:
+            raise InputError("trace", f"{path}: column {c} must hold integers without nulls, "
+                             f"got {column.type}" + (f" with {column.null_count} null(s)"
+                                                     if column.null_count else ""), source)
     cols = {c: table.column(c).to_numpy().astype(np.int64) for c in TRACE_COLUMNS}
     n = ranks * batch * topk
     if len(cols["rank"]) != n:
