@@ -107,6 +107,10 @@ def test_profile_file_overrides_and_rejects_unknown_keys(tmp_path):
     base = json.loads(run_cli("run", *SMALL, "--json")[1])
     slow = json.loads(run_cli("run", *SMALL, "--json", "--profile", good)[1])
     assert slow["latency_us"] > base["latency_us"]
+    flat = tmp_path / "flat.toml"
+    flat.write_text("aivs = 8\n")
+    code, _, err = run_cli("run", *SMALL, "--profile", flat)
+    assert code == 2 and "unknown key(s) outside [hardware]: aivs" in err
     bad = tmp_path / "bad.toml"
     bad.write_text("[hardware]\negress_gpbs = 20.0\n")
     code, _, err = run_cli("run", *SMALL, "--profile", bad)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import tomllib
 
 import polars as pl
@@ -118,10 +119,12 @@ def test_a_grid_file_gives_the_same_rows(tmp_path):
     (("--ranks", "8", "--seed", "0,-5"), ["seed", "below the minimum 0"]),
     (("--ranks", "8", "--seed", "99999999999999999999"), ["seed", "above the maximum"]),
     (("--ranks", "8", "--out", "/proc/t.toml"), ["--out", "cannot write in /proc"]),
+    (("--grid", "bin.toml"), ["--grid", "bin.toml is not a text file"]),
 ])
 def test_bad_input_exits_2_with_one_message(tmp_path, monkeypatch, args, words):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "g.toml").write_text('[sweep]\nname = "g"\n[grid]\nranks = 8\n')
+    (tmp_path / "bin.toml").write_bytes(bytes(range(128, 256)))
     code, out, err = run_cli("tune", *args)
     assert code == 2
     lines = err.strip().splitlines()
@@ -129,3 +132,11 @@ def test_bad_input_exits_2_with_one_message(tmp_path, monkeypatch, args, words):
     for w in words:
         assert w in lines[0]
     assert not out and not list(tmp_path.glob("t.*"))
+
+
+def test_help_lists_the_flags_tune_takes_with_their_true_defaults():
+    code, out, _ = run_cli("tune", "--help")
+    assert code == 0 and "--max-cumsum-aivs" in out
+    assert "--protocol" not in out and "--cumsum-aivs" not in out  # tune sets both itself
+    assert re.search(r"--seed INT +Seed of the counter-based routing generator\.\s+\(default: 0\)",
+                     out)

@@ -83,18 +83,21 @@ class Grid:
             pl.col(n).cast(pl.String) for n in ENUMS)
 
 
-def load_grid(path: str | Path) -> Grid:
-    """Read, check and expand a grid file; raises InputError naming the file and the key."""
+def load_grid(path: str | Path, key: str = "GRID") -> Grid:
+    """Read, check and expand a grid file; raises InputError naming the file and the key
+    (`key` names the file itself: the argument or flag it came from)."""
     path = Path(path)
     source = str(path)
     try:
         text = path.read_text()
     except OSError as e:
-        raise InputError("GRID", f"cannot read {path}: {e.strerror or e}") from None
+        raise InputError(key, f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise InputError(key, f"{path} is not a text file; a grid is TOML") from None
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise InputError("GRID", f"not valid TOML: {e}", source) from None
+        raise InputError(key, f"not valid TOML: {e}", source) from None
     for table in doc:
         if table not in TABLES:
             raise InputError(table, f"unknown table; allowed: {', '.join(TABLES)}", source)

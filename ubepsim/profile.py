@@ -135,12 +135,14 @@ def load_profile(spec: str | Path = "cm384", overrides: dict[str, Any] | None = 
         except OSError as e:
             raise InputError(key, f"cannot read {path}: {e.strerror or e}; {what}",
                              source) from None
+        except UnicodeDecodeError:
+            raise InputError(key, f"{path} is not a text file; {what}", source) from None
         except tomllib.TOMLDecodeError as e:
             raise InputError(key, f"{path} is not valid TOML: {e}", source) from None
         if set(doc) - {"hardware"}:
-            raise InputError(key, f"{path}: unknown table(s) "
-                             f"{', '.join(sorted(set(doc) - {'hardware'}))}; allowed: hardware",
-                             source)
+            raise InputError(key, f"{path}: unknown key(s) outside [hardware]: "
+                             f"{', '.join(sorted(set(doc) - {'hardware'}))}; a profile file "
+                             f"holds one [hardware] table of hardware keys", source)
         _merge(values, doc.get("hardware", {}), "hardware", str(path))
         _check(values, "hardware", str(path))
         name = path.stem

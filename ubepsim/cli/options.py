@@ -11,21 +11,23 @@ from ..params import PARAM_BY_NAME, PARAMS, coerce, make_config
 from ..profile import load_profile
 
 
-def model_options(lists: tuple[str, ...] = ()) -> Callable:
+def model_options(lists: tuple[str, ...] = (), hidden: tuple[str, ...] = ()) -> Callable:
     """Add one flag per model parameter, plus --profile. Flags named in `lists` take
-    comma-separated values. Values arrive as strings and are checked by `parse_value`, so a bad
-    one is reported with its flag and what is allowed."""
+    comma-separated values; those in `hidden` stay out of --help (a command that sets the
+    parameter itself still takes them, to say why it refuses them). Values arrive as strings
+    and are checked by `parse_value`, so a bad one is reported with its flag and what is
+    allowed."""
     def decorate(f: Callable) -> Callable:
         for p in reversed(PARAMS):
             help_text = p.help
             if p.choices:
                 help_text += f" [{'|'.join(p.choices)}]"
             if p.default is not None:
-                help_text += f" (default: {p.default or 'none'})"
+                help_text += f" (default: {'none' if p.default == '' else p.default})"
             if p.name in lists:
                 help_text += " Comma-separated list allowed."
             f = click.option(p.flag, p.name, type=str, default=None, metavar=_metavar(p),
-                             help=help_text)(f)
+                             help=help_text, hidden=p.name in hidden)(f)
         f = click.option("--profile", "profile", default="cm384", show_default=True,
                          metavar="NAME|FILE.toml",
                          help="Hardware profile: built-in name or a TOML file with [hardware].")(f)

@@ -15,7 +15,7 @@ LISTS = ("ranks", "batch", "experts", "topk", "seed")
 
 
 @cli.command()
-@model_options(lists=LISTS)
+@model_options(lists=LISTS, hidden=("protocol", "cumsum_aivs"))  # tune sets both
 @click.option("--grid", "grid_file", default=None, metavar="GRID.toml",
               help="Take the workloads from a grid file instead of the flags: its points "
                    "without cumsum_aivs (swept here) and seed (its seeds are averaged).")
@@ -83,7 +83,7 @@ def _from_grid(path: str):
     from ..grid import load_grid
     from ..tune import resolved_row
 
-    grid = load_grid(path)
+    grid = load_grid(path, key="--grid")
     points = grid.batch(0, grid.size)
     if (points["protocol"] != "ubep").any():
         raise InputError("protocol", "tune sizes UBEP's CalCumSum group: the grid's protocol "
