@@ -99,6 +99,12 @@ def test_bsp_takes_any_cumsum_aivs_as_it_never_reads_it():
 def test_unknown_flag_is_a_usage_error():
     code, _, err = run_cli("run", "--bogus", "1")
     assert code == 2 and "--bogus" in err
+    for args in (("run", "--bogus", "1"), ("tune", "--threads", "x"), ("query",),
+                 ("run", "extra")):
+        code, _, err = run_cli(*args)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
+        assert lines[0].endswith(f"(see `ubepsim {args[0]} --help`)")
 
 
 def test_profile_file_overrides_and_rejects_unknown_keys(tmp_path):

@@ -48,9 +48,13 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130
+    except click.UsageError as e:  # click's own checks: one line too, like an InputError
+        where = f" (see `{e.ctx.command_path} --help`)" if e.ctx else ""
+        click.echo(f"error: {' '.join(e.format_message().split())}{where}", err=True)
+        return 2
     except click.ClickException as e:
         e.show()
-        return 2 if isinstance(e, click.UsageError) or e.exit_code == 2 else e.exit_code
+        return e.exit_code
     except click.exceptions.Exit as e:
         return e.exit_code
     except Exception as e:  # noqa: BLE001 - the documented contract: anything else exits 3
