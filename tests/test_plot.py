@@ -50,6 +50,19 @@ def data(tmp_path_factory):
         timelines.append(str(path))
     out["aiv"] = timelines
     out["timeline"] = timelines[2:]
+    # Malformed timelines: each must be refused when read, naming the file.
+    tl = pl.read_parquet(timelines[2])
+    for name, frame in {
+        "tl_empty": tl.head(0),
+        "tl_die_str": tl.with_columns(pl.col("die").cast(pl.String)),
+        "tl_start_str": tl.with_columns(pl.col("start_us").cast(pl.String)),
+        "tl_end_null": tl.with_columns(end_us=pl.when(pl.col("aiv") == 1).then(None)
+                                       .otherwise(pl.col("end_us"))),
+        "tl_no_send": tl.filter(pl.col("phase") != "send"),
+        "tl_backwards": tl.with_columns(end_us=pl.col("start_us") - 1),
+    }.items():
+        frame.write_parquet(d / f"{name}.parquet")
+        out[name] = str(d / f"{name}.parquet")
     return out
 
 
@@ -97,6 +110,14 @@ def test_default_output_name(tmp_path, monkeypatch, data):
     (lambda d: (*d["aiv"], "--kind", "aiv", "--label", "x"), ["--label"]),
     (lambda d: (d["timeline"][0], "--kind", "timeline", "--die", 99), ["--die", "99"]),
     (lambda d: (d["timeline"][0], "--kind", "aiv", "--where", "die = 1"), ["--where"]),
+    (lambda d: (d["tl_empty"], "--kind", "timeline"), ["tl_empty", "no rows"]),
+    (lambda d: (d["tl_empty"], "--kind", "aiv"), ["tl_empty", "no rows"]),
+    (lambda d: (d["tl_die_str"], "--kind", "timeline"), ["tl_die_str", "die", "integer"]),
+    (lambda d: (d["tl_start_str"], "--kind", "timeline"), ["tl_start_str", "start_us"]),
+    (lambda d: (d["tl_end_null"], "--kind", "timeline"), ["tl_end_null", "end_us", "null"]),
+    (lambda d: (d["tl_end_null"], "--kind", "aiv", "--die", 0), ["tl_end_null", "end_us"]),
+    (lambda d: (d["tl_no_send"], "--kind", "aiv"), ["tl_no_send", "send"]),
+    (lambda d: (d["tl_backwards"], "--kind", "aiv"), ["tl_backwards", "before start_us"]),
 ])
 def test_bad_input_exits_2_with_one_message(tmp_path, monkeypatch, data, make_args, words):
     monkeypatch.chdir(tmp_path)

@@ -22,7 +22,12 @@ from .params import NAMES, Sync
 
 KINDS = ("heatmap", "breakdown", "aiv", "sync", "timeline")
 TIMELINE_KINDS = ("aiv", "timeline")
-TIMELINE_COLUMNS = ("die", "aiv", "role", "phase", "start_us", "end_us")
+# A timeline's columns and the type each holds, as `ubepsim run --timeline` writes them.
+TIMELINE_COLUMNS = {"die": "integer", "aiv": "integer", "role": "string", "phase": "string",
+                    "start_us": "number", "end_us": "number"}
+TYPES = {"integer": lambda t: t.is_integer(), "string": lambda t: t == pl.String,
+         "number": lambda t: t.is_numeric()}
+TIMELINE_HINT = "not a timeline as `ubepsim run --timeline FILE.parquet` writes one"
 PHASES = (("phase_init_us", "Init"), ("phase_send_us", "Token-Sending"),
           ("phase_sync_us", "Synchronization"), ("phase_cumsum_us", "Counts & CalCumSum"),
           ("phase_reorder_us", "Token-Reordering"))
@@ -82,11 +87,32 @@ def read_timeline(path: str) -> pl.DataFrame:
         frame = pl.read_parquet(p)
     except (OSError, pl.exceptions.PolarsError) as e:
         raise InputError("DATASET", f"cannot read {path}: {str(e).splitlines()[0]}") from None
-    missing = [c for c in TIMELINE_COLUMNS if c not in frame.columns]
-    if missing:
-        raise InputError("DATASET", f"{path} has no column {missing[0]}: not a timeline "
-                         f"(`ubepsim run --timeline FILE.parquet` writes one)")
+    # Checked here, once, so that the figures may take every row as drawable.
+    for column, kind in TIMELINE_COLUMNS.items():
+        if column not in frame.columns:
+            raise InputError("DATASET", f"{path} has no column {column}: {TIMELINE_HINT}")
+        if not TYPES[kind](frame.schema[column]):
+            raise InputError("DATASET", f"{path}: column {column} holds {frame.schema[column]}, "
+                             f"not {kind}s: {TIMELINE_HINT}")
+    if frame.height == 0:
+        raise InputError("DATASET", f"{path} has no rows: {TIMELINE_HINT}")
+    check_values(frame, TIMELINE_COLUMNS, path, TIMELINE_HINT)
+    backwards = frame.filter(pl.col("end_us") < pl.col("start_us")).height
+    if backwards:
+        raise InputError("DATASET", f"{path}: end_us is before start_us in {backwards:,} rows: "
+                         f"{TIMELINE_HINT}")
     return frame
+
+
+def check_values(frame: pl.DataFrame, columns, what: str, hint: str) -> None:
+    """Every value of `columns` is present and finite: a null or NaN would crash a figure or
+    leave it blank."""
+    for c in columns:
+        col = frame[c]
+        bad = col.null_count() + (int((~col.is_finite()).sum()) if col.dtype.is_float() else 0)
+        if bad:
+            raise InputError("DATASET", f"{what}: {c} is null or not finite in {bad:,} of "
+                             f"{frame.height:,} rows; {hint}")
 
 
 def single_valued(frame: pl.DataFrame, axes: Sequence[str], kind: str) -> None:
@@ -231,19 +257,22 @@ def sync(frame: pl.DataFrame):
     return fig
 
 
-def aiv_sends(frame: pl.DataFrame) -> pl.DataFrame:
+def aiv_sends(frame: pl.DataFrame, die: int, path: str) -> pl.DataFrame:
     """Each sending AIV's Token-Sending phase on one die: aiv, send_us."""
-    return frame.filter(pl.col("phase") == "send").select(
+    sends = frame.filter(pl.col("phase") == "send").select(
         "aiv", send_us=pl.col("end_us") - pl.col("start_us")).sort("aiv")
+    if sends.height == 0:
+        raise InputError("DATASET", f"{path} has no send phase on die {die}: --kind aiv draws "
+                         f"each AIV's Token-Sending time")
+    return sends
 
 
 def aiv(series: Sequence[tuple[str, pl.DataFrame]]):
-    """Per-AIV send latency bars, one panel per timeline (Figure 9)."""
+    """Per-AIV send latency bars, one panel per timeline (Figure 9): (title, aiv_sends) pairs."""
     plt = _pyplot()
     fig, axes = plt.subplots(len(series), 1, figsize=(10, 2.3 * len(series) + 0.6),
                              sharex=True, sharey=True, squeeze=False, layout="constrained")
-    for ax, (label, frame) in zip(axes[:, 0], series):
-        sends = aiv_sends(frame)
+    for ax, (label, sends) in zip(axes[:, 0], series):
         ax.bar(sends["aiv"], sends["send_us"], color="#1f77b4")
         top = float(sends["send_us"].max())
         ax.axhline(top, color="#d62728", linestyle="--", linewidth=0.8)

@@ -63,7 +63,8 @@ def plot(datasets: tuple[str, ...], kind: str, out: Path | None, where: str | No
             fig = figures.timeline(picked[0][1], picked[0][0])
         else:
             names = labels or tuple(Path(d).stem for d in datasets)
-            fig = figures.aiv([(f"{n} (die {d})", f) for n, (d, f) in zip(names, picked)])
+            fig = figures.aiv([(f"{n} (die {d})", figures.aiv_sends(f, d, path))
+                               for n, path, (d, f) in zip(names, datasets, picked)])
     else:
         for flag, value in (("--die", die), ("--label", labels or None)):
             if value is not None:
