@@ -128,3 +128,16 @@ def test_bad_input_exits_2_with_one_message(tmp_path, monkeypatch, data, make_ar
     for w in words:
         assert w in err
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("kind", ["aiv", "timeline"])
+def test_label_titles_timeline_figures(tmp_path, monkeypatch, data, kind):
+    import ubepsim.plot
+
+    titles = []
+    monkeypatch.setattr(ubepsim.plot, "save",
+                        lambda fig, path: titles.extend(ax.get_title() for ax in fig.axes))
+    code, _, err = run_cli("plot", data["timeline"][0], "--kind", kind, "--label", "Foo",
+                           "--out", tmp_path / "t.png")
+    assert code == 0, err
+    assert any(t.startswith("Foo") for t in titles), titles

@@ -283,7 +283,7 @@ def aiv(series: Sequence[tuple[str, pl.DataFrame]]):
     return fig
 
 
-def timeline(frame: pl.DataFrame, die: int):
+def timeline(frame: pl.DataFrame, title: str):
     """Gantt chart of one die's AIVs: a bar per phase."""
     plt = _pyplot()
     n = frame["aiv"].max() + 1
@@ -297,7 +297,7 @@ def timeline(frame: pl.DataFrame, die: int):
     ax.set_ylim(n - 0.5, -0.5)
     ax.set_xlabel("time (us)")
     ax.set_ylabel("AIV")
-    ax.set_title(f"die {die}")
+    ax.set_title(title)
     fig.legend(fontsize=7, ncol=min(len(seen), 6), loc="outside lower center")
     return fig
 

@@ -29,7 +29,8 @@ from ..plot import KINDS, TIMELINE_KINDS
 @click.option("--die", type=int, default=None,
               help="aiv, timeline: the die to show (default: the one that finishes last).")
 @click.option("--label", "labels", multiple=True,
-              help="aiv: a panel title per timeline, in order (default: the file names).")
+              help="aiv, timeline: a title per timeline, in order (default: the file "
+                   "names).")
 def plot(datasets: tuple[str, ...], kind: str, out: Path | None, where: str | None,
          die: int | None, labels: tuple[str, ...]) -> None:
     """Write a PNG figure of DATASET.
@@ -59,10 +60,10 @@ def plot(datasets: tuple[str, ...], kind: str, out: Path | None, where: str | No
                              f"{len(labels)} label(s)")
         frames = [figures.read_timeline(d) for d in datasets]
         picked = [figures.pick_die(f, die, d) for f, d in zip(frames, datasets)]
+        names = labels or tuple(Path(d).stem for d in datasets)
         if kind == "timeline":
-            fig = figures.timeline(picked[0][1], picked[0][0])
+            fig = figures.timeline(picked[0][1], f"{names[0]} (die {picked[0][0]})")
         else:
-            names = labels or tuple(Path(d).stem for d in datasets)
             fig = figures.aiv([(f"{n} (die {d})", figures.aiv_sends(f, d, path))
                                for n, path, (d, f) in zip(names, datasets, picked)])
     else:
