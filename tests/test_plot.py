@@ -3,6 +3,8 @@ exits 2 with one message and writes nothing."""
 
 from __future__ import annotations
 
+import shutil
+
 import polars as pl
 import pytest
 
@@ -63,6 +65,14 @@ def data(tmp_path_factory):
     }.items():
         frame.write_parquet(d / f"{name}.parquet")
         out[name] = str(d / f"{name}.parquet")
+    # Results beside another Parquet file: a timeline, or a CSV named .parquet.
+    part = next((d / "groups").glob("*.parquet"))
+    for name, write in (("with_timeline", lambda p: shutil.copy(timelines[0], p)),
+                        ("with_csv", lambda p: p.write_text("a,b\n1,2\n"))):
+        (d / name).mkdir()
+        shutil.copy(part, d / name)
+        write(d / name / "zz.parquet")
+        out[name] = str(d / name)
     return out
 
 
@@ -118,6 +128,14 @@ def test_default_output_name(tmp_path, monkeypatch, data):
     (lambda d: (d["tl_end_null"], "--kind", "aiv", "--die", 0), ["tl_end_null", "end_us"]),
     (lambda d: (d["tl_no_send"], "--kind", "aiv"), ["tl_no_send", "send"]),
     (lambda d: (d["tl_backwards"], "--kind", "aiv"), ["tl_backwards", "before start_us"]),
+    (lambda d: (d["with_timeline"], "--kind", "heatmap"),
+     ["DATASET", "zz.parquet", "not sweep results"]),
+    (lambda d: (d["with_timeline"], "--kind", "heatmap", "--where", "ranks = 8"),
+     ["DATASET", "zz.parquet", "not sweep results"]),
+    (lambda d: (d["with_csv"], "--kind", "heatmap", "--where", "ranks = 8"),
+     ["DATASET", "zz.parquet", "not a Parquet file"]),
+    (lambda d: (d["heatmap"], d["aiv"][0], "--kind", "heatmap", "--where", "ranks = 8"),
+     ["DATASET", "expert_block.parquet", "not sweep results"]),
 ])
 def test_bad_input_exits_2_with_one_message(tmp_path, monkeypatch, data, make_args, words):
     monkeypatch.chdir(tmp_path)
@@ -127,6 +145,13 @@ def test_bad_input_exits_2_with_one_message(tmp_path, monkeypatch, data, make_ar
     assert len(lines) == 1 and lines[0].startswith("error:"), err
     for w in words:
         assert w in err
+    assert not list(tmp_path.iterdir())
+
+
+def test_empty_dataset_is_not_the_current_directory(tmp_path, monkeypatch, data):
+    monkeypatch.chdir(data["heatmap"])   # Path("") is "." : it would read these results
+    code, _, err = run_cli("plot", "", "--kind", "heatmap", "--out", tmp_path / "h.png")
+    assert code == 2 and err.startswith("error: DATASET:"), err
     assert not list(tmp_path.iterdir())
 
 

@@ -10,6 +10,7 @@ Two inputs:
 
 from __future__ import annotations
 
+import glob
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,6 +38,9 @@ PHASE_COLOURS = {
     "verify": "#9467bd", "cumsum": "#2ca02c", "reorder": "#8c564b", "count_send": "#ff7f0e",
     "count_poll": "#e377c2", "offset_poll": "#bcbd22",
 }
+# The columns that make a Parquet file sweep results: `ubepsim sweep` writes every parameter,
+# config_id and the results; a timeline, a routing trace or a measurement file lacks some.
+RESULTS_COLUMNS = (*NAMES, "config_id", "latency_us")
 NEEDS = {
     "heatmap": ("ranks", "batch", "cumsum_aivs", "latency_us"),
     "breakdown": ("protocol", *(c for c, _ in PHASES)),
@@ -55,9 +59,7 @@ def _pyplot():
 
 def read_results(datasets: Sequence[str], kind: str, where: str | None) -> pl.DataFrame:
     """Sweep rows for `kind`, filtered; InputError if a needed column is missing."""
-    from .sweep import scan
-
-    frame = pl.concat([scan(d) for d in datasets], how="diagonal_relaxed")
+    frame = pl.concat([scan_results(d, kind) for d in datasets], how="diagonal_relaxed")
     if where:
         try:
             frame = pl.SQLContext(results=frame).execute(f"SELECT * FROM results WHERE {where}")
@@ -66,16 +68,37 @@ def read_results(datasets: Sequence[str], kind: str, where: str | None) -> pl.Da
             raise InputError("--where", str(e).splitlines()[0]) from None
     else:
         frame = frame.collect()
-    missing = [c for c in NEEDS[kind] if c not in frame.columns]
-    if missing:
-        raise InputError("DATASET", f"{', '.join(datasets)} has no column {missing[0]}; "
-                         f"--kind {kind} needs sweep results with {', '.join(NEEDS[kind])}")
     if frame.height == 0:
         raise InputError("DATASET", "no rows" + (" match --where" if where else ""))
     for c in ("protocol", "sync", "schedule"):
         if c in frame.columns:
             frame = frame.with_columns(pl.col(c).cast(pl.String))
     return frame
+
+
+def scan_results(dataset: str, kind: str) -> pl.LazyFrame:
+    """One DATASET, each of its files checked to be sweep results with the columns `kind`
+    needs: sweep.scan checks only a dataset's first file, and a directory may hold a timeline
+    or a file that is not Parquet beside the parts (reading them failed later, or was blamed on
+    --where). Files are scanned one by one, so that column types that differ still concatenate."""
+    from .sweep import scan
+
+    scan(dataset)   # it exists and holds Parquet files
+    path = Path(dataset)
+    files = (sorted(path.glob("*.parquet")) if path.is_dir() else [path] if path.is_file()
+             else sorted(map(Path, glob.glob(dataset, recursive=True))))
+    frames = [scan(f) for f in files]
+    for f, frame in zip(files, frames):
+        columns = frame.collect_schema().names()
+        missing = [c for c in RESULTS_COLUMNS if c not in columns]
+        if missing:
+            raise InputError("DATASET", f"{f} is not sweep results (it has no column "
+                             f"{missing[0]}); --kind {kind} reads what `ubepsim sweep` writes")
+        missing = [c for c in NEEDS[kind] if c not in columns]
+        if missing:
+            raise InputError("DATASET", f"{f} has no column {missing[0]}; --kind {kind} needs "
+                             f"sweep results with {', '.join(NEEDS[kind])}")
+    return pl.concat(frames, how="diagonal_relaxed")
 
 
 def read_timeline(path: str) -> pl.DataFrame:

@@ -47,6 +47,9 @@ def plot(datasets: tuple[str, ...], kind: str, out: Path | None, where: str | No
 
     if kind not in KINDS:
         raise InputError("--kind", f"{kind!r} is not a figure; choose one of {', '.join(KINDS)}")
+    if "" in datasets:   # Path("") is the current directory: never what was meant
+        raise InputError("DATASET", "is an empty string; give a sweep's output directory, a "
+                         "Parquet file or a glob (aiv and timeline: timeline files)")
     out = out or Path(f"{kind}.png")
     check_out(out, (".png",))
     if kind in TIMELINE_KINDS:
