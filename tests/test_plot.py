@@ -110,7 +110,8 @@ def test_default_output_name(tmp_path, monkeypatch, data):
     (lambda d: ("nowhere", "--kind", "heatmap"), ["nowhere"]),
     (lambda d: (d["aiv"][0], "--kind", "heatmap"), ["DATASET"]),
     (lambda d: (d["heatmap"], "--kind", "timeline"), ["DATASET", "timeline"]),
-    (lambda d: (d["sync"], "--kind", "heatmap"), ["cumsum_aivs"]),
+    (lambda d: (d["sync"], "--kind", "heatmap"),
+     ["DATASET", "hidden", "--where \"hidden = 8\""]),
     (lambda d: (d["sync"], "--kind", "breakdown"), ["hidden", "--where"]),
     (lambda d: (d["heatmap"], "--kind", "heatmap", "--out", "x.jpg"), ["--out", ".png"]),
     (lambda d: (d["heatmap"], "--kind", "heatmap", "--where", "warp = 1"), ["--where"]),
@@ -145,6 +146,8 @@ def test_bad_input_exits_2_with_one_message(tmp_path, monkeypatch, data, make_ar
     assert len(lines) == 1 and lines[0].startswith("error:"), err
     for w in words:
         assert w in err
+    # plot has no parameter flags: a message must not send the user to one (--sync, ...).
+    assert "(--" not in err
     assert not list(tmp_path.iterdir())
 
 

@@ -148,10 +148,13 @@ def single_valued(frame: pl.DataFrame, axes: Sequence[str], kind: str) -> None:
         pl.col(n).n_unique() for n in others)
     for name in others:
         if counts[name].max() > 1:
-            values = ", ".join(map(str, frame[name].unique().sort().head(4).to_list()))
-            raise InputError(name, f"takes several values ({values}) at the same point of "
-                             f"--kind {kind} ({', '.join(axes)}); pick one with --where, "
-                             f"e.g. --where \"{name} = ...\"")
+            values = frame[name].unique().sort().head(4).to_list()
+            example = f"'{values[0]}'" if isinstance(values[0], str) else values[0]
+            # Keyed DATASET, not the parameter: plot has no flag per parameter (--sync, ...).
+            raise InputError("DATASET", f"{name} takes several values "
+                             f"({', '.join(map(str, values))}) at the same point of --kind "
+                             f"{kind} ({', '.join(axes)}); pick one with --where, e.g. "
+                             f"--where \"{name} = {example}\"")
 
 
 def critical_die(frame: pl.DataFrame) -> int:
