@@ -73,6 +73,10 @@ def data(tmp_path_factory):
         shutil.copy(part, d / name)
         write(d / name / "zz.parquet")
         out[name] = str(d / name)
+    (d / "no_latency").mkdir()
+    pl.read_parquet(part).with_columns(latency_us=pl.lit(None, pl.Float64)).write_parquet(
+        d / "no_latency" / part.name)
+    out["no_latency"] = str(d / "no_latency")
     return out
 
 
@@ -137,6 +141,11 @@ def test_default_output_name(tmp_path, monkeypatch, data):
      ["DATASET", "zz.parquet", "not a Parquet file"]),
     (lambda d: (d["heatmap"], d["aiv"][0], "--kind", "heatmap", "--where", "ranks = 8"),
      ["DATASET", "expert_block.parquet", "not sweep results"]),
+    (lambda d: (d["no_latency"], "--kind", "heatmap"), ["DATASET", "latency_us", "null"]),
+    (lambda d: (d["sync"], "--kind", "sync", "--where", "hidden = 64"),
+     ["DATASET", "several hidden"]),
+    (lambda d: (d["heatmap"], "--kind", "heatmap", "--where", ""), ["--where", "empty"]),
+    (lambda d: (d["heatmap"], "--kind", "heatmap", "--where", " "), ["--where", "empty"]),
 ])
 def test_bad_input_exits_2_with_one_message(tmp_path, monkeypatch, data, make_args, words):
     monkeypatch.chdir(tmp_path)

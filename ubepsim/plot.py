@@ -59,6 +59,9 @@ def _pyplot():
 
 def read_results(datasets: Sequence[str], kind: str, where: str | None) -> pl.DataFrame:
     """Sweep rows for `kind`, filtered; InputError if a needed column is missing."""
+    if where is not None and not where.strip():   # not "no filter": the user meant one
+        raise InputError("--where", "is empty; give a SQL condition, e.g. \"topk = 8\", or "
+                         "leave --where out")
     frame = pl.concat([scan_results(d, kind) for d in datasets], how="diagonal_relaxed")
     if where:
         try:
@@ -70,6 +73,8 @@ def read_results(datasets: Sequence[str], kind: str, where: str | None) -> pl.Da
         frame = frame.collect()
     if frame.height == 0:
         raise InputError("DATASET", "no rows" + (" match --where" if where else ""))
+    check_values(frame, NEEDS[kind], ", ".join(datasets), f"--kind {kind} needs a value in "
+                 f"every row (leave such rows out with --where)")
     for c in ("protocol", "sync", "schedule"):
         if c in frame.columns:
             frame = frame.with_columns(pl.col(c).cast(pl.String))
@@ -261,6 +266,11 @@ def sync(frame: pl.DataFrame):
     rank count (Figure 10)."""
     frame = frame.with_columns(payload=pl.col("bytes_per_rank") / (pl.col("batch")
                                                                    * pl.col("topk")))
+    if frame["payload"].n_unique() < 2:   # a line per variant needs two points at least
+        raise InputError("DATASET", f"--kind sync draws latency against payload per token, "
+                         f"but every row has {frame['payload'][0]:g} bytes (hidden = "
+                         f"{frame['hidden'][0]}); give sweep results with several hidden "
+                         f"values")
     single_valued(frame, ("ranks", "sync", "hidden", "dtype"), "sync")
     mean = frame.group_by("ranks", "sync", "payload").agg(pl.col("latency_us").mean()) \
         .sort("ranks", "sync", "payload")
