@@ -102,6 +102,14 @@ def test_options_of_each_input(tmp_path, data):
     assert code == 0, err
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")   # pytest would swallow it otherwise
+def test_heatmap_of_a_sparse_grid_warns_nothing(tmp_path, data):
+    # ranks 8 lacks batch 16: its panel has a blank row, which is no reason for a warning
+    code, _, err = run_cli("plot", data["heatmap"], "--kind", "heatmap", "--where",
+                           "NOT (ranks = 8 AND batch = 16)", "--out", tmp_path / "h.png")
+    assert code == 0 and not err, err
+
+
 def test_default_output_name(tmp_path, monkeypatch, data):
     monkeypatch.chdir(tmp_path)
     code, _, err = run_cli("plot", data["sync"], "--kind", "sync")
