@@ -100,6 +100,19 @@ def test_missing_or_empty_dataset_exits_2(tmp_path):
     assert code == 2 and stderr.startswith(f"error: DATASET: {tmp_path}/notes.txt is not a Parq")
 
 
+def test_an_empty_name_or_a_stray_table_beside_the_parts_exits_2(dataset, tmp_path):
+    code, _, stderr = run_cli("query", "", "SELECT 1 FROM results")
+    assert code == 2 and stderr.startswith("error: DATASET: is empty")
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    part = sorted(dataset.glob("*.parquet"))[0]
+    (mixed / part.name).write_bytes(part.read_bytes())
+    pl.DataFrame({"x": [1]}).write_parquet(mixed / "zz.parquet")
+    code, _, stderr = run_cli("query", mixed, "SELECT count(*) FROM results")
+    assert code == 2 and stderr.startswith(f"error: DATASET: {mixed}/zz.parquet and {mixed}/"
+                                           f"{part.name} differ in their columns")
+
+
 def test_a_query_over_an_interrupted_sweep_warns_and_still_answers(dataset, tmp_path):
     partial = tmp_path / "partial"
     grid = write_grid(tmp_path, QUERY_GRID)

@@ -10,7 +10,6 @@ Two inputs:
 
 from __future__ import annotations
 
-import glob
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -83,27 +82,17 @@ def read_results(datasets: Sequence[str], kind: str, where: str | None) -> pl.Da
 
 def scan_results(dataset: str, kind: str) -> pl.LazyFrame:
     """One DATASET, each of its files checked to be sweep results with the columns `kind`
-    needs: sweep.scan checks only a dataset's first file, and a directory may hold a timeline
-    or a file that is not Parquet beside the parts (reading them failed later, or was blamed on
-    --where). Files are scanned one by one, so that column types that differ still concatenate."""
+    needs (a timeline or a stray table beside the parts failed later, or was blamed on
+    --where)."""
     from .sweep import scan
 
-    scan(dataset)   # it exists and holds Parquet files
-    path = Path(dataset)
-    files = (sorted(path.glob("*.parquet")) if path.is_dir() else [path] if path.is_file()
-             else sorted(map(Path, glob.glob(dataset, recursive=True))))
-    frames = [scan(f) for f in files]
-    for f, frame in zip(files, frames):
-        columns = frame.collect_schema().names()
-        missing = [c for c in RESULTS_COLUMNS if c not in columns]
-        if missing:
-            raise InputError("DATASET", f"{f} is not sweep results (it has no column "
-                             f"{missing[0]}); --kind {kind} reads what `ubepsim sweep` writes")
-        missing = [c for c in NEEDS[kind] if c not in columns]
-        if missing:
-            raise InputError("DATASET", f"{f} has no column {missing[0]}; --kind {kind} needs "
-                             f"sweep results with {', '.join(NEEDS[kind])}")
-    return pl.concat(frames, how="diagonal_relaxed")
+    frame = scan(dataset, RESULTS_COLUMNS, f": not sweep results; --kind {kind} reads what "
+                 f"`ubepsim sweep` writes")
+    missing = [c for c in NEEDS[kind] if c not in frame.collect_schema().names()]
+    if missing:
+        raise InputError("DATASET", f"{dataset} has no column {missing[0]}; --kind {kind} "
+                         f"needs sweep results with {', '.join(NEEDS[kind])}")
+    return frame
 
 
 def read_timeline(path: str) -> pl.DataFrame:

@@ -19,7 +19,7 @@ import glob
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -53,31 +53,45 @@ class Summary:
     write_s: float = 0.0    # writing parts
 
 
-def scan(dataset: str | Path) -> pl.LazyFrame:
+def scan(dataset: str | Path, need: Sequence[str] = (), why: str = "") -> pl.LazyFrame:
     """A results dataset as a LazyFrame: a sweep's directory, a Parquet file or a glob.
 
-    Checked before anything is computed: the files exist and the first is Parquet.
+    Checked before anything is computed, file by file: each is Parquet, all have the first's
+    columns (a directory may hold a stray table beside the parts), and they have the columns
+    `need` (`why` says what needs them).
     """
+    if not str(dataset).strip():
+        raise InputError("DATASET", "is empty; give a sweep's output directory, a Parquet file "
+                         "or a glob")
     path = Path(dataset)
     if path.is_dir():
         files = sorted(path.glob("*.parquet"))
         if not files:
             raise InputError("DATASET", f"{path} holds no Parquet files")
-        pattern = path / "*.parquet"
     elif path.is_file():
-        files, pattern = [path], path
+        files = [path]
     elif any(c in str(dataset) for c in "*?["):
-        files, pattern = sorted(Path(p) for p in glob.glob(str(dataset), recursive=True)), dataset
+        files = sorted(Path(p) for p in glob.glob(str(dataset), recursive=True))
         if not files:
             raise InputError("DATASET", f"{dataset} matches no file")
     else:
         raise InputError("DATASET", f"{dataset} does not exist; give a sweep's output "
                          f"directory, a Parquet file or a glob")
-    try:
-        pq.read_schema(files[0])
-    except (OSError, pa.ArrowException) as e:
-        raise InputError("DATASET", f"{files[0]} is not a Parquet file ({e})") from None
-    return pl.scan_parquet(pattern)
+    first: list[str] = []
+    for f in files:
+        try:
+            names = pq.read_schema(f).names
+        except (OSError, pa.ArrowException) as e:
+            raise InputError("DATASET", f"{f} is not a Parquet file ({e})") from None
+        missing = [c for c in need if c not in names]
+        if missing:
+            raise InputError("DATASET", f"{f} has no column {missing[0]}{why}")
+        first = first or names
+        if set(names) != set(first):
+            odd = sorted(set(names) ^ set(first))[0]
+            raise InputError("DATASET", f"{f} and {files[0]} differ in their columns ({odd}); "
+                             f"the files of a dataset are parts of one table")
+    return pl.scan_parquet(files)
 
 
 def shortfall(dataset: str | Path) -> str | None:
