@@ -65,6 +65,7 @@ def test_timeline_has_a_row_per_die_aiv_and_phase(tmp_path):
     (("--routing", "trace", "--trace", "/no/such.parquet"), "trace"),
     (("--routing", "trace"), "trace"),
     (("--profile", "/no/such.toml"), "profile"),
+    (("--profile", ""), "--profile: is empty; give a built-in profile (cm384) or a TOML file"),
     (("--routing", "zipf", "--zipf-s", "nan"), "zipf_s (--zipf-s): expected a finite number"),
     (("--routing", "hot", "--hot-share", "inf"), "hot_share (--hot-share): expected a finite"),
     (("--timeline", ""), "--timeline"),

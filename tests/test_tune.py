@@ -120,6 +120,7 @@ def test_a_grid_file_gives_the_same_rows(tmp_path):
     (("--ranks", "8", "--seed", "99999999999999999999"), ["seed", "above the maximum"]),
     (("--ranks", "8", "--out", "/proc/t.toml"), ["--out", "cannot write in /proc"]),
     (("--grid", "bin.toml"), ["--grid", "bin.toml is not a text file"]),
+    (("--grid", ""), ["--grid: is empty; give a grid file"]),
 ])
 def test_bad_input_exits_2_with_one_message(tmp_path, monkeypatch, args, words):
     monkeypatch.chdir(tmp_path)

@@ -86,6 +86,8 @@ class Grid:
 def load_grid(path: str | Path, key: str = "GRID") -> Grid:
     """Read, check and expand a grid file; raises InputError naming the file and the key
     (`key` names the file itself: the argument or flag it came from)."""
+    if not str(path).strip():
+        raise InputError(key, "is empty; give a grid file (TOML)")
     path = Path(path)
     source = str(path)
     try:

@@ -130,6 +130,8 @@ def load_profile(spec: str | Path = "cm384", overrides: dict[str, Any] | None = 
         path = Path(spec)
         what = (f"give a built-in profile ({', '.join(BUILTIN)}) or a TOML file with a "
                 f"[hardware] table")
+        if not name.strip():
+            raise InputError(key, f"is empty; {what}", source)
         try:
             doc = tomllib.loads(path.read_text())
         except OSError as e:
