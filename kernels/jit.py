@@ -1,11 +1,43 @@
 """Numba flags, from one place. Cycle counts must be exact: no fastmath anywhere in the model."""
 
+import os
+from pathlib import Path
+
 import numba
 
 # cache: compiled kernels are reused across processes (first compile takes seconds).
 # nogil: batches may also run on Python threads (Dask workers).
 JIT_FLAGS = dict(cache=True, nogil=True, fastmath=False, error_model="numpy")
 
+# Where the compiled kernels are cached, unless NUMBA_CACHE_DIR says otherwise: a user cache
+# directory, not Numba's default `__pycache__` beside the source. Inside site-packages that
+# folder outlives `pip uninstall`, and a later `pip install -e` of the same package is then
+# shadowed by the leftover directory (an empty namespace package named ubepsim). Numba keys the
+# cache by the source file's path and stamp, so installs and versions do not mix.
+def _user_cache() -> str:
+    try:
+        return str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ubepsim")
+    except RuntimeError:  # no home directory: Numba's own choice
+        return ""
+
+
+CACHE_DIR = _user_cache()
+
 
 def njit(*args, **kw):
-    return numba.njit(*args, **{**JIT_FLAGS, **kw})
+    """numba.njit with JIT_FLAGS, as a bare decorator or with options."""
+    flags = {**JIT_FLAGS, **kw}
+    if len(args) == 1 and callable(args[0]) and not kw:
+        return _compile(numba.njit(**flags), args[0])
+    return lambda f: _compile(numba.njit(*args, **flags), f)
+
+
+def _compile(decorate, f):
+    # Numba picks a function's cache directory when it is decorated, from its global config:
+    # set it for this call only, so that other Numba code in the process keeps its own.
+    saved = numba.config.CACHE_DIR
+    numba.config.CACHE_DIR = saved or CACHE_DIR
+    try:
+        return decorate(f)
+    finally:
+        numba.config.CACHE_DIR = saved

@@ -146,3 +146,14 @@ def test_timeline_marks_match_the_twin(configs):
             kernel = [0.0] + rows["end_us"].to_list()
             assert kernel == pytest.approx([m / clock for m in twin[die][aiv]], abs=1e-9), \
                 (cfg, prof, die, aiv)
+
+
+def test_compiled_kernels_are_cached_outside_the_package():
+    """Numba's default, __pycache__ beside the kernels, outlives `pip uninstall` in
+    site-packages and then shadows an editable install of the package."""
+    from pathlib import Path
+
+    from ubepsim.kernels import dispatch
+    cache = Path(dispatch._simulate_batch._cache._cache_path)
+    package = Path(dispatch.__file__).resolve().parent.parent
+    assert package not in cache.resolve().parents
