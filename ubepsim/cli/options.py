@@ -28,9 +28,9 @@ def model_options(lists: tuple[str, ...] = (), hidden: tuple[str, ...] = ()) -> 
                 help_text += " Comma-separated list allowed."
             f = click.option(p.flag, p.name, type=str, default=None, metavar=_metavar(p),
                              help=help_text, hidden=p.name in hidden)(f)
-        f = click.option("--profile", "profile", default="cm384", show_default=True,
-                         metavar="NAME|FILE.toml",
-                         help="Hardware profile: built-in name or a TOML file with [hardware].")(f)
+        f = click.option("--profile", "profile", default="cm384", metavar="NAME|FILE.toml",
+                         help="Hardware profile: built-in name or a TOML file with [hardware] "
+                              "(default: cm384).")(f)
         return f
     return decorate
 
