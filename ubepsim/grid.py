@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import hashlib
 import math
 import operator
@@ -60,7 +61,7 @@ class Grid:
     def size(self) -> int:
         return self.points.height
 
-    @property
+    @functools.cached_property  # hashes every point: once per grid
     def fingerprint(self) -> str:
         """A hash of exactly what gets simulated: the points in order and the resolved profile.
 

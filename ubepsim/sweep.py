@@ -134,7 +134,6 @@ def existing_parts(out: Path, grid: Grid) -> list[tuple[int, int]]:
     """
     if not out.exists():
         return []
-    fingerprint = grid.fingerprint
     if not out.is_dir():
         raise InputError("--out", f"{out} exists and is not a directory")
     ranges = []
@@ -147,7 +146,7 @@ def existing_parts(out: Path, grid: Grid) -> list[tuple[int, int]]:
         except (OSError, pa.ArrowException) as e:  # damaged after it was written
             raise InputError("--out", f"{path} is not a readable part ({e}); delete that file "
                              f"and run again with --resume") from None
-        if meta.get("fingerprint") != fingerprint:
+        if meta.get("fingerprint") != grid.fingerprint:
             raise InputError("--out", f"{out} holds the results of {_other(meta, grid)}; "
                              f"choose another directory or delete this one")
         if meta.get("version") != __version__:
