@@ -143,6 +143,20 @@ def _qsearch(cum, target, n_experts):
     return lo, steps
 
 
+@njit
+def _qsteps_table(n_experts):
+    """Steps of the quaternary search by the expert it ends on. Each comparison, target <
+    cum[p], holds exactly when pivot p lies past that expert (cum is nondecreasing), so the
+    search's path, and its step count, depend on that expert alone: one table per
+    configuration replaces a search per AIV and die. It is built by the same search, on counts
+    for which the target is its own expert (cum[p] = p)."""
+    cum = np.arange(n_experts + 1)
+    table = np.empty(n_experts, np.int64)
+    for e in range(n_experts):
+        table[e] = _qsearch(cum, e, n_experts)[1]
+    return table
+
+
 @njit(inline="always")
 def _poll(t, visible, period, inv_period):
     """Back-to-back polls from t: the time the first poll issued at or after `visible`
@@ -423,6 +437,8 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     place = np.empty(M, np.int64)
     aoff = np.zeros(NS + 1, np.int64)
     steps = np.zeros(NS, np.int64)
+    key_at = np.empty(M, np.int64)     # per position in key order: the copy's key
+    qsteps_of = _qsteps_table(E) if sched != EXPERT_BLOCK else np.zeros(0, np.int64)
     cnt = np.zeros(E + 1, np.int64)
     fill = np.zeros(E + 1, np.int64)
     dkey = np.empty(R, np.int64)       # per die: its experts' key minus the expert id
@@ -517,7 +533,6 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             fill[e + 1] = cnt[e + 1]
         # AIV lists: AIV j's copies at aoff[j] .. aoff[j + 1], in key order, except that
         # homogenized deals the key order round-robin: key position q goes to place place[q]
-        steps[:] = 0
         homog = sched == HOMOGENIZED
         if sched == EXPERT_BLOCK:
             # AIV j owns the keys r with r * NS // E == j: its list starts at the first such r
@@ -527,9 +542,6 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         elif sched == BALANCED:
             for j in range(NS + 1):
                 aoff[j] = j * M // NS
-            for j in range(NS):
-                if aoff[j + 1] > aoff[j]:
-                    ex, steps[j] = _qsearch(cnt, aoff[j], E)
         else:
             x = 0
             for j in range(NS):
@@ -539,23 +551,27 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     place[q] = x
                     x += 1
                     q += NS
-                if j < M:
-                    ex, steps[j] = _qsearch(cnt, j, E)
             aoff[NS] = x
-        for j in range(NS):
-            if steps[j] > qsteps_max:
-                qsteps_max = steps[j]
         # each copy straight to its place: destination, slot in the receive order, token
         for i in range(M):
             r = key_c[u(i)]
             q = fill[u(r)]
             fill[u(r)] = q + 1
+            key_at[u(q)] = r
             x = u(place[u(q)] if homog else q)
             e = experts_of[u(base + i)]
             xdest[x] = die_of[u(e)]
             xslot[x] = rcur[u(e)]
             rcur[u(e)] += 1
             xtoken[x] = token_of[u(i)]
+        # each AIV's search (balanced, homogenized) for its first copy's position in key
+        # order, which ends on that copy's key
+        for j in range(NS):
+            if sched == EXPERT_BLOCK or aoff[j + 1] == aoff[j]:
+                steps[j] = 0
+            else:
+                steps[j] = qsteps_of[u(key_at[u(aoff[j] if sched == BALANCED else j)])]
+                qsteps_max = max(qsteps_max, steps[j])
 
         # per destination: hop latency, and the copies sent there (a die's experts have
         # consecutive keys), for the hop counts and the port-bandwidth bound

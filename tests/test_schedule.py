@@ -83,6 +83,8 @@ def test_quaternary_search_finds_the_covering_expert(ids, n_experts, data):
     cum = np.searchsorted(np.asarray(ids), np.arange(n_experts + 1), side="left")
     k_expert, k_steps = dispatch._qsearch(cum.astype(np.int64), target, n_experts)
     assert (k_expert, k_steps) == (expert, steps)
+    # and the kernel's table of steps by the expert a search ends on
+    assert dispatch._qsteps_table(n_experts)[expert] == steps
 
 
 def test_quaternary_search_takes_four_to_five_steps_at_typical_expert_counts():
