@@ -3,9 +3,13 @@
     python bench/bench_sweep.py                  # sample throughput, 1 and 2 threads; overheads
     python bench/bench_sweep.py --full 600       # also run the real sweep for up to 600 s
 
-1. Throughput: a fixed sample of the million grid (SAMPLE points drawn with a fixed seed, in
-   random order) through `simulate_table`, with 1 and 2 threads, after a JIT warm-up, the best
-   of --repeat alternating runs: configurations per second and token copies per second per core.
+1. Throughput: a fixed sample of the million grid through `simulate_table`, with 1 and 2
+   threads, after a JIT warm-up, the best of --repeat alternating runs: configurations per
+   second and token copies per second per core. The sample is stratified: --per-setting points
+   (a seeded draw, in random order) of each setting of the axes that decide a configuration's
+   cost (COST_AXES). Each setting holds the same share of the grid, so the sample's rate
+   estimates the whole grid's without the luck of drawing its few costliest configurations: a
+   plain draw of 2,000 points overstated the whole run's rate by 15%.
 2. Overheads: expanding and validating the whole grid (load_grid), and writing a full
    million-row dataset in parts (the sample's result rows repeated to the grid's size, written
    by the engine's own write_part), against the sweep time the measured rate predicts.
@@ -37,12 +41,14 @@ from ubepsim.sweep import PART_ROWS, metadata, provenance, write_part
 
 ROOT = Path(__file__).resolve().parent.parent
 MILLION = ROOT / "sweeps" / "million.toml"
-SAMPLE = 2000
+COST_AXES = ["ranks", "experts", "batch", "topk"]   # cost grows with ranks * batch * topk
+PER_SETTING = 3
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sample", type=int, default=SAMPLE, help="points in the fixed sample")
+    ap.add_argument("--per-setting", type=int, default=PER_SETTING,
+                    help="sample points per setting of " + ", ".join(COST_AXES))
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per thread count")
     ap.add_argument("--full", type=float, default=None, metavar="SECONDS",
                     help="also run the whole million grid, stopping it after SECONDS")
@@ -55,9 +61,10 @@ def main() -> None:
     print(f"grid: {grid.size:,} configurations ({grid.product:,} before the filter), "
           f"expanded and validated in {expand_s:.2f} s")
 
-    rng = np.random.default_rng(0)
-    index = rng.choice(grid.size, size=args.sample, replace=False)
-    sample = grid.batch(0, grid.size)[index]
+    sample = stratified_sample(grid, args.per_setting)
+    n = sample.height
+    print(f"sample: {n:,} configurations, {args.per_setting} per setting of "
+          f"{', '.join(COST_AXES)}")
     simulate_table(sample[:16], grid.profile, threads=1)  # JIT warm-up (or cache load)
     seconds = {1: [], 2: []}
     for _ in range(args.repeat):  # alternate, keep the best: other load only slows a run down
@@ -69,8 +76,8 @@ def main() -> None:
     rates = {}
     for threads, runs in seconds.items():
         best = min(runs)
-        rates[threads] = args.sample / best
-        print(f"{threads} thread(s): {args.sample:,} configurations in {best:.2f} s (best of "
+        rates[threads] = n / best
+        print(f"{threads} thread(s): {n:,} configurations in {best:.2f} s (best of "
               f"{len(runs)}): {rates[threads]:,.1f} configurations/s, "
               f"{rates[threads] / threads:,.1f} per core; "
               f"{copies / best / threads:,.0f} token copies/s per core")
@@ -86,6 +93,19 @@ def main() -> None:
     if args.full is not None:
         run_full(args.full)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+def stratified_sample(grid, per_setting: int) -> pl.DataFrame:
+    """per_setting points of each setting of COST_AXES, drawn with a fixed seed, shuffled."""
+    points = grid.batch(0, grid.size).with_row_index("point")
+    settings = points.group_by(COST_AXES, maintain_order=True).agg("point")["point"]
+    sizes = {len(s) for s in settings}
+    if len(sizes) != 1 or per_setting > min(sizes):
+        raise SystemExit(f"the grid's settings of {COST_AXES} are not equal in size: {sizes}")
+    rng = np.random.default_rng(0)
+    index = np.concatenate([rng.choice(s.to_numpy(), size=per_setting, replace=False)
+                            for s in settings])
+    return points[rng.permutation(index)].drop("point")
 
 
 def time_writing(grid, rows: pl.DataFrame) -> float:
