@@ -214,6 +214,22 @@ def test_trace_files_are_relative_to_the_grid_file(tmp_path, monkeypatch):
     assert e.value.key == "grid.trace" and f"no such file {tmp_path}/sub/absent" in str(e.value)
 
 
+def test_a_filter_names_trace_files_as_the_grid_does(tmp_path, monkeypatch):
+    (tmp_path / "sub").mkdir()
+    rows = [(r, t, k, (r + t + k) % 4) for r in range(4) for t in range(2) for k in range(2)]
+    for name in ("a", "b"):
+        pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(
+            tmp_path / "sub" / f"{name}.parquet")
+    monkeypatch.chdir(tmp_path)  # not the grid's directory
+    body = ("[grid]\nranks = 4\nbatch = 2\ntopk = 2\nrouting = 'trace'\n"
+            "trace = ['a.parquet', 'b.parquet']\n")
+    for flt, kept in (("trace == 'a.parquet'", ["a"]), ("trace in ['b.parquet']", ["b"]),
+                      ("trace != 'a.parquet'", ["b"])):
+        path = write_grid(tmp_path / "sub", f'[sweep]\nname = "t"\nfilter = "{flt}"\n{body}')
+        assert load_grid(path).points["trace"].to_list() == [
+            str(tmp_path / "sub" / f"{n}.parquet") for n in kept]
+
+
 def test_a_profile_files_error_names_that_file_and_its_hardware_key(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "hw.toml").write_text("[hardware]\naivs = 'many'\n")

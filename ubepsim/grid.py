@@ -120,7 +120,7 @@ def load_grid(path: str | Path, key: str = "GRID") -> Grid:
     if not isinstance(spec, str):
         raise InputError("sweep.profile", f"expected a string ({SWEEP_KEYS['profile']})", source)
     if spec not in BUILTIN:
-        spec = str(path.parent / spec)
+        spec = _beside(source, spec)
     profile = load_profile(spec, _table(doc, "profile", source), source, key="sweep.profile")
 
     axes = _axes(doc, sweep, source)
@@ -227,9 +227,14 @@ def _values(name: str, spec: Any, key: str, source: str, scalar: bool = True) ->
     return out
 
 
+def _beside(source: str, value: str) -> str:
+    """A file named in a grid (a trace, a profile): relative to the grid file."""
+    return str(Path(source).parent / value)
+
+
 def _trace_path(value: str, key: str, source: str) -> str:
-    """A trace file named in a grid: relative to the grid file, as a profile file is."""
-    path = Path(source).parent / value
+    """A trace file named in a grid, which must exist."""
+    path = Path(_beside(source, value))
     if not path.is_file():
         raise InputError(key, f"no such file {path} (a grid's trace files are relative to the "
                          f"grid file)", source)
@@ -385,6 +390,8 @@ def filter_expr(text: str, source: str | None = None) -> pl.Expr:
             raise fail(f"{value!r} is not a number, as {param} is")
         elif p is not None and p.kind not in (int, float) and not isinstance(value, str):
             raise fail(f"{value!r} is not a file name, as {param} is")
+        if param == "trace" and value and source is not None:
+            value = _beside(source, value)   # as the grid's own trace values are
         return value
 
     def build(node: ast.AST, param: str | None = None) -> pl.Expr:
