@@ -69,6 +69,26 @@ def test_fit_engine_reports_the_model_at_the_rounded_values():
     assert isinstance(result.values["init_cycles"], int)
 
 
+def test_a_key_no_measurement_depends_on_keeps_its_start_value(tmp_path):
+    """sentinel_collision_prob acts in sp only: fitted to bsp sw rows, it stays at its start (0,
+    below the fit's log-scale floor), and the report and the written profile say so."""
+    data = tmp_path / "m.csv"
+    synthetic({"init_cycles": 3000}, rows=6).filter(pl.col("sync") == "sw").write_csv(data)
+    out = tmp_path / "fitted.toml"
+    code, stdout, err = run_cli("calibrate", data, "--fit", "init_cycles,sentinel_collision_prob",
+                                "--out", out)
+    assert code == 0, err
+    got = fitted_values(out)
+    assert got["sentinel_collision_prob"] == 0.0
+    assert got["init_cycles"] == pytest.approx(3000, rel=0.03)
+    assert "sentinel_collision_prob" in stdout and "kept: no measurement depends" in stdout
+    lines = out.read_text().splitlines()
+    assert any(ln.startswith("sentinel_collision_prob =") and ln.endswith("no measurement "
+                                                                          "depends on it")
+               for ln in lines)
+    assert any(ln.startswith("init_cycles =") and ln.endswith("# fitted") for ln in lines)
+
+
 def test_unnamed_parameters_take_their_defaults(tmp_path):
     data = tmp_path / "m.csv"
     pl.DataFrame({"ranks": [8], "latency_us": [50.0]}).write_csv(data)

@@ -247,6 +247,7 @@ class Fit:
     rms_error: float                  # root mean square of the relative errors
     evaluations: int
     seconds: float
+    kept: tuple[str, ...] = ()        # keys no measurement moves: left at their start values
 
 
 def fit(problem: Problem, profile: Profile, keys: Sequence[str],
@@ -292,12 +293,22 @@ def fit(problem: Problem, profile: Profile, keys: Sequence[str],
                 best = (cost, values)
     assert best is not None
     values = {k: _round(k, v, significant) for k, v in best[1].items()}
+    # Where a key's start value gives the same results as its fitted one, the measurements
+    # hold nothing for the move (a key no point depends on would be written at its bound, or
+    # wherever the search stopped): it keeps its start value.
+    kept = []
+    for k in keys:
+        v0 = get_value(profile.values, k)
+        if values[k] != v0 and np.array_equal(evaluate({**values, k: v0}), evaluate(values)):
+            values[k] = v0
+            kept.append(k)
     final = with_values(profile, values)
     simulated = problem.simulate(final, threads)
     err = problem.residuals(simulated)
     return Fit({m: get_value(final.values, m) for k in keys for m in members(k)}, final,
                problem.table(simulated),
-               float(np.sqrt(np.mean(err ** 2))), len(cache), time.perf_counter() - started)
+               float(np.sqrt(np.mean(err ** 2))), len(cache), time.perf_counter() - started,
+               tuple(kept))
 
 
 def _least_squares(problem: Problem, keys: list[str], start: dict[str, float],

@@ -78,10 +78,14 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
     result = cal.fit(problem, profile, fit_keys, threads=threads,
                      max_evaluations=max_evaluations, progress=_progress)
     click.echo(_report(result, profile))
+    fitted = [k for k in fit_keys if k not in result.kept]
     header = [f"Hardware profile fitted by `ubepsim calibrate {measurements}` from "
               f"{profile.name}:", f"{len(problem.labels)} measurements, rms error "
-              f"{result.rms_error:.2%}; fitted: {', '.join(fit_keys)}."]
-    notes = {m: "fitted" for k in fit_keys for m in cal.members(k)}
+              f"{result.rms_error:.2%}; fitted: {', '.join(fitted) or 'none'}"
+              + (f"; no measurement depends on {', '.join(result.kept)}." if result.kept
+                 else ".")]
+    notes = {m: "fitted" if k in fitted else "kept: no measurement depends on it"
+             for k in fit_keys for m in cal.members(k)}
     write_text(target, cal.profile_toml(result.profile, header, notes))
     click.echo(f"wrote {target}")
 
@@ -115,7 +119,7 @@ def _progress(line: str) -> None:
 
 
 def _report(result, start) -> str:
-    from ..calibrate import get_value
+    from ..calibrate import get_value, members
 
     t = result.table
     width = max(len(p) for p in t["point"])
@@ -125,8 +129,10 @@ def _report(result, start) -> str:
                      f"{_num(row['simulated']):>10}  {row['error']:>+8.1%}")
     lines.append(f"rms error {result.rms_error:.2%} over {t.height} points; "
                  f"{result.evaluations} simulations of the point set in {result.seconds:.0f} s")
+    kept = {m for k in result.kept for m in members(k)}
     for k, v in result.values.items():
-        lines.append(f"  {k:<24} {_num(get_value(start.values, k)):>10} -> {_num(v)}")
+        lines.append(f"  {k:<24} {_num(get_value(start.values, k)):>10} -> {_num(v)}"
+                     + ("  (kept: no measurement depends on it)" if k in kept else ""))
     return "\n".join(lines)
 
 
