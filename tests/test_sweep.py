@@ -247,6 +247,21 @@ def test_a_local_dask_cluster_gives_the_single_machine_rows(tiny_grid, tmp_path)
     assert not parts(tmp_path / "many")
 
 
+def test_an_unreachable_scheduler_is_announced_then_refused(tiny_grid, tmp_path, monkeypatch):
+    from ubepsim import sweep as engine
+
+    monkeypatch.setattr(engine, "CONNECT_TIMEOUT_S", 1)
+    code, _, stderr = run_cli("sweep", tiny_grid, "--out", tmp_path / "out", "--scheduler",
+                              "tcp://127.0.0.1:1", "-q")
+    assert code == 2
+    lines = stderr.strip().splitlines()
+    assert lines[0] == ("connecting to the Dask scheduler at tcp://127.0.0.1:1 (giving up "
+                        "after 1 s)")
+    assert lines[1].startswith("error: --scheduler: cannot reach a Dask scheduler at "
+                               "tcp://127.0.0.1:1")
+    assert not parts(tmp_path / "out")
+
+
 @given(st.integers(1, 300), st.lists(st.integers(0, 300), max_size=12), st.integers(1, 64))
 def test_missing_parts_cover_exactly_the_gaps_within_part_boundaries(points, cuts, part_rows):
     bounds = sorted({min(c, points) for c in cuts} | {0, points})

@@ -41,6 +41,7 @@ META = "ubepsim."
 # statistics, small enough that a run killed mid-part loses little work.
 PART_ROWS = 65536
 BATCH_ROWS = 1024
+CONNECT_TIMEOUT_S = 20   # how long a client waits for a scheduler address to answer
 
 
 @dataclasses.dataclass
@@ -247,7 +248,7 @@ def dask_client(scheduler: str, threads: int | None) -> Iterator:
             cluster = stack.enter_context(LocalCluster(
                 n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None))
         try:
-            client = Client(cluster if n else scheduler, timeout="20s")
+            client = Client(cluster if n else scheduler, timeout=f"{CONNECT_TIMEOUT_S}s")
         except OSError as e:
             raise InputError("--scheduler", f"cannot reach a Dask scheduler at {scheduler}: "
                              f"{e}") from None

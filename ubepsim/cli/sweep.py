@@ -57,6 +57,9 @@ def sweep(grid_file: str, out: str | None, resume: bool, workers: int | None,
     click.echo(f"{grid.name}: {size}{kept}")
     if dry_run:
         return
+    if scheduler and engine.local_workers(scheduler) is None:
+        click.echo(f"connecting to the Dask scheduler at {scheduler} (giving up after "
+                   f"{engine.CONNECT_TIMEOUT_S} s)", err=True)
     summary = engine.run_sweep(
         grid, target, resume=resume, threads=threads, scheduler=scheduler,
         batch_rows=batch_rows or engine.BATCH_ROWS, part_rows=part_rows or engine.PART_ROWS,
