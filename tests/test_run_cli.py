@@ -126,6 +126,14 @@ def test_profile_file_overrides_and_rejects_unknown_keys(tmp_path):
     typed.write_text("[hardware]\naivs = 'many'\n")
     code, _, err = run_cli("run", *SMALL, "--profile", typed)
     assert code == 2 and f"{typed}: hardware.aivs: expected an integer" in err
+    for text, found in (("", "no [hardware] table"), ("hardware = 3\n", "not a table")):
+        typed.write_text(text)
+        code, _, err = run_cli("run", *SMALL, "--profile", typed)
+        assert code == 2 and f"--profile: {typed} has " in err and found in err, err
+    typed.write_text("[hardware]\n")   # an empty table: cm384's values under its own name
+    same = json.loads(run_cli("run", *SMALL, "--json", "--profile", typed)[1])
+    assert same.pop("profile") == "typed"
+    assert {k: v for k, v in base.items() if k != "profile"} == same
 
 
 def test_profile_rejects_impossible_fabrics():

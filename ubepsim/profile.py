@@ -145,7 +145,11 @@ def load_profile(spec: str | Path = "cm384", overrides: dict[str, Any] | None = 
             raise InputError(key, f"{path}: unknown key(s) outside [hardware]: "
                              f"{', '.join(sorted(set(doc) - {'hardware'}))}; a profile file "
                              f"holds one [hardware] table of hardware keys", source)
-        _merge(values, doc.get("hardware", {}), "hardware", str(path))
+        if not isinstance(doc.get("hardware"), dict):
+            found = "no [hardware] table" if "hardware" not in doc else "a hardware key " \
+                "that is not a table"
+            raise InputError(key, f"{path} has {found}; {what}", source)
+        _merge(values, doc["hardware"], "hardware", str(path))
         _check(values, "hardware", str(path))
         name = path.stem
     if overrides:
