@@ -145,11 +145,11 @@ def load_profile(spec: str | Path = "cm384", overrides: dict[str, Any] | None = 
             raise InputError(key, f"{path}: unknown key(s) outside [hardware]: "
                              f"{', '.join(sorted(set(doc) - {'hardware'}))}; a profile file "
                              f"holds one [hardware] table of hardware keys", source)
-        if not isinstance(doc.get("hardware"), dict):
-            found = "no [hardware] table" if "hardware" not in doc else "a hardware key " \
-                "that is not a table"
+        hardware = doc.get("hardware")
+        if not isinstance(hardware, dict):
+            found = "no [hardware] table" if hardware is None else "a hardware key, not a table"
             raise InputError(key, f"{path} has {found}; {what}", source)
-        _merge(values, doc["hardware"], "hardware", str(path))
+        _merge(values, hardware, "hardware", str(path))
         _check(values, "hardware", str(path))
         name = path.stem
     if overrides:
