@@ -100,8 +100,10 @@ def stratified_sample(grid, per_setting: int) -> pl.DataFrame:
     points = grid.batch(0, grid.size).with_row_index("point")
     settings = points.group_by(COST_AXES, maintain_order=True).agg("point")["point"]
     sizes = {len(s) for s in settings}
-    if len(sizes) != 1 or per_setting > min(sizes):
+    if len(sizes) != 1:
         raise SystemExit(f"the grid's settings of {COST_AXES} are not equal in size: {sizes}")
+    if not 1 <= per_setting <= min(sizes):
+        raise SystemExit(f"--per-setting must lie in [1, {min(sizes)}], got {per_setting}")
     rng = np.random.default_rng(0)
     index = np.concatenate([rng.choice(s.to_numpy(), size=per_setting, replace=False)
                             for s in settings])
