@@ -95,6 +95,7 @@ def test_bad_grid_exits_2_before_creating_anything(tmp_path):
     (("--workers", 0), "--workers"),
     (("--workers", 4096), "--workers"),
     (("--batch-size", 0), "--batch-size"),
+    (("--out", " "), "--out: is empty"),
     (("--scheduler", "local:x"), "--scheduler"),
     (("--scheduler", "local:0"), "--scheduler"),
     (("--scheduler", "nohost"), "--scheduler: missing port number"),
@@ -112,10 +113,12 @@ def test_an_out_that_cannot_be_created_exits_2_naming_it(tiny_grid, tmp_path):
     assert code == 2 and stderr.startswith(f"error: --out: cannot write into {tmp_path}/file/out")
 
 
-def test_grid_without_out_needs_the_flag(tmp_path):
+def test_grid_without_out_needs_the_flag_except_for_a_dry_run(tmp_path):
     grid = write_grid(tmp_path, TINY_GRID.replace('out = "tiny-results"\n', ""))
     code, _, stderr = run_cli("sweep", grid)
     assert code == 2 and "--out" in stderr
+    code, stdout, _ = run_cli("sweep", grid, "--dry-run")
+    assert code == 0 and f"the filter keeps {TINY_SIZE}" in stdout
 
 
 def test_another_grids_directory_is_refused_and_left_alone(tiny_grid, tmp_path):
@@ -140,7 +143,8 @@ def test_a_finished_sweep_needs_resume_and_then_does_nothing(tiny_grid, tmp_path
     out = tmp_path / "out"
     assert run_cli("sweep", tiny_grid, "--out", out, "-q")[0] == 0
     code, _, stderr = run_cli("sweep", tiny_grid, "--out", out)
-    assert code == 2 and f"already holds {TINY_SIZE} of the {TINY_SIZE} rows" in stderr
+    assert code == 2 and f"already holds all {TINY_SIZE} rows of this grid: the sweep is " \
+        "complete" in stderr
     code, stdout, _ = run_cli("sweep", tiny_grid, "--out", out, "--resume", "-q")
     assert code == 0 and "simulated 0 " in stdout
     assert read_rows(out).height == TINY_SIZE
@@ -158,6 +162,14 @@ def test_foreign_parquet_and_a_running_sweep_are_refused(tiny_grid, tmp_path):
         code, _, stderr = run_cli("sweep", tiny_grid, "--out", out)
     assert code == 2 and "another sweep is writing" in stderr
     assert not parts(out)
+    # with parts there too, the running sweep is what to say, not "add --resume"
+    run_sweep(load_grid(tiny_grid), out, part_rows=TINY_SIZE // 2)
+    (out / parts(out)[-1]).unlink()
+    with open(out / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        for extra in ((), ("--resume",)):
+            code, _, stderr = run_cli("sweep", tiny_grid, "--out", out, *extra)
+            assert code == 2 and stderr == f"error: --out: another sweep is writing into {out}\n"
 
 
 def test_resume_fills_the_gaps_and_drops_half_written_parts(tiny_grid, tmp_path):
@@ -259,7 +271,19 @@ def test_an_unreachable_scheduler_is_announced_then_refused(tiny_grid, tmp_path,
                         "after 1 s)")
     assert lines[1].startswith("error: --scheduler: cannot reach a Dask scheduler at "
                                "tcp://127.0.0.1:1")
-    assert not parts(tmp_path / "out")
+    assert not (tmp_path / "out").exists()    # not even an empty directory with its lock
+
+
+def test_ctrl_c_says_what_was_kept_and_how_to_finish(tiny_grid, tmp_path, monkeypatch):
+    from ubepsim import sweep as engine
+
+    def interrupted(*args, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(engine, "run_sweep", interrupted)
+    code, _, stderr = run_cli("sweep", tiny_grid, "--out", tmp_path / "out", "-q")
+    assert code == 130
+    assert stderr.split() == (f"interrupted: the complete parts in {tmp_path / 'out'} are kept; "
+                              "run the same command with --resume to finish aborted").split()
 
 
 @given(st.integers(1, 300), st.lists(st.integers(0, 300), max_size=12), st.integers(1, 64))

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import fcntl
 import glob
+import logging
 import os
 import re
 import time
@@ -123,7 +124,7 @@ def part_name(first: int, stop: int) -> str:
 def metadata(grid: Grid) -> dict[str, str]:
     """Provenance every part carries (Parquet key-value metadata)."""
     return {META + "version": __version__, META + "sweep": grid.name,
-            META + "grid_file": str(grid.path), META + "grid": grid.text,
+            META + "grid_file": str(grid.path.resolve()), META + "grid": grid.text,
             META + "profile": grid.profile.to_toml(), META + "fingerprint": grid.fingerprint,
             META + "points": str(grid.size)}
 
@@ -166,7 +167,7 @@ def existing_parts(out: Path, grid: Grid) -> list[tuple[int, int]]:
 def _other(meta: dict[str, str], grid: Grid) -> str:
     """What differs between the grid a part came from and `grid` (they differ)."""
     name, source = meta.get("sweep", "unknown"), meta.get("grid_file", "an unknown file")
-    if (name, source) != (grid.name, str(grid.path)):
+    if (name, source) != (grid.name, str(grid.path.resolve())):
         return f"another grid ({name!r}, from {source})"
     change = ("hardware profile differs" if meta.get("profile") != grid.profile.to_toml()
               else "points differ")
@@ -246,7 +247,8 @@ def dask_client(scheduler: str, threads: int | None) -> Iterator:
     with contextlib.ExitStack() as stack:
         if n:
             cluster = stack.enter_context(LocalCluster(
-                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None))
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                silence_logs=logging.ERROR))   # not a warning per batch cancelled by Ctrl-C
         try:
             client = Client(cluster if n else scheduler, timeout=f"{CONNECT_TIMEOUT_S}s")
         except OSError as e:
@@ -315,18 +317,25 @@ def run_sweep(grid: Grid, out: Path, *, resume: bool = False, threads: int | Non
               scheduler: str | None = None, progress: bool = False) -> Summary:
     """Simulate the grid's points that `out` lacks and write them as parts."""
     started = time.perf_counter()
+    _lock.check_free(out)   # first: a running sweep explains whatever else `out` holds
     done = existing_parts(out, grid)
     if done and not resume:
         have = sum(b - a for a, b in done)
+        if have == grid.size:
+            raise InputError("--out", f"{out} already holds all {have:,} rows of this grid: the "
+                             f"sweep is complete; to run it again, choose another directory or "
+                             f"delete this one")
         raise InputError("--out", f"{out} already holds {have:,} of the {grid.size:,} rows of "
                          f"this grid; add --resume to finish it, or choose another directory")
     with contextlib.ExitStack() as stack:
+        # the cluster before the directory: a scheduler that cannot be reached, or --workers
+        # that its workers cannot run, must not leave an empty dataset behind
+        client = stack.enter_context(dask_client(scheduler, threads)) if scheduler else None
         try:
             out.mkdir(parents=True, exist_ok=True)
             stack.enter_context(_lock(out))
         except OSError as e:
             raise InputError("--out", f"cannot write into {out}: {e.strerror or e}") from None
-        client = stack.enter_context(dask_client(scheduler, threads)) if scheduler else None
         for tmp in out.glob(".part-*.parquet.tmp"):  # left by a run that was killed
             tmp.unlink()
         done = existing_parts(out, grid)
@@ -371,16 +380,35 @@ class _lock:
     def __enter__(self):
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            self._take(self.fd, self.path.parent)
+        except InputError:
             os.close(self.fd)
-            raise InputError("--out", f"another sweep is writing into {self.path.parent}") \
-                from None
+            raise
         return self
 
     def __exit__(self, *exc):
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
+
+    @staticmethod
+    def check_free(out: Path) -> None:
+        """Refuse `out` if a sweep holds its lock now; creates nothing."""
+        try:
+            fd = os.open(out / ".lock", os.O_RDONLY)
+        except OSError:   # no lock file (or no directory): nobody is writing
+            return
+        try:
+            _lock._take(fd, out)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _take(fd: int, out: Path) -> None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InputError("--out", f"another sweep is writing into {out}") from None
 
 
 def _progress(grid: Grid, done: int, show: bool):

@@ -47,9 +47,11 @@ def sweep(grid_file: str, out: str | None, resume: bool, workers: int | None,
     for flag, value in (("--batch-size", batch_rows), ("--part-rows", part_rows)):
         if value is not None and value < 1:
             raise InputError(flag, f"must be at least 1, got {value}")
+    if out is not None and not out.strip():
+        raise InputError("--out", "is empty; give a directory")
     grid = load_grid(grid_file)
     target = Path(out) if out else grid.out
-    if target is None:
+    if target is None and not dry_run:
         raise InputError("--out", f"{grid_file} sets no [sweep] out; give --out DIR")
     axes = " x ".join(f"{n} {label}" for label, n in grid.axes.items() if n > 1)
     size = f"{grid.product:,} points ({axes})" if axes else "1 point"
@@ -60,10 +62,16 @@ def sweep(grid_file: str, out: str | None, resume: bool, workers: int | None,
     if scheduler and engine.local_workers(scheduler) is None:
         click.echo(f"connecting to the Dask scheduler at {scheduler} (giving up after "
                    f"{engine.CONNECT_TIMEOUT_S} s)", err=True)
-    summary = engine.run_sweep(
-        grid, target, resume=resume, threads=threads, scheduler=scheduler,
-        batch_rows=batch_rows or engine.BATCH_ROWS, part_rows=part_rows or engine.PART_ROWS,
-        progress=not quiet and sys.stderr.isatty())
+    try:
+        summary = engine.run_sweep(
+            grid, target, resume=resume, threads=threads, scheduler=scheduler,
+            batch_rows=batch_rows or engine.BATCH_ROWS, part_rows=part_rows or engine.PART_ROWS,
+            progress=not quiet and sys.stderr.isatty())
+    except KeyboardInterrupt:
+        # parts are written whole or not at all, so what is there is good
+        click.echo(f"\ninterrupted: the complete parts in {target} are kept; run the same "
+                   f"command with --resume to finish", err=True)
+        raise click.exceptions.Abort() from None
     rate = summary.simulated / summary.seconds if summary.seconds else 0.0
     before = f" ({summary.done_before:,} were there already)" if summary.done_before else ""
     click.echo(f"{target}: {summary.done_before + summary.simulated:,} rows{before}; simulated "

@@ -1,0 +1,5 @@
+"""`python -m ubepsim`: the `ubepsim` command."""
+
+from .cli import entry
+
+entry()
