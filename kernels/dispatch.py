@@ -832,9 +832,10 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             first_aiv = 0
             n_reorder = A
         # Token-Reordering: each AIV an equal contiguous slice of the received copies; per copy
-        # a check of its flag (not in sw), a local copy and the sentinel's reset (sp)
+        # a local copy and, under ubep (where copies signal their own arrival), a check of its
+        # flag (not in sw) and the sentinel's reset (sp)
         verify = c[C_COPY_VERIFY] if (ubep and sync != SW) else 0
-        reorder = c[C_LOCAL_COPY] + (c[C_COPY_RESET] if sync == SP else 0)
+        reorder = c[C_LOCAL_COPY] + (c[C_COPY_RESET] if (ubep and sync == SP) else 0)
         for j in range(n_reorder):
             a = first_aiv + j
             t = t_aiv[d, a]

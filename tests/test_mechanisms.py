@@ -42,6 +42,15 @@ def test_stop_and_wait_is_the_slowest_sync_variant_at_small_payloads(protocol):
     assert lat["sw"] > 1.5 * min(lat.values())
 
 
+def test_under_bsp_the_sync_variant_changes_only_the_count_messages():
+    """bsp's token copies carry no signal (the SyncAll orders them before the counts): the
+    variants send the same copies and reorder them alike; only the counts' phase differs."""
+    rows = {s: run(ranks=32, batch=16, protocol="bsp", sync=s) for s in ("sw", "tff", "dc", "sp")}
+    for field in ("phase_init_us", "phase_send_us", "send_max_aiv_us", "phase_reorder_us"):
+        assert len({r[field] for r in rows.values()}) == 1, field
+    assert len({r["latency_us"] for r in rows.values()}) > 1   # the counts' signals do differ
+
+
 def test_more_aivs_give_diminishing_token_sending_returns():
     """Figure 3(b): the same work on more AIVs is faster, with falling efficiency."""
     sends = [run(protocol="bsp", sync="sw", schedule="balanced", aivs=a)["phase_send_us"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .params import Sync, token_bytes
+from .params import Protocol, Sync, token_bytes
 from .profile import HOP_CLASSES, Profile
 
 
@@ -43,12 +43,16 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
     m = np.asarray(cols["batch"], dtype=np.int64) * np.asarray(cols["topk"], dtype=np.int64)
     e_local = np.asarray(cols["experts"], dtype=np.int64) // np.asarray(cols["ranks"],
                                                                         dtype=np.int64)
+    ubep = np.asarray(cols["protocol"], dtype=np.int64) == Protocol.ubep
     block = v["block_bytes"]
-    # TFF gives up the leading flag_bytes of every block to the flag (paper Section 3.4).
-    payload = np.where(sync == Sync.tff, block - v["flag_bytes"], block)
+    # TFF gives up the leading flag_bytes of every block to the flag (paper Section 3.4), in
+    # the stores that signal their own arrival: count messages, and token copies under ubep
+    # only (bsp's copies carry no signal: its SyncAll orders them before the counts)
+    tff = sync == Sync.tff
+    fused = block - v["flag_bytes"]
     tb = token_bytes(hidden, dtype)
-    copy_blocks = _ceil_div(tb, payload)
-    count_blocks = _ceil_div(4 * e_local, payload)  # one int32 count per expert of the die
+    copy_blocks = _ceil_div(tb, np.where(tff & ubep, fused, block))
+    count_blocks = _ceil_div(4 * e_local, np.where(tff, fused, block))  # an int32 per expert
 
     def xfer(nbytes, gbps):
         return np.ceil(nbytes * v["clock_ghz"] / gbps - 1e-9).astype(np.int64)

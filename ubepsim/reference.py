@@ -465,7 +465,7 @@ def simulate(cfg: Config, profile: Profile) -> dict:
                 if a.t < dies[s]["copy_store"][i].visible:
                     violations += 1
                 a.spend("reorder", c["local_copy"])
-                if sync is Sync.sp:
+                if ubep and sync is Sync.sp:   # re-arm the sentinel this copy was polled by
                     a.spend("reorder", c["copy_reset"])
                 delivered += 1
 
