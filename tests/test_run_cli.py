@@ -172,6 +172,26 @@ def test_trace_routing_runs_from_a_file(tmp_path):
         assert len(err.strip().splitlines()) == 1
 
 
+def test_a_trace_is_identified_by_its_content_not_its_name(tmp_path, monkeypatch):
+    rows = [(r, t, k, (r + t + k) % 8) for r in range(8) for t in range(4) for k in range(2)]
+    (tmp_path / "sub").mkdir()
+    path = tmp_path / "sub" / "t.parquet"
+    pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(path)
+    (tmp_path / "copy.parquet").write_bytes(path.read_bytes())
+    monkeypatch.chdir(tmp_path)
+
+    def result(trace):
+        code, out, err = run_cli("run", *SMALL, "--routing", "trace", "--trace", trace, "--json",
+                                 "--sync", "sp")
+        assert code == 0, err
+        return {k: v for k, v in json.loads(out).items() if k != "trace"}
+    same = [result(t) for t in ("sub/t.parquet", path, "sub/../sub/t.parquet", "copy.parquet")]
+    assert all(r == same[0] for r in same)        # config_id included
+    rows[0] = (0, 0, 0, 7)
+    pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(path)
+    assert result(path)["config_id"] != same[0]["config_id"]
+
+
 def test_a_configuration_beyond_the_kernel_limits_is_refused_up_front():
     code, _, err = run_cli("run", "--ranks", 4096, "--batch", 4096, "--topk", 8)
     assert code == 2 and "batch" in err and "token copies" in err

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -200,7 +202,10 @@ def _as_u64(name: str, values: Any) -> np.ndarray:
     if name in ENUMS:
         v = np.array([_digest(x.name if isinstance(x, enum.Enum) else str(x)) for x in v],
                      dtype=np.uint64)
-    elif name == "trace" or v.dtype.kind in "OUS":
+    elif name == "trace":
+        uniq = {x: trace_digest(str(x)) for x in set(v.tolist())}
+        v = np.array([uniq[x] for x in v.tolist()], dtype=np.uint64)
+    elif v.dtype.kind in "OUS":
         uniq = {x: _digest(str(x)) for x in set(v.tolist())}
         v = np.array([uniq[x] for x in v.tolist()], dtype=np.uint64)
     elif PARAM_BY_NAME[name].kind is float:
@@ -210,8 +215,27 @@ def _as_u64(name: str, values: Any) -> np.ndarray:
     return v
 
 
-def _digest(text: str) -> int:
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+def _digest(text: str | bytes) -> int:
+    data = text.encode() if isinstance(text, str) else text
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+def trace_digest(path: str) -> int:
+    """A trace by its content, not its name: the same file spelled from another directory (or
+    a copy of it) is the same workload, with the same config_id and generator streams."""
+    if not path:
+        return _digest("")
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise InputError("trace", f"cannot read {path}: {e.strerror or e}") from None
+    return _file_digest(os.path.realpath(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)   # keyed by the file's stamp: a sweep reads each trace once
+def _file_digest(path: str, mtime_ns: int, size: int) -> int:
+    with open(path, "rb") as f:
+        return _digest(hashlib.file_digest(f, "blake2b").digest())
 
 
 def _mix64(x: np.ndarray) -> np.ndarray:
