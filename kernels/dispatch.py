@@ -175,6 +175,8 @@ def _poll(t, visible, period, inv_period):
 
 # Egress requests are ordered by (time, AIV): both packed in one key, the AIV in the low bits.
 AIV_BITS = 13   # aivs <= 4096
+SID_SHIFT = 16  # a program word's store id lies above its destination (ranks <= 16384) and kind
+DEST_MASK = (1 << (SID_SHIFT - 2)) - 1
 RADIX_BITS = 13   # widest digit of the ingress radix sort
 NEVER = 9223372036854775807   # a time after every time
 
@@ -195,8 +197,20 @@ def _release(die, barrier, t_aiv, bucket, wait, marks, nmarks):
 # Per-AIV state of the egress event loop: one row per AIV of the die being simulated.
 (S_T, S_SIG, S_SW, S_HEAD, S_N, S_OUT, S_MAX_ACK, S_PC, S_END, S_FIRST, S_LAST_ACK) = range(11)
 S_WIDTH = 16   # a row per AIV, two whole cache lines
-# Per-kind costs of a store (rows of the kind table).
+# Per-kind costs of a store: a row of the kind table per kind. The table is flat, so that the
+# event loop indexes it with a constant stride rather than a multiply by a runtime shape.
 KC_PRE, KC_ISSUE, KC_BLOCKS, KC_EGRESS = range(4)
+KC_WIDTH = 4
+
+
+@njit(inline="always")
+def _set_kind(kc, kind, pre, issue, blocks, egress):
+    """A kind's row: pre-work cycles, issue cycles, blocks, egress port cycles."""
+    row = kind * KC_WIDTH
+    kc[row + KC_PRE] = pre
+    kc[row + KC_ISSUE] = issue
+    kc[row + KC_BLOCKS] = blocks
+    kc[row + KC_EGRESS] = egress
 
 
 @njit(inline="always")
@@ -207,10 +221,13 @@ def u(i):
 
 
 @njit(inline="always")
-def _new_store(bfill, d):
-    """The id of a new store to destination d: the next slot of d's bucket."""
+def _new_store(prog, n, bfill, d, kind):
+    """Store n of a program: a store of `kind` to destination d, whose id is the next slot of
+    d's bucket (returned). One word per store, so the event loop loads one: the id above
+    SID_SHIFT, then the destination, then the kind in the low two bits."""
     sid = bfill[u(d)]
     bfill[u(d)] = sid + 1
+    prog[u(n)] = sid << SID_SHIFT | d << 2 | kind
     return sid
 
 
@@ -237,11 +254,10 @@ def _ring_push(ring, head, size, key):
 
 
 @njit
-def _egress_phase(s, egress, st, prog, prog_sid, fifo_ack, fifo_blocks, kc, cap, st_arr,
-                  st_vis, lat_row, half_row, lat_local, queue, split):
-    """One phase of die s: its AIVs replay their programs (prog[pc] = destination << 2 | kind,
-    prog_sid[pc] the store's id), the egress port serving their requests in (time, AIV) order.
-    AIVs below `split` are ubep's CalCumSum group in the sending phase (else split is 0).
+def _egress_phase(s, egress, st, prog, fifo, kc, cap, st_arr, st_vis, lat_row,
+                  lat_local, queue, split):
+    """One phase of die s: its AIVs replay their programs (prog[pc]: see _new_store), the
+    egress port serving their requests in (time, AIV) order. AIVs below `split` are ubep's CalCumSum group in the sending phase (else split is 0).
     Returns the port's free time.
 
     A function of its own, called once per die and phase, so that its loop is compiled apart
@@ -286,26 +302,29 @@ def _egress_phase(s, egress, st, prog, prog_sid, fifo_ack, fifo_blocks, kc, cap,
             a = top & amask
             # serve AIV a's store
             ip = st[u(a), S_PC]
-            d = prog[u(ip)] >> 2
-            kind = prog[u(ip)] & 3
-            sid = prog_sid[u(ip)]
+            word = prog[u(ip)]
+            d = (word >> 2) & DEST_MASK
+            kind = word & 3
+            sid = word >> SID_SHIFT
             if d == s:
                 ack = t + lat_local
                 st_arr[u(sid)] = -1
                 st_vis[u(sid)] = ack
             else:
-                depart = max(t, egress) + kc[u(kind), KC_EGRESS]
+                depart = max(t, egress) + kc[u(kind * KC_WIDTH + KC_EGRESS)]
                 egress = depart
-                st_arr[u(sid)] = ((depart + half_row[u(d)]) << 2) | kind
-                ack = depart + lat_row[u(d)]
+                hop = lat_row[u(d)]              # the first half of it: egress to ingress
+                st_arr[u(sid)] = ((depart + (hop >> 1)) << 2) | kind
+                ack = depart + hop
             if kind == K_COPY:
                 st[u(a), S_LAST_ACK] = ack
             slot = st[u(a), S_HEAD] + st[u(a), S_N]
             if slot >= cap:
                 slot -= cap
-            nb = kc[u(kind), KC_BLOCKS]
-            fifo_ack[u(a * cap + slot)] = ack
-            fifo_blocks[u(a * cap + slot)] = nb
+            nb = kc[u(kind * KC_WIDTH + KC_BLOCKS)]
+            f = 2 * (a * cap + slot)
+            fifo[u(f)] = ack
+            fifo[u(f + 1)] = nb
             st[u(a), S_N] += 1
             st[u(a), S_OUT] += nb
             st[u(a), S_MAX_ACK] = max(st[u(a), S_MAX_ACK], ack)
@@ -315,9 +334,9 @@ def _egress_phase(s, egress, st, prog, prog_sid, fifo_ack, fifo_blocks, kc, cap,
                 continue                       # AIV a is done
         # AIV a's next store: pre-work, fence, in-flight credits, issue
         kind = prog[u(ip)] & 3
-        nb = kc[u(kind), KC_BLOCKS]
+        nb = kc[u(kind * KC_WIDTH + KC_BLOCKS)]
         t0 = st[u(a), S_T]
-        t = t0 + kc[u(kind), KC_PRE]
+        t = t0 + kc[u(kind * KC_WIDTH + KC_PRE)]
         if kind == K_FLAG:
             # stop-and-wait: the flag waits until every earlier store completed
             w = st[u(a), S_MAX_ACK] - t
@@ -327,13 +346,14 @@ def _egress_phase(s, egress, st, prog, prog_sid, fifo_ack, fifo_blocks, kc, cap,
         # credits come back in issue order: wait for the oldest stores until it fits
         while st[u(a), S_N] > 0 and st[u(a), S_OUT] + nb > cap:
             hd = st[u(a), S_HEAD]
-            t = max(t, fifo_ack[u(a * cap + hd)])
-            st[u(a), S_OUT] -= fifo_blocks[u(a * cap + hd)]
+            f = 2 * (a * cap + hd)
+            t = max(t, fifo[u(f)])
+            st[u(a), S_OUT] -= fifo[u(f + 1)]
             st[u(a), S_N] -= 1
             st[u(a), S_HEAD] = hd + 1 if hd + 1 < cap else 0
         if kind == K_COPY and st[u(a), S_FIRST] < 0:
             st[u(a), S_FIRST] = t
-        t += kc[u(kind), KC_ISSUE]
+        t += kc[u(kind * KC_WIDTH + KC_ISSUE)]
         st[u(a), S_T] = t
         if kind & 1:                           # a flag or checksum
             st[u(a), S_SIG] += t - t0
@@ -448,27 +468,20 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     xtoken = np.empty(M, np.int64)     # and its token
     cur_sig = np.empty(R, np.int64)    # dc: per destination, the checksum an AIV sends there
     seen_dest = np.full(R, -1, np.int64)
-    # Each AIV's program for a phase: the stores it issues, in order (destination << 2 | kind),
-    # and each store's id.
+    # Each AIV's program for a phase: the stores it issues, in order, a word each (_new_store).
     n_prog = 2 * M + 2 * R
     prog = np.empty(n_prog, np.int64)
-    prog_sid = np.empty(n_prog, np.int64)
     st = np.zeros((A, S_WIDTH), np.int64)      # per-AIV state of the event loop (S_*)
-    fifo_ack = np.zeros(A * cap, np.int64)     # outstanding stores per AIV, in issue order
-    fifo_blocks = np.zeros(A * cap, np.int64)
+    fifo = np.zeros(2 * A * cap, np.int64)     # outstanding stores per AIV, in issue order:
+                                               # (ack, blocks) pairs, a ring of cap per AIV
     lat_row = np.empty(R, np.int64)            # per destination of the die: hop latency
-    half_row = np.empty(R, np.int64)           # and its first half (egress to ingress)
-    # cost of a store by kind: pre-work, issue cycles, blocks, egress port cycles
-    kc = np.zeros((4, 4), np.int64)
-    kc[K_COPY, KC_PRE] = c[C_COPY_VERIFY] if (ubep and sync == DC) else 0  # dc: markers
-    kc[K_COUNT, KC_PRE] = EL * c[C_VCOUNT]     # VectorCount per expert of the destination
-    kc[K_COPY, KC_ISSUE], kc[K_COUNT, KC_ISSUE] = c[C_COPY_ISSUE], c[C_COUNT_ISSUE]
-    kc[K_COPY, KC_BLOCKS], kc[K_COUNT, KC_BLOCKS] = c[C_COPY_BLOCKS], c[C_COUNT_BLOCKS]
-    kc[K_COPY, KC_EGRESS], kc[K_COUNT, KC_EGRESS] = c[C_COPY_EGRESS], c[C_COUNT_EGRESS]
+    kc = np.zeros(4 * KC_WIDTH, np.int64)
+    _set_kind(kc, K_COPY, c[C_COPY_VERIFY] if (ubep and sync == DC) else 0,   # dc: markers
+              c[C_COPY_ISSUE], c[C_COPY_BLOCKS], c[C_COPY_EGRESS])
+    _set_kind(kc, K_COUNT, EL * c[C_VCOUNT],   # VectorCount per expert of the destination
+              c[C_COUNT_ISSUE], c[C_COUNT_BLOCKS], c[C_COUNT_EGRESS])
     for kind in (K_FLAG, K_CHECKSUM):
-        kc[kind, KC_ISSUE] = c[C_SIGNAL_ISSUE]
-        kc[kind, KC_BLOCKS] = 1
-        kc[kind, KC_EGRESS] = c[C_SIGNAL_EGRESS]
+        _set_kind(kc, kind, 0, c[C_SIGNAL_ISSUE], 1, c[C_SIGNAL_EGRESS])
     signal_kind = K_FLAG if sync == SW else K_CHECKSUM
     signalled = sync == SW or sync == DC       # count messages carry a flag or checksum
     qsize = 1
@@ -527,10 +540,15 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             r = dkey[u(die_of[u(e)])] + e
             key_c[u(i)] = r
             cnt[u(r + 1)] += 1
+        # cnt[r] = copies with key < r (VectorCount(ids < r)). The running sum is kept in a
+        # register: through memory, each step would wait for the previous one's store, and
+        # this pass runs over every expert on every die (ranks x experts per configuration)
         fill[0] = 0
-        for e in range(E):
-            cnt[e + 1] += cnt[e]        # cnt[r] = copies with key < r (VectorCount(ids < r))
-            fill[e + 1] = cnt[e + 1]
+        acc = 0
+        for e in range(1, E + 1):
+            acc += cnt[e]
+            cnt[e] = acc
+            fill[e] = acc
         # AIV lists: AIV j's copies at aoff[j] .. aoff[j + 1], in key order, except that
         # homogenized deals the key order round-robin: key position q goes to place place[q]
         homog = sched == HOMOGENIZED
@@ -579,7 +597,6 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         for d in range(R):
             h = hop_row[d]
             lat_row[d] = lat[h]
-            half_row[d] = lat[h] // 2
             r = dkey[d] + d * EL
             n_to = cnt[r + EL] - cnt[r]
             copies_hop[h] += n_to
@@ -646,36 +663,30 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                         if seen_dest[u(d)] != s * A + a:
                             seen_dest[u(d)] = s * A + a
                             start -= 1
-                            prog[u(start)] = d << 2 | K_CHECKSUM
-                            prog_sid[u(start)] = cur_sig[u(d)] = _new_store(bfill, d)
+                            cur_sig[u(d)] = _new_store(prog, start, bfill, d, K_CHECKSUM)
                         start -= 1
-                        prog[u(start)] = d << 2 | K_COPY
-                        prog_sid[u(start)] = sid = _new_store(bfill, d)
+                        sid = _new_store(prog, start, bfill, d, K_COPY)
                         g = u(xslot[u(x)])
                         copy_ref[g, 0] = sid
                         copy_ref[g, 1] = cur_sig[u(d)]
                 elif phase == 0 and a >= C:
                     for x in range(aoff[a - C], aoff[a - C + 1]):
                         d = xdest[u(x)]
-                        prog[u(n)] = d << 2 | K_COPY
-                        prog_sid[u(n)] = sid = _new_store(bfill, d)
+                        sid = _new_store(prog, n, bfill, d, K_COPY)
                         n += 1
                         g = u(xslot[u(x)])
                         copy_ref[g, 0] = sid
                         if ubep and sync == SW:
-                            prog[u(n)] = d << 2 | K_FLAG
-                            prog_sid[u(n)] = sid = _new_store(bfill, d)
+                            sid = _new_store(prog, n, bfill, d, K_FLAG)
                             n += 1
                         copy_ref[g, 1] = sid
                 elif phase == 1 or a < C:
                     nc = C if ubep else A
                     for d in range(a * R // nc, (a + 1) * R // nc):
-                        prog[u(n)] = d << 2 | K_COUNT
-                        prog_sid[u(n)] = sid = _new_store(bfill, d)
+                        sid = _new_store(prog, n, bfill, d, K_COUNT)
                         n += 1
                         if signalled:
-                            prog[u(n)] = d << 2 | signal_kind
-                            prog_sid[u(n)] = sid = _new_store(bfill, d)
+                            sid = _new_store(prog, n, bfill, d, signal_kind)
                             n += 1
                         count_signal[u(d * R + s)] = sid
                 st[a, S_T] = t_aiv[s, a]
@@ -686,8 +697,8 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 if phase == 0:
                     st[a, S_MAX_ACK] = 0
                     st[a, S_FIRST] = -1
-            egress = _egress_phase(s, egress, st, prog, prog_sid, fifo_ack, fifo_blocks, kc, cap,
-                                   st_arr, st_vis, lat_row, half_row, lat_local, queue,
+            egress = _egress_phase(s, egress, st, prog, fifo, kc, cap, st_arr, st_vis,
+                                   lat_row, lat_local, queue,
                                    C if phase == 0 else 0)
             # ---- the phase's time per AIV -------------------------------------------------------
             # An AIV's time in the phase is its signals' (flags and checksums with their waits)
