@@ -141,12 +141,6 @@ def test_default_output_name(tmp_path, monkeypatch, data):
     (lambda d: (d["tl_end_null"], "--kind", "aiv", "--die", 0), ["tl_end_null", "end_us"]),
     (lambda d: (d["tl_no_send"], "--kind", "aiv"), ["tl_no_send", "send"]),
     (lambda d: (d["tl_backwards"], "--kind", "aiv"), ["tl_backwards", "before start_us"]),
-    (lambda d: (d["with_timeline"], "--kind", "heatmap"),
-     ["DATASET", "zz.parquet", "not sweep results"]),
-    (lambda d: (d["with_timeline"], "--kind", "heatmap", "--where", "ranks = 8"),
-     ["DATASET", "zz.parquet", "not sweep results"]),
-    (lambda d: (d["with_csv"], "--kind", "heatmap", "--where", "ranks = 8"),
-     ["DATASET", "zz.parquet", "not a Parquet file"]),
     (lambda d: (d["heatmap"], d["aiv"][0], "--kind", "heatmap", "--where", "ranks = 8"),
      ["DATASET", "expert_block.parquet", "not sweep results"]),
     (lambda d: (d["no_latency"], "--kind", "heatmap"), ["DATASET", "latency_us", "null"]),
@@ -166,6 +160,15 @@ def test_bad_input_exits_2_with_one_message(tmp_path, monkeypatch, data, make_ar
     # plot has no parameter flags: a message must not send the user to one (--sync, ...).
     assert "(--" not in err
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name", ["with_timeline", "with_csv"])
+def test_a_sweeps_directory_is_drawn_from_its_parts_with_a_warning_for_the_rest(
+        tmp_path, data, name):
+    code, out, err = run_cli("plot", data[name], "--kind", "heatmap", "--out", tmp_path / "h.png")
+    assert code == 0 and (tmp_path / "h.png").is_file()
+    assert err.startswith("warning: ") and "ignored 1 Parquet file(s) that are not sweep parts "
+    "(zz.parquet)" in err and len(err.strip().splitlines()) == 1
 
 
 def test_empty_dataset_is_not_the_current_directory(tmp_path, monkeypatch, data):

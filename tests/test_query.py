@@ -100,17 +100,93 @@ def test_missing_or_empty_dataset_exits_2(tmp_path):
     assert code == 2 and stderr.startswith(f"error: DATASET: {tmp_path}/notes.txt is not a Parq")
 
 
-def test_an_empty_name_or_a_stray_table_beside_the_parts_exits_2(dataset, tmp_path):
+def test_an_empty_name_or_files_of_two_tables_exit_2(dataset, tmp_path):
     code, _, stderr = run_cli("query", "", "SELECT 1 FROM results")
     assert code == 2 and stderr.startswith("error: DATASET: is empty")
-    mixed = tmp_path / "mixed"
+    mixed = tmp_path / "mixed"   # no sweep parts: every Parquet file is read, so all must agree
     mixed.mkdir()
     part = sorted(dataset.glob("*.parquet"))[0]
-    (mixed / part.name).write_bytes(part.read_bytes())
+    (mixed / "results.parquet").write_bytes(part.read_bytes())
     pl.DataFrame({"x": [1]}).write_parquet(mixed / "zz.parquet")
     code, _, stderr = run_cli("query", mixed, "SELECT count(*) FROM results")
     assert code == 2 and stderr.startswith(f"error: DATASET: {mixed}/zz.parquet and {mixed}/"
-                                           f"{part.name} differ in their columns")
+                                           f"results.parquet differ in their columns")
+
+
+def copy_parts(dataset: Path, target: Path) -> Path:
+    target.mkdir()
+    for part in dataset.glob("part-*.parquet"):
+        (target / part.name).write_bytes(part.read_bytes())
+    return target
+
+
+def test_a_query_over_a_sweep_directory_reads_only_its_parts(dataset, tmp_path):
+    copy = copy_parts(dataset, tmp_path / "copy")
+    count = "SELECT protocol, count(*) AS n FROM results GROUP BY protocol ORDER BY protocol"
+    # An answer written into the dataset's own directory, then a query over the directory
+    code, _, stderr = run_cli("query", copy, "SELECT * FROM results WHERE protocol = 'ubep'",
+                              "--out", copy / "ubep.parquet")
+    assert code == 0 and stderr == ""
+    pl.DataFrame({"x": [1]}).write_parquet(copy / "other.parquet")   # and a foreign table
+    code, _, stderr = run_cli("query", copy, count, "--out", tmp_path / "n.parquet")
+    assert code == 0
+    assert pl.read_parquet(tmp_path / "n.parquet").rows() == [("bsp", 48), ("ubep", 144)]
+    assert stderr == (f"warning: {copy}: ignored 2 Parquet file(s) that are not sweep parts "
+                      f"(other.parquet, ubep.parquet); give a file's own path to read it\n")
+    # A directory without parts is still read whole
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    (copy / "ubep.parquet").rename(loose / "ubep.parquet")
+    code, stdout, stderr = run_cli("query", loose, "SELECT count(*) AS n FROM results")
+    assert code == 0 and stderr == "" and re.search(r"│ 144 +│", stdout)
+
+
+def test_a_partial_sweep_with_a_stray_file_gives_both_warnings(tmp_path):
+    partial = tmp_path / "partial"
+    grid = write_grid(tmp_path, QUERY_GRID)
+    assert run_cli("sweep", grid, "--out", partial, "--part-rows", 50, "-q")[0] == 0
+    parts = sorted(partial.glob("*.parquet"))
+    parts[1].rename(partial / "kept.parquet")
+    code, _, stderr = run_cli("query", partial, "SELECT count(*) AS n FROM results",
+                              "--out", tmp_path / "n.csv")
+    assert code == 0 and pl.read_csv(tmp_path / "n.csv")["n"].to_list() == [QUERY_SIZE - 50]
+    lines = stderr.splitlines()
+    assert len(lines) == 2 and all(line.startswith("warning: ") for line in lines)
+    assert "ignored 1 Parquet file(s)" in lines[0] and "(kept.parquet)" in lines[0]
+    assert f"holds {QUERY_SIZE - 50} of the {QUERY_SIZE} rows of its grid" in lines[1]
+
+
+@pytest.mark.parametrize("sql, fragment", [
+    ("SELECT batch, batch FROM results", "duplicate output name 'batch'; give each column its "
+                                         "own name with AS"),
+    ("SELECT * FROM results WHERE batch = 'abc'", "cannot compare string with numeric type"),
+    ("SELECT * FROM results WHERE protocol > 3", "cannot compare string with numeric type"),
+    ("SELECT protocol, count(*) FROM results GROUP BY protocol HAVING count(*) > 'x'",
+     "cannot compare string with numeric type"),
+    ("SELECT regexp_like(protocol, '(') FROM results", "regex parse error: unclosed group"),
+    ("SELECT * FROM read_parquet('/etc/passwd')", "parquet"),
+    ("SELECT * FROM read_parquet('/no/such/file.parquet')", "/no/such/file.parquet"),
+    ("INSERT INTO results VALUES (1)", "statement type is not supported"),
+    ("DROP TABLE results", "returns no columns; give a SELECT"),
+])
+def test_a_mistake_in_the_sql_exits_2_with_one_line(dataset, sql, fragment):
+    code, stdout, stderr = run_cli("query", dataset, sql)
+    assert code == 2 and stdout == "", stderr
+    assert stderr.startswith("error: SQL: ") and fragment in stderr
+    assert stderr.count("\n") == 1 and stderr.endswith("\n")
+
+
+def test_nested_columns_go_to_parquet_not_csv(dataset, tmp_path):
+    sql = ("SELECT protocol, array_agg(batch) AS batches FROM results GROUP BY protocol "
+           "ORDER BY protocol")
+    code, _, stderr = run_cli("query", dataset, sql, "--out", tmp_path / "nested.csv")
+    assert code == 2 and stderr.count("\n") == 1
+    assert stderr.startswith("error: --out: CSV cannot hold column batches")
+    assert "write FILE.parquet instead" in stderr
+    assert list(tmp_path.iterdir()) == []
+    code, _, stderr = run_cli("query", dataset, sql, "--out", tmp_path / "nested.parquet")
+    assert code == 0, stderr
+    assert [len(b) for b in pl.read_parquet(tmp_path / "nested.parquet")["batches"]] == [48, 144]
 
 
 def test_a_query_over_an_interrupted_sweep_warns_and_still_answers(dataset, tmp_path):

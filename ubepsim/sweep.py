@@ -58,9 +58,11 @@ class Summary:
 def scan(dataset: str | Path, need: Sequence[str] = (), why: str = "") -> pl.LazyFrame:
     """A results dataset as a LazyFrame: a sweep's directory, a Parquet file or a glob.
 
-    Checked before anything is computed, file by file: each is Parquet, all have the first's
-    columns (a directory may hold a stray table beside the parts), and they have the columns
-    `need` (`why` says what needs them).
+    A directory that holds parts is read as its parts alone: any other Parquet file beside them
+    (a query's answer written there, say) would repeat or add rows; `shortfall` names the files
+    left out. A directory without parts is read as all its Parquet files. Checked before
+    anything is computed, file by file: each is Parquet, all have the first's columns, and they
+    have the columns `need` (`why` says what needs them).
     """
     if not str(dataset).strip():
         raise InputError("DATASET", "is empty; give a sweep's output directory, a Parquet file "
@@ -70,6 +72,7 @@ def scan(dataset: str | Path, need: Sequence[str] = (), why: str = "") -> pl.Laz
         files = sorted(path.glob("*.parquet"))
         if not files:
             raise InputError("DATASET", f"{path} holds no Parquet files")
+        files = [f for f in files if PART.fullmatch(f.name)] or files
     elif path.is_file():
         files = [path]
     elif any(c in str(dataset) for c in "*?["):
@@ -96,18 +99,27 @@ def scan(dataset: str | Path, need: Sequence[str] = (), why: str = "") -> pl.Laz
     return pl.scan_parquet(files)
 
 
-def shortfall(dataset: str | Path) -> str | None:
-    """For a sweep's directory that lacks rows of its grid (interrupted), a warning saying so."""
+def shortfall(dataset: str | Path) -> list[str]:
+    """What `scan` leaves out of a sweep's directory, as warnings: the Parquet files beside its
+    parts, and the rows of its grid that no part holds (an interrupted sweep)."""
     path = Path(dataset)
-    files = sorted(path.glob("part-*.parquet")) if path.is_dir() else []
-    if not files:
-        return None
-    points = provenance(files[0]).get("points")
-    rows = sum(pq.read_metadata(f).num_rows for f in files)
-    if points is None or rows >= int(points):
-        return None
-    return (f"{path} holds {rows:,} of the {int(points):,} rows of its grid (an interrupted "
-            f"sweep? finish it with `ubepsim sweep GRID --out {path} --resume`)")
+    files = sorted(path.glob("*.parquet")) if path.is_dir() else []
+    parts = [f for f in files if PART.fullmatch(f.name)]
+    if not parts:
+        return []
+    warnings = []
+    others = [f.name for f in files if not PART.fullmatch(f.name)]
+    if others:
+        named = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        warnings.append(f"{path}: ignored {len(others):,} Parquet file(s) that are not sweep "
+                        f"parts ({named}); give a file's own path to read it")
+    points = provenance(parts[0]).get("points")
+    rows = sum(pq.read_metadata(f).num_rows for f in parts)
+    if points is not None and rows < int(points):
+        warnings.append(f"{path} holds {rows:,} of the {int(points):,} rows of its grid (an "
+                        f"interrupted sweep? finish it with `ubepsim sweep GRID --out {path} "
+                        f"--resume`)")
+    return warnings
 
 
 def provenance(part: str | Path) -> dict[str, str]:

@@ -11,6 +11,15 @@ from ..params import PARAM_BY_NAME, PARAMS, coerce, make_config
 from ..profile import load_profile
 
 
+def warn_about(dataset: str) -> None:
+    """What `scan` leaves out of a sweep's directory (stray files, missing rows), on stderr:
+    an answer over part of a dataset must not look like one over all of it."""
+    from ..sweep import shortfall
+
+    for warning in shortfall(dataset):
+        click.echo(f"warning: {warning}", err=True)
+
+
 def model_options(lists: tuple[str, ...] = (), hidden: tuple[str, ...] = ()) -> Callable:
     """Add one flag per model parameter, plus --profile. Flags named in `lists` take
     comma-separated values; those in `hidden` stay out of --help (a command that sets the

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from . import cli
+from .options import warn_about
 from ..errors import InputError
 from ..plot import KINDS, TIMELINE_KINDS
 
@@ -74,6 +75,8 @@ def plot(datasets: tuple[str, ...], kind: str, out: Path | None, where: str | No
             if value is not None:
                 raise InputError(flag, f"only for --kind aiv or timeline, not {kind}")
         frame = figures.read_results(datasets, kind, where)
+        for d in datasets:
+            warn_about(d)
         fig = {"heatmap": figures.heatmap, "breakdown": figures.breakdown,
                "sync": figures.sync}[kind](frame)
     figures.save(fig, out)

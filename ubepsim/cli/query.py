@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from . import cli
+from .options import warn_about
 from ..errors import InputError
 from ..outputs import check_out, replacing
 
@@ -28,30 +29,53 @@ def query(dataset: str, sql: str, out: str | None, rows: int) -> None:
     """
     import polars as pl
 
-    from ..sweep import scan, shortfall
+    from ..sweep import scan
 
     if rows == 0 or rows < -1:
         raise InputError("--rows", f"must be at least 1, or -1 for all, got {rows}")
     if out is not None:
         check_out(Path(out), OUT_FORMATS)
     results = scan(dataset)
-    warning = shortfall(dataset)
-    if warning:
-        click.echo(f"warning: {warning}", err=True)
+    warn_about(dataset)
     try:
         answer = pl.SQLContext(results=results).execute(sql).collect()
-    except (pl.exceptions.SQLInterfaceError, pl.exceptions.SQLSyntaxError,
-            pl.exceptions.ColumnNotFoundError, pl.exceptions.InvalidOperationError,
-            pl.exceptions.SchemaError) as e:
-        raise InputError("SQL", str(e).splitlines()[0]) from None
+    # Nothing runs here but the user's statement, so a Polars error is a mistake in it (a type
+    # mismatch, a bad regex, a file its read_parquet names, ...). Not PanicException: a Polars
+    # bug, rightly an internal error.
+    except (pl.exceptions.PolarsError, OSError) as e:
+        raise InputError("SQL", _one_line(e)) from None
+    if answer.width == 0:   # DROP TABLE and the like: nothing to print or write
+        raise InputError("SQL", "returns no columns; give a SELECT")
     if out is None:
         with pl.Config(tbl_rows=rows, tbl_cols=-1, tbl_width_chars=200,
                        tbl_hide_dataframe_shape=True, fmt_str_lengths=60):
             click.echo(answer)
         click.echo(f"{answer.height:,} rows")
         return
-    with replacing(Path(out)) as tmp:
-        if tmp.suffix == ".csv":
-            answer.write_csv(tmp)
-        else:
-            answer.write_parquet(tmp)
+    nested = [c for c, t in answer.schema.items() if t.is_nested()]
+    if nested and Path(out).suffix == ".csv":
+        raise InputError("--out", f"CSV cannot hold column {nested[0]} "
+                         f"({answer.schema[nested[0]]}); write FILE.parquet instead")
+    try:
+        with replacing(Path(out)) as tmp:
+            if tmp.suffix == ".csv":
+                answer.write_csv(tmp)
+            else:
+                answer.write_parquet(tmp)
+    except (pl.exceptions.PolarsError, OSError) as e:   # a full disk, a type CSV cannot hold
+        raise InputError("--out", f"cannot write {out}: {_one_line(e)}") from None
+
+
+def _one_line(e: Exception) -> str:
+    """A Polars error as one line: its first paragraph, without the plan or expression dumps
+    and the Python-API hints that follow."""
+    import polars as pl
+
+    lines = [ln.strip() for ln in str(e).strip().split("\n\n")[0].splitlines()] or [""]
+    message = lines[0]
+    if message.endswith(":"):   # a regex error ends with its cause; others with a parse dump
+        cause = lines[-1].removeprefix("error: ") if lines[-1].startswith("error: ") else ""
+        message = f"{message} {cause}" if cause else message.removesuffix(":")
+    if isinstance(e, pl.exceptions.DuplicateError):
+        message = message.split(". ")[0] + "; give each column its own name with AS"
+    return message or type(e).__name__

@@ -38,7 +38,7 @@ def sweep(grid_file: str, out: str | None, resume: bool, workers: int | None,
 
     The dataset (one row per configuration: every parameter, config_id, every result) is a
     directory of part files; read it with `ubepsim query DIR SQL` or
-    polars.scan_parquet("DIR/*.parquet").
+    polars.scan_parquet("DIR/part-*.parquet").
     """
     from .. import sweep as engine
     from ..grid import load_grid
