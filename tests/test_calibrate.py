@@ -99,6 +99,19 @@ def test_unnamed_parameters_take_their_defaults(tmp_path):
     assert problem.labels == ("defaults",) and problem.cols["ranks"][0] == 128
 
 
+def test_a_trace_in_a_measurement_file_is_relative_to_that_file(tmp_path, monkeypatch):
+    (tmp_path / "sub").mkdir()
+    rows = [(r, t, k, (r + t + k) % 4) for r in range(4) for t in range(2) for k in range(2)]
+    pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(
+        tmp_path / "sub" / "tr.parquet")
+    data = tmp_path / "sub" / "m.csv"
+    pl.DataFrame({"ranks": [4, 4], "batch": [2, 2], "topk": [2, 2], "routing": ["trace"] * 2,
+                  "trace": ["tr.parquet", None], "latency_us": [10.0, 11.0]}).write_csv(data)
+    monkeypatch.chdir(tmp_path)          # not the measurement file's directory
+    frame = cal.read_measurements("sub/m.csv")
+    assert frame["trace"].to_list() == [str(tmp_path / "sub" / "tr.parquet"), None]
+
+
 def _one_error(code, err, *words):
     assert code == 2
     lines = [ln for ln in err.strip().splitlines() if ln]

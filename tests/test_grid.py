@@ -11,6 +11,7 @@ import pytest
 
 from conftest import TINY_GRID, TINY_SIZE, run_cli, write_grid
 from ubepsim.errors import InputError
+from ubepsim import grid as grid_module
 from ubepsim.grid import filter_expr, load_grid
 from ubepsim.params import NAMES
 
@@ -63,6 +64,59 @@ def test_ranges_include_both_ends_with_steps_and_factors(tmp_path):
     assert g.points["hot_share"].unique().sort().to_list() == [0.1, 0.2, 0.3]
 
 
+def test_ranges_end_exactly_on_last(tmp_path):
+    g = load_grid(grid_of(tmp_path, """
+        [grid]
+        hot_share = { range = [0.1, 0.7], step = 0.1 }
+        batch = { range = [4, 9], factor = 1.5 }
+        """))
+    assert g.points["hot_share"].unique().sort().to_list()[-1] == 0.7  # not 0.7000000000000001
+    assert g.points["batch"].unique().sort().to_list() == [4, 6, 9]
+
+
+def test_a_grid_holds_at_most_max_points_counted_before_expanding(tmp_path, monkeypatch):
+    monkeypatch.setattr(grid_module, "MAX_POINTS", 12)
+    body = "[grid]\nbatch = { range = [1, 3] }\nhidden = [64, 128]\n"
+    assert load_grid(grid_of(tmp_path, body, 'name = "t"\nseeds = [0, 1]')).size == 12
+    path = grid_of(tmp_path, body, 'name = "t"\nseeds = { range = [0, 2] }')
+    with pytest.raises(InputError) as e:
+        load_grid(path)
+    assert e.value.key == "grid" and str(e.value) == (
+        f"{path}: grid: 18 points (3 batch x 2 hidden x 3 seed); a grid holds at most 12: "
+        "narrow an axis or split the grid into several files")
+    with pytest.raises(InputError) as e:
+        load_grid(grid_of(tmp_path, "[grid]\nbatch = { range = [1, 13] }\n"))
+    assert e.value.key == "grid.batch"
+    assert "range [1, 13] has 13 values; a grid holds at most 12 points" in str(e.value)
+
+
+def test_absurd_sizes_are_refused_at_once_by_arithmetic(tmp_path):
+    # each of these used to build its values or its product first: MemoryError or a Rust panic
+    cases = [
+        ('seeds = { range = [0, 10000000000] }', "", "sweep.seeds",
+         "range [0, 10000000000] has 10,000,000,001 values; a grid holds at most 10,000,000 "
+         "points: narrow the range or split the grid into several files"),
+        ("", "[grid]\nbatch = { range = [1, 4], step = 1e-300 }", "grid.batch",
+         "an integer parameter needs integer range ends and steps"),
+        ("", "[grid]\nhidden = { range = [1, 1e300], factor = 1.0000001 }", "grid.hidden",
+         "range [1, 1e+300]: 1e+300 is above the maximum 16777216"),
+        ('seeds = { range = [1, 1e18], factor = 1.0000001 }', "", "sweep.seeds",
+         "range [1, 1e+18] has 414,465,"),
+        ("", "[grid]\nhot_share = { range = [0, 1], step = 1e-300 }", "grid.hot_share",
+         "range [0, 1] has more than 10^15 values"),
+        ('seeds = { range = [0, 999] }', "[grid]\nbatch = { range = [1, 1000] }\n"
+         "hidden = { range = [1, 1000] }\ntopk = { range = [1, 16] }", "grid",
+         "16,000,000,000 points (1,000 batch x 1,000 hidden x 16 topk x 1,000 seed); a grid "
+         "holds at most 10,000,000: narrow an axis or split the grid into several files"),
+    ]
+    for sweep, body, key, fragment in cases:
+        started = time.perf_counter()
+        with pytest.raises(InputError) as e:
+            load_grid(grid_of(tmp_path, body, f'name = "t"\n{sweep}'))
+        assert time.perf_counter() - started < 1
+        assert e.value.key == key and fragment in str(e.value), str(e.value)
+
+
 def test_zipped_parameters_move_together(tmp_path):
     g = load_grid(grid_of(tmp_path, """
         [grid]
@@ -81,6 +135,9 @@ def test_zipped_parameters_move_together(tmp_path):
     ("sync in ['sw', 'sp'] or not topk < 8", 6),
     ("experts % ranks == 0 and 2 <= topk * 2 < 8", 4),
     ("-topk + 4 >= ranks // 2 ** 1", 4),
+    ("65536 * 65536 > 0 and 2 ** 32 > 2 ** 31 > 0", 6),  # 64-bit, not wrapped around to 0
+    ("topk ** -1 == 0.5", 2),                             # a float power, as in Python
+    ("ranks * 2 ** 62 > 2 ** 63", 6),
     ("topk in [1, 4.0, 2.5]", 4),
     ("topk not in [2]", 4),
     ("zipf_s in [1, 2]", 6),
@@ -137,7 +194,16 @@ BAD = [
     ("[grid]\nseeds = [1]\n", "grid.seeds", "trace (the seeds are the [sweep] seeds axis)"),
     ("[grid]\nbatch = ['8']\n", "grid.batch", "expected an integer"),
     ("[grid]\nbatch = []\n", "grid.batch", "empty axis"),
-    ("[grid]\nbatch = { range = [16, 8] }\n", "grid.batch", "empty axis"),
+    ("[grid]\nbatch = { range = [16, 8] }\n", "grid.batch",
+     "range [16, 8]: first is above last; a range counts up from first to last: write [8, 16]"),
+    ("[grid]\nbatch = { range = [1, 10], step = 4 }\n", "grid.batch",
+     "range [1, 10] with step 4 ends at 9, not 10: make last 9, or choose a step that reaches 10"),
+    ("[grid]\nhidden = { range = [1000, 7168], factor = 2 }\n", "grid.hidden",
+     "range [1000, 7168] with factor 2 ends at 4000, not 7168: make last 4000"),
+    ("[grid]\nhot_share = { range = [0.1, 0.35], step = 0.1 }\n", "grid.hot_share",
+     "range [0.1, 0.35] with step 0.1 ends at 0.3, not 0.35"),
+    ("[grid]\nbatch = { range = [1, 2], factor = 1.4142135623730951 }\n", "grid.batch",
+     "needs integer values; range [1, 2] with factor 1.41421356237 gives 1.41421356237"),
     ("[grid]\nbatch = { range = [8] }\n", "grid.batch", "range = [first, last]"),
     ("[grid]\nbatch = { range = [8, 16], stride = 2 }\n", "grid.batch", "unknown key stride"),
     ("[grid]\nbatch = { range = [8, 16], step = 0.5 }\n", "grid.batch", "integer range"),
@@ -175,6 +241,16 @@ BAD_SWEEP = [
     ('name = "t"\nfilter = "ranks in [16, \'a\']"\n', "sweep.filter",
      "'a' is not a number, as ranks is"),
     ('name = "t"\nfilter = "4 < protocol"\n', "sweep.filter", "4 is not a protocol"),
+    ('name = "t"\nfilter = "sync < \'tff\'"\n', "sweep.filter",
+     "sync's values have no order; compare it with ==, != or in [...]"),
+    ('name = "t"\nfilter = "\'bsp\' <= protocol"\n', "sweep.filter",
+     "protocol's values have no order"),
+    ('name = "t"\nfilter = "topk < schedule"\n', "sweep.filter",
+     "schedule's values have no order"),
+    ('name = "t"\nfilter = "sync + 1 > 0"\n', "sweep.filter",
+     "sync is not a number: no arithmetic on it"),
+    ('name = "t"\nfilter = "ranks < 100000000000000000000"\n', "sweep.filter",
+     "100000000000000000000 does not fit in 64 bits"),
     ('name = "t"\nprofile = "nowhere.toml"\n', "sweep.profile", "cannot read"),
     ('name = "t"\nprofile = "cm385"\n', "sweep.profile", "a built-in profile (cm384) or a TOML"),
 ]
@@ -187,7 +263,7 @@ def test_grid_errors_name_the_file_and_key(tmp_path, body, key, fragment):
         load_grid(path)
     assert e.value.key == key
     assert str(e.value).startswith(f"{path}: {key}: ")
-    assert fragment in str(e.value)
+    assert fragment in str(e.value) and "\n" not in str(e.value)
 
 
 @pytest.mark.parametrize("sweep, key, fragment", BAD_SWEEP)
@@ -196,7 +272,7 @@ def test_sweep_table_errors_name_the_file_and_key(tmp_path, sweep, key, fragment
     with pytest.raises(InputError) as e:
         load_grid(path)
     assert e.value.key == key and str(path) in str(e.value)
-    assert fragment in str(e.value)
+    assert fragment in str(e.value) and "\n" not in str(e.value)
 
 
 def test_trace_files_are_relative_to_the_grid_file(tmp_path, monkeypatch):

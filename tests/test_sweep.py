@@ -188,6 +188,27 @@ def test_resume_fills_the_gaps_and_drops_half_written_parts(tiny_grid, tmp_path)
     assert read_rows(out).equals(read_rows(ref))
 
 
+def test_a_trace_grid_resumes_from_another_working_directory(tmp_path, monkeypatch):
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    rows = [(r, t, k, (r + t + k) % 4) for r in range(4) for t in range(2) for k in range(2)]
+    pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(
+        sub / "t.parquet")
+    write_grid(sub, '[sweep]\nname = "t"\nseeds = { range = [0, 7] }\n[grid]\nranks = 4\n'
+               'batch = 2\ntopk = 2\nrouting = "trace"\ntrace = "t.parquet"\n'
+               'sync = ["sw", "sp"]\n')
+    out = tmp_path / "out"
+    monkeypatch.chdir(tmp_path)
+    assert run_cli("sweep", "sub/grid.toml", "--out", out, "--part-rows", 4, "-q")[0] == 0
+    whole = read_rows(out)
+    parts(out)[-1].unlink()
+    monkeypatch.chdir(sub)       # the same grid, spelled from elsewhere
+    code, _, err = run_cli("sweep", "grid.toml", "--out", out, "--resume", "-q")
+    assert code == 0, err
+    assert read_rows(out).equals(whole)
+    assert whole["trace"].unique().to_list() == [str(sub / "t.parquet")]
+
+
 def test_a_damaged_part_is_named_with_what_to_do(tiny_grid, tmp_path):
     out = tmp_path / "out"
     assert run_cli("sweep", tiny_grid, "--out", out, "--part-rows", 50, "-q")[0] == 0

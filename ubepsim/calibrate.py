@@ -34,6 +34,7 @@ import numpy as np
 import polars as pl
 
 from .errors import InputError
+from .grid import beside
 from .outputs import toml_value
 from .params import ENUMS, NAMES, PARAM_BY_NAME, make_config
 from .profile import FIELDS, HOP_CLASSES, Profile, load_profile
@@ -189,6 +190,10 @@ def read_measurements(path: str | Path) -> pl.DataFrame:
         kind = PARAM_BY_NAME[name].kind if name in PARAM_BY_NAME else None
         if kind in (int, float):
             _check_numeric_column(frame[name], kind, source)
+    if "trace" in frame.columns and frame["trace"].dtype == pl.String:
+        # as in a grid: a trace named in the file is relative to the file
+        frame = frame.with_columns(pl.col("trace").map_elements(
+            lambda v: beside(source, v) if v else v, return_dtype=pl.String))
     return frame
 
 

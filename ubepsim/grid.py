@@ -42,6 +42,11 @@ SWEEP_KEYS = {
 }
 AXIS_FORMS = ("a value, a list of values, or { range = [first, last] } with an optional "
               "step = s or factor = f (both ends included)")
+# The most points a grid may expand to (before the filter), and so the longest axis. The client
+# holds the expanded points in memory, about 100 bytes each and twice that while expanding (2.4 GB
+# at the peak for ten million, measured), and ten million points are hours of work on one 2-core
+# machine (about 1,300 a second). A bigger study is several grid files.
+MAX_POINTS = 10**7
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,10 +125,12 @@ def load_grid(path: str | Path, key: str = "GRID") -> Grid:
     if not isinstance(spec, str):
         raise InputError("sweep.profile", f"expected a string ({SWEEP_KEYS['profile']})", source)
     if spec not in BUILTIN:
-        spec = _beside(source, spec)
+        spec = beside(source, spec)
     profile = load_profile(spec, _table(doc, "profile", source), source, key="sweep.profile")
 
     axes = _axes(doc, sweep, source)
+    sizes = {label: len(next(iter(cols.values()))) for label, cols in axes}
+    _check_size(sizes, source)
     filters = sweep.get("filter", [])
     filters = [filters] if isinstance(filters, str) else filters
     if not isinstance(filters, list) or not all(isinstance(f, str) for f in filters):
@@ -133,13 +140,23 @@ def load_grid(path: str | Path, key: str = "GRID") -> Grid:
     try:
         points, product = _expand(axes, profile, filters)
     except pl.exceptions.PolarsError as e:
-        raise InputError("sweep.filter", f"cannot evaluate: {str(e).splitlines()[0]}; "
-                         f"compare values, e.g. \"topk <= experts\"", source) from None
+        reason = str(e).splitlines()[0].rstrip(".")
+        raise InputError("sweep.filter", f"cannot evaluate: {reason}; compare values, e.g. "
+                         f"\"topk <= experts\"", source) from None
     if points.height == 0:
         raise InputError("sweep.filter", f"keeps none of the {product:,} points", source)
     _check_points(points, source)
-    return Grid(path, text, name, Path(out) if out else None, profile,
-                {label: len(next(iter(cols.values()))) for label, cols in axes}, product, points)
+    return Grid(path, text, name, Path(out) if out else None, profile, sizes, product, points)
+
+
+def _check_size(sizes: dict[str, int], source: str) -> None:
+    """The product, from the axis lengths alone: refused before any of it is built."""
+    product = math.prod(sizes.values())
+    if product > MAX_POINTS:
+        shape = " x ".join(f"{n:,} {label}" for label, n in sizes.items())
+        raise InputError("grid", f"{product:,} points ({shape}); a grid holds at most "
+                         f"{MAX_POINTS:,}: narrow an axis or split the grid into several files",
+                         source)
 
 
 def _table(doc: dict, name: str, source: str) -> dict:
@@ -227,14 +244,16 @@ def _values(name: str, spec: Any, key: str, source: str, scalar: bool = True) ->
     return out
 
 
-def _beside(source: str, value: str) -> str:
-    """A file named in a grid (a trace, a profile): relative to the grid file."""
-    return str(Path(source).parent / value)
+def beside(source: str, value: str) -> str:
+    """A file named in a grid (a trace, a profile) or in a measurement file: relative to that
+    file, as an absolute path, so that the points (the rows' `trace`, the fingerprint a resume
+    checks) do not depend on the directory the sweep was started from."""
+    return str((Path(source).parent / value).resolve())
 
 
 def _trace_path(value: str, key: str, source: str) -> str:
     """A trace file named in a grid, which must exist."""
-    path = Path(_beside(source, value))
+    path = Path(beside(source, value))
     if not path.is_file():
         raise InputError(key, f"no such file {path} (a grid's trace files are relative to the "
                          f"grid file)", source)
@@ -249,6 +268,8 @@ def _check_distinct(values: list, key: str, source: str) -> None:
 
 
 def _range(name: str, spec: dict, key: str, source: str) -> list:
+    """first, first + step, ... (or first, first * factor, ...) up to last, which the steps must
+    land on: both ends are included, so a range that would stop short of last is refused."""
     p = PARAM_BY_NAME.get(name)
     if p is not None and p.kind not in (int, float):
         raise InputError(key, f"a range needs a numeric parameter; {name} takes a list of "
@@ -263,26 +284,76 @@ def _range(name: str, spec: dict, key: str, source: str) -> list:
     if "step" in spec and "factor" in spec:
         raise InputError(key, "give step or factor, not both", source)
     first, last = bounds
-    if "factor" in spec:
-        factor = spec["factor"]
-        if not _is_number(factor) or factor <= 1 or first <= 0:
+    shown = f"range [{_show(first)}, {_show(last)}]"
+    for end in bounds if p is not None else ():  # before counting, which they could overflow
+        if p.minimum is not None and end < p.minimum:
+            raise InputError(key, f"{shown}: {_show(end)} is below the minimum "
+                             f"{_show(p.minimum)}", source)
+        if p.maximum is not None and end > p.maximum:
+            raise InputError(key, f"{shown}: {_show(end)} is above the maximum "
+                             f"{_show(p.maximum)}", source)
+    geometric = "factor" in spec
+    stride = spec["factor"] if geometric else spec.get("step", 1)
+    if geometric:
+        if not _is_number(stride) or stride <= 1 or first <= 0:
             raise InputError(key, "factor must be a number above 1, and the range must start "
                              "above 0", source)
-        n = int(math.floor(math.log(last / first) / math.log(factor) + 1e-9)) + 1 \
-            if last >= first else 0
-        values = [first * factor ** i for i in range(n)]
-    else:
-        step = spec.get("step", 1)
-        if not _is_number(step) or step <= 0:
-            raise InputError(key, f"step must be a number above 0, got {step!r}", source)
-        n = int(math.floor((last - first) / step + 1e-9)) + 1 if last >= first else 0
-        values = [first + step * i for i in range(n)]
-    if p is not None and p.kind is int:
-        if not all(float(v).is_integer() for v in values):
+    elif not _is_number(stride) or stride <= 0:
+        raise InputError(key, f"step must be a number above 0, got {stride!r}", source)
+    whole = p is not None and p.kind is int
+    if whole:
+        # before counting, so that a fractional step is refused without building its values; a
+        # fractional factor can still give integers (4, 6, 9), checked on the values below
+        if not all(float(v).is_integer() for v in [first, last] + [stride] * (not geometric)):
             raise InputError(key, f"an integer parameter needs integer range ends and steps, "
                              f"got {spec!r}", source)
+        first, last = int(first), int(last)
+        stride = int(stride) if float(stride).is_integer() else stride
+    if first > last:
+        raise InputError(key, f"{shown}: first is above last; a range counts up from first to "
+                         f"last: write [{_show(last)}, {_show(first)}]", source)
+
+    def reach(i: int) -> float:
+        if not geometric:
+            return first + stride * i
+        try:
+            return first * stride ** i
+        except OverflowError:  # a float power past 1e308 raises, where a product gives inf
+            return math.inf
+
+    # the number of steps, computed before any value is built: integers exactly
+    exact = all(isinstance(v, int) for v in (first, last, stride))
+    if geometric:
+        steps = (math.log(last) - math.log(first)) / math.log(stride)  # no last / first overflow
+    else:
+        steps = (last - first) // stride if exact else (last - first) / stride
+    if steps + 1 > MAX_POINTS:
+        count = f"{math.floor(steps) + 1:,}" if steps < 1e15 else "more than 10^15"
+        raise InputError(key, f"{shown} has {count} values; a grid holds at most "
+                         f"{MAX_POINTS:,} points: narrow the range or split the grid into "
+                         f"several files", source)
+    k = round(steps)
+    if not (reach(k) == last if exact else math.isclose(
+            reach(k), last, rel_tol=1e-9, abs_tol=0 if geometric else 1e-9 * stride)):
+        k = math.floor(steps)
+        word = "factor" if geometric else "step"
+        raise InputError(key, f"{shown} with {word} {_show(stride)} ends at {_show(reach(k))}, "
+                         f"not {_show(last)}: make last {_show(reach(k))}, or choose a {word} "
+                         f"that reaches {_show(last)}", source)
+    values = [reach(i) for i in range(k + 1)]
+    values[-1] = last  # the end as written, not its float approximation (0.30000000000000004)
+    if whole:
+        fraction = next((v for v in values if not float(v).is_integer()), None)
+        if fraction is not None:
+            raise InputError(key, f"an integer parameter needs integer values; {shown} with "
+                             f"factor {_show(stride)} gives {_show(fraction)}", source)
         return [int(v) for v in values]
     return [round(float(v), 12) for v in values]
+
+
+def _show(v: float) -> str:
+    """A number in a message: 0.30000000000000004 as 0.3, 1e300 as 1e+300."""
+    return f"{v:.12g}"
 
 
 def _is_number(v: Any) -> bool:
@@ -354,13 +425,31 @@ def _check_points(points: pl.DataFrame, source: str) -> None:
 
 # --- filters: a small expression language turned into a polars expression, never eval'd -------
 
+def _power(base: pl.Expr, exponent: pl.Expr) -> pl.Expr:
+    # in floating point: an integer power would wrap around (2 ** 64 == 0) and refuse a negative
+    # exponent, where Python gives a float
+    return base.cast(pl.Float64) ** exponent.cast(pl.Float64)
+
+
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-           ast.Pow: operator.pow}
+           ast.Pow: _power}
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
             ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
+_ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 FILTER_SYNTAX = ("parameter names, numbers, quoted enum names, + - * / // % **, comparisons "
-                 "(== != < <= > >=, in [...]), and, or, not, parentheses")
+                 "(== != < <= > >=, in [...]; enums only == != in), and, or, not, parentheses")
+INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _literal(value: Any) -> pl.Expr:
+    """A filter's constant. Polars makes a Python int an Int32 literal, in which integer
+    arithmetic wraps around past 2 ** 31; the parameters' columns are 64-bit, so are numbers."""
+    if isinstance(value, int):
+        return pl.lit(value, pl.Int64)
+    if isinstance(value, float):
+        return pl.lit(value, pl.Float64)
+    return pl.lit(value)
 
 
 def filter_expr(text: str, source: str | None = None) -> pl.Expr:
@@ -390,8 +479,11 @@ def filter_expr(text: str, source: str | None = None) -> pl.Expr:
             raise fail(f"{value!r} is not a number, as {param} is")
         elif p is not None and p.kind not in (int, float) and not isinstance(value, str):
             raise fail(f"{value!r} is not a file name, as {param} is")
+        if isinstance(value, int) and not INT64[0] <= value <= INT64[1]:
+            raise fail(f"{value} does not fit in 64 bits (write it as a float, e.g. "
+                       f"{float(value):.0e})")
         if param == "trace" and value and source is not None:
-            value = _beside(source, value)   # as the grid's own trace values are
+            value = beside(source, value)   # as the grid's own trace values are
         return value
 
     def build(node: ast.AST, param: str | None = None) -> pl.Expr:
@@ -400,7 +492,7 @@ def filter_expr(text: str, source: str | None = None) -> pl.Expr:
                 raise fail(f"unknown name {node.id!r} (parameters: {', '.join(NAMES)})")
             return pl.col(node.id)
         if isinstance(node, ast.Constant):
-            return pl.lit(constant(node, param))
+            return _literal(constant(node, param))
         if isinstance(node, ast.BoolOp):
             parts = [build(v) for v in node.values]
             combine = operator.and_ if isinstance(node.op, ast.And) else operator.or_
@@ -417,6 +509,9 @@ def filter_expr(text: str, source: str | None = None) -> pl.Expr:
             if isinstance(node.op, ast.UAdd):
                 return inner
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            for name in map(param_of, (node.left, node.right)):
+                if name and PARAM_BY_NAME[name].kind not in (int, float):
+                    raise fail(f"{name} is not a number: no arithmetic on it")
             return _BINARY[type(node.op)](build(node.left), build(node.right))
         if isinstance(node, ast.Compare):
             out = None
@@ -429,10 +524,16 @@ def filter_expr(text: str, source: str | None = None) -> pl.Expr:
                     # equalities, not is_in: 1 and 1.0 match alike, as they do with ==
                     term = pl.lit(False)
                     for e in right.elts:
-                        term = term | (build(left) == pl.lit(constant(e, param)))
+                        term = term | (build(left) == _literal(constant(e, param)))
                     term = ~term if isinstance(op, ast.NotIn) else term
                 elif type(op) in _COMPARE:
-                    term = _COMPARE[type(op)](build(left, param), build(right, param))
+                    sides = build(left, param), build(right, param)
+                    enum = next((n for n in map(param_of, (left, right)) if n in ENUMS), None)
+                    if isinstance(op, _ORDER) and enum:
+                        # polars would compare them in declaration order, which means nothing
+                        raise fail(f"{enum}'s values have no order; compare it with ==, != or "
+                                   f"in [...]")
+                    term = _COMPARE[type(op)](*sides)
                 else:
                     raise fail(f"unsupported comparison {type(op).__name__}")
                 out = term if out is None else out & term
