@@ -189,3 +189,32 @@ def test_label_titles_timeline_figures(tmp_path, monkeypatch, data, kind):
                            "--out", tmp_path / "t.png")
     assert code == 0, err
     assert any(t.startswith("Foo") for t in titles), titles
+
+
+def test_every_timeline_phase_has_one_colour():
+    """The Gantt chart colours the phases the model writes, and only those (a renamed phase
+    would otherwise be drawn black)."""
+    from ubepsim.model import TIMELINE_PHASES
+    from ubepsim.plot import PHASE_COLOURS
+
+    assert set(PHASE_COLOURS) == {p for phases in TIMELINE_PHASES.values() for p in phases}
+
+
+def test_aiv_figure_says_which_send_time_it_draws(tmp_path, monkeypatch, data):
+    """The bars are the timeline's send phase (to the last store's issue), which is not the
+    result send_max_aiv_us (to the last copy's completion); the figure says so."""
+    import ubepsim.plot
+
+    figs = []
+    monkeypatch.setattr(ubepsim.plot, "save", lambda fig, path: figs.append(fig))
+    code, _, err = run_cli("plot", *data["aiv"], "--kind", "aiv", "--out", tmp_path / "a.png")
+    assert code == 0, err
+    axes = figs[0].axes
+    tl = pl.read_parquet(data["aiv"][0])
+    die = ubepsim.plot.critical_die(tl)
+    slowest = tl.filter((pl.col("die") == die) & (pl.col("phase") == "send")).select(
+        (pl.col("end_us") - pl.col("start_us")).max()).item()
+    assert f"slowest AIV's send phase {slowest:.1f} us (to its last store's issue)" \
+        in axes[0].get_title()
+    assert all(ax.get_ylabel() == "send phase (us)" for ax in axes)
+    assert "send_max_aiv_us" in axes[-1].get_xlabel() and "completed" in axes[-1].get_xlabel()

@@ -37,6 +37,13 @@ def test_run_is_deterministic():
     assert a == b
 
 
+def test_bare_command_prints_the_help():
+    code, out, err = run_cli()
+    assert code == 0 and err == ""
+    assert out == run_cli("--help")[1]
+    assert out.startswith("Usage: ubepsim") and "\nCommands:\n" in out   # formatted, not one line
+
+
 def test_timeline_has_a_row_per_die_aiv_and_phase(tmp_path):
     path = tmp_path / "tl.parquet"
     code, out, err = run_cli("run", *SMALL, "--json", "--timeline", path)
@@ -51,6 +58,27 @@ def test_timeline_has_a_row_per_die_aiv_and_phase(tmp_path):
     code, _, _ = run_cli("run", *SMALL, "--protocol", "bsp", "--timeline", path)
     tl = pl.read_parquet(path)
     assert tl.height == 8 * 8 * 9 and set(tl["role"]) == {"bsp"}
+
+
+def test_timeline_phases_have_one_name_per_concept(tmp_path):
+    """Sending count messages and polling the sources' counts are count_send and count_poll
+    under both protocols (bsp's SendFlag & Count and flag verification, ubep's CalCumSum
+    group), and each AIV's phases abut in the documented order."""
+    phases = {}
+    for protocol in ("bsp", "ubep"):
+        path = tmp_path / f"{protocol}.parquet"
+        code, _, err = run_cli("run", *SMALL, "--protocol", protocol, "--timeline", path)
+        assert code == 0, err
+        tl = pl.read_parquet(path)
+        for (role,), rows in tl.group_by(["role"]):
+            phases[role] = rows.filter((pl.col("die") == 0) & (pl.col("aiv") == rows["aiv"][0]))
+        for (_, _), rows in tl.group_by(["die", "aiv"], maintain_order=True):
+            assert (rows["start_us"][1:] == rows["end_us"][:-1]).all()
+    assert phases["bsp"]["phase"].to_list() == ["init", "send", "syncall", "count_send",
+                                                "count_poll", "syncall", "cumsum", "syncall",
+                                                "reorder"]
+    assert phases["cumsum"]["phase"].to_list() == ["init", "count_send", "count_poll"]
+    assert phases["token"]["phase"].to_list() == ["init", "send", "offset_poll", "reorder"]
 
 
 @pytest.mark.parametrize("args, key", [

@@ -141,3 +141,22 @@ def test_help_lists_the_flags_tune_takes_with_their_true_defaults():
     assert "--protocol" not in out and "--cumsum-aivs" not in out  # tune sets both itself
     assert re.search(r"--seed INT +Seed of the counter-based routing generator\.\s+\(default: 0\)",
                      out)
+
+
+def test_default_largest_group_fits_a_profile_with_few_aivs(tmp_path):
+    """Without --max-cumsum-aivs, a 6-AIV profile tries sizes 1-5 (aivs - 1) rather than being
+    refused for a flag the user never gave; given explicitly, 6 is still refused."""
+    p6 = tmp_path / "p6.toml"
+    p6.write_text("[hardware]\naivs = 6\n")
+    rows = tune_json("--ranks", "16", "--batch", "8", "--profile", p6)
+    assert [r["best_cumsum_aivs"] in range(1, 6) for r in rows] == [True]
+    code, out, err = run_cli("tune", "--ranks", "16", "--batch", "8", "--profile", p6,
+                             "--max-cumsum-aivs", "6")
+    assert code == 2 and "--max-cumsum-aivs: 6 must be below aivs (6)" in err
+    code, out, err = run_cli("tune", "--ranks", "16", "--batch", "8", "--profile", p6)
+    assert code == 0 and "group sizes 1-5" in out
+    # the 48-AIV default profile keeps Figure 14's 16
+    code, out, err = run_cli("tune", "--ranks", "8", "--batch", "4", "--topk", "2")
+    assert code == 0 and "group sizes 1-16" in out, err
+    code, out, _ = run_cli("tune", "--help")
+    assert "16, or one below the workloads' aivs if fewer" in " ".join(out.split())

@@ -55,6 +55,23 @@ def test_every_claim_passes_or_fails_with_its_setup(checks):
         assert where in sections
 
 
+def test_every_point_and_claim_names_its_setup(checks):
+    assert checks and all(c["setup"].strip() for c in checks), \
+        [c["item"] for c in checks if not c["setup"].strip()]
+    # a point's setup is the configuration it runs, not a generic label
+    points = {c["item"]: c["setup"] for c in checks if c["kind"] == "point"}
+    for r in cal.TABLE4_CANN_EP:
+        run = cal.cann_ep(r)
+        setup = points[f"Table 4: CANN EP latency, {r} ranks (us)"]
+        for value in (f"{run['protocol']} / {run['sync']} / {run['schedule']}",
+                      f"{r} ranks", f"{run['batch']} tokens", f"top-{run['topk']}",
+                      f"{run['hidden']} {run['dtype']}", f"{run['aivs']} AIVs"):
+            assert value in setup, (value, setup)
+    for a in cal.FIG3B_EFFICIENCY:
+        setup = points[f"Figure 3(b): Token-Sending efficiency, {a} AIVs"]
+        assert f"{cal.FIG3B_RANKS} ranks" in setup and f" {a} AIVs" in setup, setup
+
+
 def test_text_table_and_strict_exit_code(strict):
     code, checks, err = strict
     claims = [c for c in checks if c["kind"] == "claim"]

@@ -35,9 +35,11 @@ _COUNT_FIELDS = {
     **{f"copies_{h}": k.O_COPIES_HOP0 + i for i, h in enumerate(HOP_CLASSES)},
 }
 # Timeline phases per AIV role, in the order of their boundaries (kernels/dispatch.py marks).
+# One name per piece of work whichever protocol does it: bsp's SendFlag & Count and flag
+# verification are the same count_send and count_poll as UBEP's CalCumSum group's.
 TIMELINE_PHASES = {
-    "bsp": ("init", "send", "syncall", "send_count", "verify", "syncall", "cumsum", "syncall",
-            "reorder"),
+    "bsp": ("init", "send", "syncall", "count_send", "count_poll", "syncall", "cumsum",
+            "syncall", "reorder"),
     "cumsum": ("init", "count_send", "count_poll"),
     "token": ("init", "send", "offset_poll", "reorder"),
 }

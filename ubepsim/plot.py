@@ -33,9 +33,9 @@ PHASES = (("phase_init_us", "Init"), ("phase_send_us", "Token-Sending"),
           ("phase_reorder_us", "Token-Reordering"))
 # One colour per timeline phase name, in every figure.
 PHASE_COLOURS = {
-    "init": "#9e9e9e", "send": "#1f77b4", "syncall": "#d62728", "send_count": "#ff7f0e",
-    "verify": "#9467bd", "cumsum": "#2ca02c", "reorder": "#8c564b", "count_send": "#ff7f0e",
-    "count_poll": "#e377c2", "offset_poll": "#bcbd22",
+    "init": "#9e9e9e", "send": "#1f77b4", "syncall": "#d62728", "count_send": "#ff7f0e",
+    "count_poll": "#e377c2", "cumsum": "#2ca02c", "offset_poll": "#bcbd22",
+    "reorder": "#8c564b",
 }
 # The columns that make a Parquet file sweep results: `ubepsim sweep` writes every parameter,
 # config_id and the results; a timeline, a routing trace or a measurement file lacks some.
@@ -284,7 +284,10 @@ def sync(frame: pl.DataFrame):
 
 
 def aiv_sends(frame: pl.DataFrame, die: int, path: str) -> pl.DataFrame:
-    """Each sending AIV's Token-Sending phase on one die: aiv, send_us."""
+    """Each sending AIV's Token-Sending phase on one die: aiv, send_us. The phase ends when
+    the AIV has issued its last store, not when that store completes, so its slowest AIV is
+    not the `send_max_aiv_us` of the results (first copy's issue to the last copy's
+    completion)."""
     sends = frame.filter(pl.col("phase") == "send").select(
         "aiv", send_us=pl.col("end_us") - pl.col("start_us")).sort("aiv")
     if sends.height == 0:
@@ -293,19 +296,26 @@ def aiv_sends(frame: pl.DataFrame, die: int, path: str) -> pl.DataFrame:
     return sends
 
 
+# What the aiv figure's bars are, since Figure 9-style comparisons mix it up with the result
+# send_max_aiv_us (which runs to the last store's completion, the port and hop included).
+SEND_PHASE_NOTE = ("send phase: from the end of Init until the AIV issued its last store "
+                   "(timeline phase `send`),\nnot send_max_aiv_us, which runs from the first "
+                   "copy's issue until the last copy completed")
+
+
 def aiv(series: Sequence[tuple[str, pl.DataFrame]]):
-    """Per-AIV send latency bars, one panel per timeline (Figure 9): (title, aiv_sends) pairs."""
+    """Per-AIV send phase bars, one panel per timeline (Figure 9): (title, aiv_sends) pairs."""
     plt = _pyplot()
-    fig, axes = plt.subplots(len(series), 1, figsize=(10, 2.3 * len(series) + 0.6),
+    fig, axes = plt.subplots(len(series), 1, figsize=(10, 2.3 * len(series) + 0.9),
                              sharex=True, sharey=True, squeeze=False, layout="constrained")
     for ax, (label, sends) in zip(axes[:, 0], series):
         ax.bar(sends["aiv"], sends["send_us"], color="#1f77b4")
         top = float(sends["send_us"].max())
         ax.axhline(top, color="#d62728", linestyle="--", linewidth=0.8)
-        ax.set_title(f"{label}: slowest AIV {top:.1f} us, mean {sends['send_us'].mean():.1f}"
-                     " us", fontsize=9)
-        ax.set_ylabel("send (us)")
-    axes[-1, 0].set_xlabel("AIV")
+        ax.set_title(f"{label}: slowest AIV's send phase {top:.1f} us (to its last store's "
+                     f"issue), mean {sends['send_us'].mean():.1f} us", fontsize=9)
+        ax.set_ylabel("send phase (us)")
+    axes[-1, 0].set_xlabel(f"AIV\n{SEND_PHASE_NOTE}", fontsize=8)
     return fig
 
 

@@ -61,12 +61,22 @@ def resolved_row(values: dict[str, Any], aivs_default: int) -> dict[str, Any]:
     return row
 
 
-def tune(rows: list[dict[str, Any]], seeds: list[int], profile: Profile, max_cumsum_aivs: int,
-         threads: int | None = None) -> Tuning:
-    """Simulate every row at group sizes 1..max_cumsum_aivs and every seed; pick the best."""
+def default_max_cumsum_aivs(rows: list[dict[str, Any]]) -> int:
+    """Figure 14's 16 group sizes, or fewer where a row has fewer AIVs: at least one AIV of
+    every row must send tokens."""
+    return min(16, min(r["aivs"] for r in rows) - 1)
+
+
+def tune(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
+         max_cumsum_aivs: int | None = None, threads: int | None = None) -> Tuning:
+    """Simulate every row at group sizes 1..max_cumsum_aivs (default: default_max_cumsum_aivs)
+    and every seed; pick the best. A maximum the caller chose that some row cannot run is an
+    error, never quietly lowered."""
     from .calibrate import config_columns
     from .model import simulate_columns
 
+    if max_cumsum_aivs is None:
+        max_cumsum_aivs = default_max_cumsum_aivs(rows)
     for row in rows:
         if max_cumsum_aivs >= row["aivs"]:
             raise InputError("--max-cumsum-aivs", f"{max_cumsum_aivs} must be below aivs "

@@ -2,8 +2,8 @@
 
 A point compares a number of "Numbers for calibration" with the model's (relative error). A
 claim runs the setup the paper describes and checks the direction it states (pass or fail);
-none of them uses a withheld result. Setups the paper leaves open are chosen here and named in
-each claim's `setup`.
+none of them uses a withheld result. Each point and claim names what it runs in its `setup`,
+including the choices made here where the paper leaves the setup open.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class Check:
     model: str                # the model's number or what it did
     error: float | None       # points: model / paper - 1
     passed: bool | None       # claims
-    setup: str = ""           # configurations the claim runs
+    setup: str                # what the point or claim runs (configurations, or the profile)
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "item": self.item, "paper": self.paper, "model": self.model,
@@ -46,8 +46,9 @@ def _config(**values: Any) -> dict[str, Any]:
     return make_config(values, cal.AIVS).as_dict()
 
 
-def _point(item: str, paper: float, model: float, fmt: str = "{:.4g}") -> Check:
-    return Check("point", item, fmt.format(paper), fmt.format(model), model / paper - 1.0, None)
+def _point(item: str, paper: float, model: float, setup: str, fmt: str = "{:.4g}") -> Check:
+    return Check("point", item, fmt.format(paper), fmt.format(model), model / paper - 1.0, None,
+                 setup)
 
 
 def _claim(item: str, paper: str, model: str, passed: bool, setup: str) -> Check:
@@ -57,12 +58,22 @@ def _claim(item: str, paper: str, model: str, passed: bool, setup: str) -> Check
 TABLE2_NAMES = {"intra_npu": "Intra-NPU", "one_hop": "One-Hop", "two_hop": "Two-Hop"}
 
 
+def cann_ep_setup(ranks: str, aivs: int = cal.AIVS) -> str:
+    """Table 4's CANN EP configuration (calibrate.cann_ep) in words, from the values it runs."""
+    w = cal.CANN_EP
+    return (f"CANN EP: {w['protocol']} / {w['sync']} / {w['schedule']}, {ranks} ranks, one "
+            f"expert per rank, {w['batch']} tokens per rank, top-{w['topk']}, hidden "
+            f"{w['hidden']} {w['dtype']}, uniform routing, {aivs} AIVs, seed 0")
+
+
 def calibration_points(profile: Profile, threads: int | None = None) -> list[Check]:
     """Table 2, Table 4 (latency and bandwidth), Figure 3(b) and the SyncAll share, and the
     claim Figure 3(b) stands for: half of the AIVs saturate the bandwidth."""
     clock = profile.clock_ghz
     out = [_point(f"Table 2: {TABLE2_NAMES[h]} latency (ns)", ns,
-                  profile.latency_cycles()[HOP_CLASSES.index(h)] / clock)
+                  profile.latency_cycles()[HOP_CLASSES.index(h)] / clock,
+                  f"no simulation: the profile's latency_ns.{h} in whole cycles of "
+                  f"clock_ghz ({clock:g})")
            for h, ns in cal.TABLE2_NS.items()]
     problem = cal.paper_problem()
     res = _simulate(problem.cols, profile, threads)
@@ -71,17 +82,24 @@ def calibration_points(profile: Profile, threads: int | None = None) -> list[Che
     n4 = len(ranks)
     for i, r in enumerate(ranks):
         out.append(_point(f"Table 4: CANN EP latency, {r} ranks (us)",
-                          cal.TABLE4_CANN_EP[r][0], values[i]))
+                          cal.TABLE4_CANN_EP[r][0], values[i], cann_ep_setup(str(r))))
     for i, r in enumerate(ranks):
         out.append(_point(f"Table 4: CANN EP bandwidth, {r} ranks (GB/s)",
-                          cal.TABLE4_CANN_EP[r][1], res["bw_gbps"][i]))
+                          cal.TABLE4_CANN_EP[r][1], res["bw_gbps"][i],
+                          f"{cann_ep_setup(str(r))}; bytes_per_rank / latency_us"))
     aivs = list(cal.FIG3B_EFFICIENCY)
     eff = np.concatenate([[1.0], values[n4:n4 + len(aivs) - 1]])
     for a, e in zip(aivs, eff):
         out.append(_point(f"Figure 3(b): Token-Sending efficiency, {a} AIVs",
-                          cal.FIG3B_EFFICIENCY[a], e, "{:.1%}"))
+                          cal.FIG3B_EFFICIENCY[a], e,
+                          f"{cann_ep_setup(str(cal.FIG3B_RANKS), a)}; efficiency "
+                          f"(T_{aivs[0]} x {aivs[0]}) / (T_{a} x {a}), T its phase_send_us",
+                          "{:.1%}"))
     out.append(_point("Section 2.3: SyncAll share of CANN EP latency", cal.SYNCALL_SHARE,
-                      values[-1], "{:.1%}"))
+                      values[-1],
+                      f"{cann_ep_setup(', '.join(map(str, ranks)))}; the "
+                      f"{cal.syncall_count()} SyncAlls' syncall_cycles over latency_us, "
+                      f"averaged over the rank counts", "{:.1%}"))
     send = res["phase_send_us"][n4:]
     half = send[aivs.index(cal.AIVS // 2)] / send[aivs.index(cal.AIVS)]
     out.append(_claim("Section 3.2: half of the AIVs saturate the transmission bandwidth",
@@ -154,7 +172,7 @@ def schedule_claims(profile: Profile, threads: int | None) -> list[Check]:
                    "expert_block > balanced > homogenized", text,
                    send[0] > send[1] > send[2],
                    "Figure 9's: 64 NPUs (128 dies) in four 16-NPU nodes, 256 experts, top-8, "
-                   "eight hot experts taking half the copies (share assumed)")]
+                   "eight hot experts with half the routing weight (share assumed)")]
 
 
 QSEARCH = ((128, 128), (160, 160), (128, 256))   # (ranks, experts): Table 3's expert counts

@@ -2,7 +2,7 @@
 
 `main` runs click with standalone_mode=False so that every usage error and every InputError
 (bad parameter, grid, profile or trace) exits with code 2 and one message, and anything else
-with 3.
+with 3. A bare `ubepsim` prints the help, as `ubepsim --help` does, and exits with 0.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import click
 from ..errors import InputError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+             no_args_is_help=True)
 @click.version_option(package_name="ubepsim")
 def cli() -> None:
     """Cycle-approximate simulator of MoE expert-parallel dispatch on superpods (BSP / UBEP)."""
@@ -38,6 +39,11 @@ def _with_flag(e: InputError) -> str:
     return str(e)
 
 
+# click 8.2+ reports a bare `ubepsim` (no_args_is_help) as this usage error, whose message is
+# the whole help; click 8.1 printed the help itself and exited 0. Absent there: catch nothing.
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 def main(argv: list[str] | None = None) -> int:
     _register()
     try:
@@ -48,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130
+    except _NO_ARGS_IS_HELP as e:  # asking for nothing is asking for help, as --help gets it
+        click.echo(e.ctx.get_help(), color=e.ctx.color)
+        return 0
     except click.UsageError as e:  # click's own checks: one line too, like an InputError
         where = f" (see `{e.ctx.command_path} --help`)" if e.ctx else ""
         click.echo(f"error: {' '.join(e.format_message().split())}{where}", err=True)

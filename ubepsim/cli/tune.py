@@ -19,15 +19,16 @@ LISTS = ("ranks", "batch", "experts", "topk", "seed")
 @click.option("--grid", "grid_file", default=None, metavar="GRID.toml",
               help="Take the workloads from a grid file instead of the flags: its points "
                    "without cumsum_aivs (swept here) and seed (its seeds are averaged).")
-@click.option("--max-cumsum-aivs", type=int, default=16, show_default=True,
-              help="Largest CalCumSum group size tried (from 1).")
+@click.option("--max-cumsum-aivs", type=int, default=None,
+              show_default="16, or one below the workloads' aivs if fewer",
+              help="Largest CalCumSum group size tried (from 1); must be below aivs.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the lookup table to FILE.toml or FILE.parquet.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print a JSON list, one object per workload.")
 @click.option("--threads", type=int, default=None,
               help="Threads of the parallel kernel (default: all cores).")
-def tune(grid_file: str | None, max_cumsum_aivs: int, out: Path | None, as_json: bool,
+def tune(grid_file: str | None, max_cumsum_aivs: int | None, out: Path | None, as_json: bool,
          threads: int | None, **flags) -> None:
     """Find the best CalCumSum group size (cumsum_aivs) for UBEP, per (ranks, batch, experts,
     topk).
@@ -44,7 +45,7 @@ def tune(grid_file: str | None, max_cumsum_aivs: int, out: Path | None, as_json:
     from ..outputs import check_out
     from ..profile import load_profile
 
-    if max_cumsum_aivs < 1:
+    if max_cumsum_aivs is not None and max_cumsum_aivs < 1:
         raise InputError("--max-cumsum-aivs", f"must be at least 1, got {max_cumsum_aivs}")
     check_threads("--threads", threads)
     if out is not None:
