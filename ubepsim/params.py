@@ -264,21 +264,26 @@ def coerce(name: str, value: Any, source: str | None = None) -> Any:
             if isinstance(value, float) and value.is_integer():
                 value = int(value)
             else:
-                raise InputError(name, f"expected an integer, got {value!r}", source)
+                raise InputError(name, f"expected an integer, got {_shown(value)}", source)
     elif p.kind is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or \
                 not math.isfinite(value):
-            raise InputError(name, f"expected a finite number, got {value!r}", source)
+            raise InputError(name, f"expected a finite number, got {_shown(value)}", source)
         value = float(value)
     elif p.kind is Path:
         if not isinstance(value, (str, Path)):
-            raise InputError(name, f"expected a file path, got {value!r}", source)
+            raise InputError(name, f"expected a file path, got {_shown(value)}", source)
         return str(value)
     if p.minimum is not None and value < p.minimum:
         raise InputError(name, f"{value!r} is below the minimum {_fmt(p.minimum)}", source)
     if p.maximum is not None and value > p.maximum:
         raise InputError(name, f"{value!r} is above the maximum {_fmt(p.maximum)}", source)
     return value
+
+
+def _shown(value: Any) -> str:
+    """A value as the user wrote it: TOML and JSON spell booleans true and false."""
+    return str(value).lower() if isinstance(value, bool) else repr(value)
 
 
 def _fmt(x: float) -> str:
