@@ -257,7 +257,8 @@ def _ring_push(ring, head, size, key):
 def _egress_phase(s, egress, st, prog, fifo, kc, cap, st_arr, st_vis, lat_row,
                   lat_local, queue, split):
     """One phase of die s: its AIVs replay their programs (prog[pc]: see _new_store), the
-    egress port serving their requests in (time, AIV) order. AIVs below `split` are ubep's CalCumSum group in the sending phase (else split is 0).
+    egress port serving their requests in (time, AIV) order. AIVs below `split` are ubep's
+    CalCumSum group in the sending phase (else split is 0).
     Returns the port's free time.
 
     A function of its own, called once per die and phase, so that its loop is compiled apart

@@ -193,7 +193,7 @@ BAD = [
     ("[grid]\nbatchsize = [8]\n", "grid.batchsize", "unknown parameter; allowed: ranks"),
     ("[grid]\nseeds = [1]\n", "grid.seeds", "trace (the seeds are the [sweep] seeds axis)"),
     ("[grid]\nbatch = ['8']\n", "grid.batch", "expected an integer"),
-    ("[grid]\nbatch = [true]\n", "grid.batch", "expected an integer, got true"),  # as TOML spells it
+    ("[grid]\nbatch = [true]\n", "grid.batch", "expected an integer, got true"),  # TOML's spelling
     ("[grid]\nzipf_s = false\n", "grid.zipf_s", "expected a finite number, got false"),
     ("[grid]\nbatch = []\n", "grid.batch", "empty axis"),
     ("[grid]\nbatch = { range = [16, 8] }\n", "grid.batch",

@@ -19,7 +19,8 @@ from ..plot import KINDS, TIMELINE_KINDS
                    "size, a panel per rank count (Figure 14; sweep results). breakdown: "
                    "stacked phase times per protocol (Figures 3(a), 8; sweep results). sync: "
                    "latency against payload per Data-as-Flag variant (Figure 10; sweep "
-                   "results). aiv: each AIV's send phase (until it issued its last store), a panel per timeline (Figure "
+                   "results). aiv: each AIV's send phase (until it issued its last store), a "
+                   "panel per timeline (Figure "
                    "9; one or more timelines). timeline: Gantt chart of one die's AIVs (one "
                    "timeline).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
