@@ -160,7 +160,11 @@ def test_profile_file_overrides_and_rejects_unknown_keys(tmp_path):
         assert code == 2 and f"--profile: {typed} has " in err and found in err, err
     typed.write_text("[hardware]\n")   # an empty table: cm384's values under its own name
     same = json.loads(run_cli("run", *SMALL, "--json", "--profile", typed)[1])
-    assert same.pop("profile") == "typed"
+    assert same.pop("profile") == str(typed)
+    copy = tmp_path / "cm384.toml"      # a file is named by its path, never as a built-in
+    copy.write_text("[hardware]\n")
+    assert json.loads(run_cli("run", *SMALL, "--json", "--profile", copy)[1])["profile"] == \
+        str(copy)
     assert {k: v for k, v in base.items() if k != "profile"} == same
 
 

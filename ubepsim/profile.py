@@ -151,7 +151,7 @@ def load_profile(spec: str | Path = "cm384", overrides: dict[str, Any] | None = 
             raise InputError(key, f"{path} has {found}; {what}", source)
         _merge(values, hardware, "hardware", str(path))
         _check(values, "hardware", str(path))
-        name = path.stem
+        name = str(path)   # as given: a file cm384.toml elsewhere is not the built-in cm384
     if overrides:
         _merge(values, overrides, "profile", source)
     _check(values, "profile", source)
