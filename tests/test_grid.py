@@ -194,6 +194,8 @@ BAD = [
     ("[grid]\nseeds = [1]\n", "grid.seeds", "trace (the seeds are the [sweep] seeds axis)"),
     ("[grid]\nbatch = ['8']\n", "grid.batch", "expected an integer"),
     ("[grid]\nbatch = [true]\n", "grid.batch", "expected an integer, got true"),  # TOML's spelling
+    ("[grid]\nranks = 16.0\n", "grid.ranks", "expected an integer, got 16.0: TOML writes "
+     "integers without a point (16)"),
     ("[grid]\nzipf_s = false\n", "grid.zipf_s", "expected a finite number, got false"),
     ("[grid]\nbatch = []\n", "grid.batch", "empty axis"),
     ("[grid]\nbatch = { range = [16, 8] }\n", "grid.batch",

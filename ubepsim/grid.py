@@ -234,6 +234,10 @@ def _values(name: str, spec: Any, key: str, source: str, scalar: bool = True) ->
     for v in values:
         if isinstance(v, (list, dict)):
             raise InputError(key, f"expected {forms}; got a nested {type(v).__name__}", source)
+        if isinstance(v, float) and v.is_integer() and PARAM_BY_NAME.get(name) is not None \
+                and PARAM_BY_NAME[name].kind is int:   # as [profile] refuses aivs = 40.0
+            raise InputError(key, f"expected an integer, got {v!r}: TOML writes integers without "
+                             f"a point ({int(v)})", source)
         try:
             v = coerce(name, v)
         except InputError as e:
