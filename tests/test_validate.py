@@ -136,3 +136,17 @@ def test_a_profile_with_few_aivs_tries_the_group_sizes_it_has(tmp_path):
     setups = [c["setup"] for c in json.loads(out) if "best group size" in c["item"]
               or "CalCumSum AIVs" in c["item"]]
     assert setups and all("group sizes 1-7," in s for s in setups)
+
+
+def test_claims_that_one_group_size_cannot_show_are_not_testable_not_failed(tmp_path):
+    tiny = tmp_path / "p2.toml"
+    tiny.write_text("[hardware]\naivs = 2\n")
+    code, out, err = run_cli("validate", "--profile", tiny, "--json", "--strict")
+    assert code == 0, err                       # --strict fails only on a failed claim
+    claims = [c for c in json.loads(out) if c["kind"] == "claim"]
+    groups = [c for c in claims if "best group size" in c["item"] or "CalCumSum AIVs" in c["item"]]
+    assert len(groups) == 4
+    assert all(c["pass"] is None and "not testable: 2 AIVs" in c["model"] for c in groups)
+    assert all(c["pass"] is not None for c in claims if c not in groups)
+    code, out, _ = run_cli("validate", "--profile", tiny)
+    assert out.count(" n/a\n") == 4 and "; 4 not testable on this profile" in out

@@ -61,10 +61,15 @@ def resolved_row(values: dict[str, Any], aivs_default: int) -> dict[str, Any]:
     return row
 
 
+def max_groups(aivs: int) -> int:
+    """Figure 14's 16 group sizes, or fewer on dies with fewer AIVs: at least one AIV must send
+    tokens."""
+    return min(16, aivs - 1)
+
+
 def default_max_cumsum_aivs(rows: list[dict[str, Any]]) -> int:
-    """Figure 14's 16 group sizes, or fewer where a row has fewer AIVs: at least one AIV of
-    every row must send tokens."""
-    return min(16, min(r["aivs"] for r in rows) - 1)
+    """The group sizes every row can run (max_groups of the fewest AIVs)."""
+    return max_groups(min(r["aivs"] for r in rows))
 
 
 def tune(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,

@@ -45,7 +45,8 @@ def _table(checks) -> str:
     width = 58
     lines = [f"{'point or claim':<{width}}  {'paper':<24}  {'model':<24}  result"]
     for c in checks:
-        result = f"{c.error:+.1%}" if c.kind == "point" else ("pass" if c.passed else "FAIL")
+        result = (f"{c.error:+.1%}" if c.kind == "point" else
+                  {True: "pass", False: "FAIL", None: "n/a"}[c.passed])
         item = textwrap.wrap(c.item, width) or [""]
         paper = textwrap.wrap(c.paper, 24) or [""]
         model = textwrap.wrap(c.model, 24) or [""]
@@ -56,6 +57,9 @@ def _table(checks) -> str:
     points = [c for c in checks if c.kind == "point"]
     claims = [c for c in checks if c.kind == "claim"]
     rms = (sum(c.error ** 2 for c in points) / len(points)) ** 0.5
+    tested = [c for c in claims if c.passed is not None]
+    untested = f"; {len(claims) - len(tested)} not testable on this profile" \
+        if len(tested) < len(claims) else ""
     lines.append(f"{len(points)} points, rms error {rms:.1%}; "
-                 f"{sum(bool(c.passed) for c in claims)} of {len(claims)} claims hold")
+                 f"{sum(c.passed for c in tested)} of {len(tested)} claims hold{untested}")
     return "\n".join(lines)
