@@ -218,3 +218,18 @@ def test_aiv_figure_says_which_send_time_it_draws(tmp_path, monkeypatch, data):
         in axes[0].get_title()
     assert all(ax.get_ylabel() == "send phase (us)" for ax in axes)
     assert "send_max_aiv_us" in axes[-1].get_xlabel() and "completed" in axes[-1].get_xlabel()
+
+
+def test_aiv_figure_draws_only_the_aivs_that_send():
+    """bsp with fewer copies per die than AIVs: the idle AIVs' send phases are empty, and the
+    figure's bars and mean cover the others only (as send_mean_aiv_us does)."""
+    from ubepsim.model import simulate
+    from ubepsim.plot import aiv_sends
+
+    tl = simulate(make_config({"ranks": 8, "batch": 2, "topk": 2, "aivs": 8, "protocol": "bsp"},
+                              8), load_profile(), timeline=True)["timeline"]
+    die0 = tl.filter(pl.col("die") == 0)
+    sends = aiv_sends(die0, 0, "t")
+    empty = die0.filter((pl.col("phase") == "send") & (pl.col("end_us") == pl.col("start_us")))
+    assert empty.height > 0 and sends.height == 8 - empty.height
+    assert (sends["send_us"] > 0).all()

@@ -288,8 +288,11 @@ def aiv_sends(frame: pl.DataFrame, die: int, path: str) -> pl.DataFrame:
     the AIV has issued its last store, not when that store completes, so its slowest AIV is
     not the `send_max_aiv_us` of the results (first copy's issue to the last copy's
     completion)."""
+    # an AIV without copies (bsp's, when a die has fewer copies than AIVs) has an empty send
+    # phase: it does not send, and would pull the mean down (as send_mean_aiv_us leaves it out)
     sends = frame.filter(pl.col("phase") == "send").select(
-        "aiv", send_us=pl.col("end_us") - pl.col("start_us")).sort("aiv")
+        "aiv", send_us=pl.col("end_us") - pl.col("start_us")).filter(
+        pl.col("send_us") > 0).sort("aiv")
     if sends.height == 0:
         raise InputError("DATASET", f"{path} has no send phase on die {die}: --kind aiv draws "
                          f"each AIV's Token-Sending time")
