@@ -100,8 +100,8 @@ def test_absurd_sizes_are_refused_at_once_by_arithmetic(tmp_path):
          "an integer parameter needs integer range ends and steps"),
         ("", "[grid]\nhidden = { range = [1, 1e300], factor = 1.0000001 }", "grid.hidden",
          "range [1, 1e+300]: 1e+300 is above the maximum 16777216"),
-        ('seeds = { range = [1, 1e18], factor = 1.0000001 }', "", "sweep.seeds",
-         "range [1, 1e+18] has 414,465,"),
+        ('seeds = { range = [1, 1000000000000000000], factor = 1.0000001 }', "", "sweep.seeds",
+         "range [1, 1000000000000000000] has 414,465,"),
         ("", "[grid]\nhot_share = { range = [0, 1], step = 1e-300 }", "grid.hot_share",
          "range [0, 1] has more than 10^15 values"),
         ('seeds = { range = [0, 999] }', "[grid]\nbatch = { range = [1, 1000] }\n"
@@ -137,7 +137,7 @@ def test_zipped_parameters_move_together(tmp_path):
     ("-topk + 4 >= ranks // 2 ** 1", 4),
     ("65536 * 65536 > 0 and 2 ** 32 > 2 ** 31 > 0", 6),  # 64-bit, not wrapped around to 0
     ("topk ** -1 == 0.5", 2),                             # a float power, as in Python
-    ("ranks * 2 ** 62 > 2 ** 63", 6),
+    ("ranks * 2.0 ** 62 > 2 ** 63", 6),                   # a float product past int64
     ("topk in [1, 4.0, 2.5]", 4),
     ("topk not in [2]", 4),
     ("zipf_s in [1, 2]", 6),
@@ -152,6 +152,20 @@ def test_filters_drop_points(tmp_path, expr, kept):
         sync = "sw"
         """, f'name = "t"\nfilter = "{expr}"\n'))
     assert g.size == kept and g.product == 6
+
+
+def test_constant_arithmetic_in_a_filter_is_exact(tmp_path):
+    """2 ** 62 is folded as Python computes it, so a seed just above it compares exactly (as
+    floats, 2 ** 62 + 1 equals 2 ** 62); a huge power is refused, not computed."""
+    body = "[grid]\nranks = 8\n"
+    for flt, kept in (("seed > 2 ** 62", [2 ** 62 + 1]), ("seed % 2 ** 1 == 1", [2 ** 62 + 1]),
+                      ("seed < 2 ** 64", [0, 2 ** 62 + 1])):
+        path = grid_of(tmp_path, body, f'name = "t"\nseeds = [0, {2 ** 62 + 1}]\n'
+                       f'filter = "{flt}"\n')
+        assert load_grid(path).points["seed"].to_list() == kept, flt
+    path = grid_of(tmp_path, body, 'name = "t"\nfilter = "ranks < 10 ** 10 ** 9"\n')
+    with pytest.raises(InputError, match="10 \\*\\* 10 \\*\\* 9 is too large"):
+        load_grid(path)
 
 
 def test_a_million_point_grid_expands_and_validates_in_seconds():

@@ -308,9 +308,13 @@ def _range(name: str, spec: dict, key: str, source: str) -> list:
     if whole:
         # before counting, so that a fractional step is refused without building its values; a
         # fractional factor can still give integers (4, 6, 9), checked on the values below
-        if not all(float(v).is_integer() for v in [first, last] + [stride] * (not geometric)):
+        ends = [first, last] + [stride] * (not geometric)
+        if not all(float(v).is_integer() for v in ends):
             raise InputError(key, f"an integer parameter needs integer range ends and steps, "
                              f"got {spec!r}", source)
+        if any(isinstance(v, float) for v in ends):   # as a value 16.0 is refused
+            raise InputError(key, f"expected integers, got {spec!r}: TOML writes integers "
+                             f"without a point", source)
         first, last = int(first), int(last)
         stride = int(stride) if float(stride).is_integer() else stride
     if first > last:
@@ -327,11 +331,17 @@ def _range(name: str, spec: dict, key: str, source: str) -> list:
 
     # the number of steps, computed before any value is built: integers exactly
     exact = all(isinstance(v, int) for v in (first, last, stride))
-    if geometric:
+    if geometric and exact:   # a few dozen multiplications at most: integers only grow
+        steps, v = 0, first
+        while v * stride <= last:
+            v *= stride
+            steps += 1
+    elif geometric:
         steps = (math.log(last) - math.log(first)) / math.log(stride)  # no last / first overflow
     else:
         steps = (last - first) // stride if exact else (last - first) / stride
-    if steps + 1 > MAX_POINTS:
+    # counted as the values will be (a float count a hair above a whole number is that number)
+    if math.floor(steps + 1e-9) + 1 > MAX_POINTS:
         count = f"{math.floor(steps) + 1:,}" if steps < 1e15 else "more than 10^15"
         raise InputError(key, f"{shown} has {count} values; a grid holds at most "
                          f"{MAX_POINTS:,} points: narrow the range or split the grid into "
@@ -356,8 +366,8 @@ def _range(name: str, spec: dict, key: str, source: str) -> list:
 
 
 def _show(v: float) -> str:
-    """A number in a message: 0.30000000000000004 as 0.3, 1e300 as 1e+300."""
-    return f"{v:.12g}"
+    """A number in a message: integers exactly, 0.30000000000000004 as 0.3, 1e300 as 1e+300."""
+    return str(v) if isinstance(v, int) else f"{v:.12g}"
 
 
 def _is_number(v: Any) -> bool:
@@ -430,14 +440,15 @@ def _check_points(points: pl.DataFrame, source: str) -> None:
 # --- filters: a small expression language turned into a polars expression, never eval'd -------
 
 def _power(base: pl.Expr, exponent: pl.Expr) -> pl.Expr:
-    # in floating point: an integer power would wrap around (2 ** 64 == 0) and refuse a negative
-    # exponent, where Python gives a float
+    # a power of a parameter, in floating point: an integer power would wrap around and refuse a
+    # negative exponent, where Python gives a float (powers of constants are folded exactly)
     return base.cast(pl.Float64) ** exponent.cast(pl.Float64)
 
 
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
            ast.Pow: _power}
+_PYTHON = {**_BINARY, ast.Pow: operator.pow}   # the same, on numbers (constants folded)
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
             ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
 _ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
@@ -448,9 +459,11 @@ INT64 = (-(1 << 63), (1 << 63) - 1)
 
 def _literal(value: Any) -> pl.Expr:
     """A filter's constant. Polars makes a Python int an Int32 literal, in which integer
-    arithmetic wraps around past 2 ** 31; the parameters' columns are 64-bit, so are numbers."""
+    arithmetic wraps around past 2 ** 31; the parameters' columns are 64-bit, so are numbers
+    (an integer beyond them, such as a folded 2 ** 64, as the nearest float)."""
     if isinstance(value, int):
-        return pl.lit(value, pl.Int64)
+        return pl.lit(value, pl.Int64) if INT64[0] <= value <= INT64[1] else \
+            pl.lit(float(value), pl.Float64)
     if isinstance(value, float):
         return pl.lit(value, pl.Float64)
     return pl.lit(value)
@@ -490,7 +503,34 @@ def filter_expr(text: str, source: str | None = None) -> pl.Expr:
             value = beside(source, value)   # as the grid's own trace values are
         return value
 
+    def folded(node: ast.AST) -> int | float | None:
+        """A subexpression of numbers alone, computed exactly as Python does (2 ** 62 stays an
+        integer, so seed > 2 ** 62 compares exactly), or None."""
+        if isinstance(node, ast.Constant):
+            return node.value if _is_number(node.value) else None
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = folded(node.operand)
+            return None if v is None else (-v if isinstance(node.op, ast.USub) else v)
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            a, b = folded(node.left), folded(node.right)
+            if a is None or b is None:
+                return None
+            if isinstance(node.op, ast.Pow) and abs(b) > 1024 and abs(a) > 1:
+                raise fail(f"{ast.unparse(node)} is too large")   # not 10 ** 10 ** 9 digits
+            try:
+                v = _PYTHON[type(node.op)](a, b)
+            except (ZeroDivisionError, OverflowError) as e:
+                raise fail(f"{ast.unparse(node)}: {e}") from None
+            if not _is_number(v):   # a complex root, an infinite float
+                raise fail(f"{ast.unparse(node)} is not a finite real number")
+            return v
+        return None
+
     def build(node: ast.AST, param: str | None = None) -> pl.Expr:
+        if isinstance(node, (ast.BinOp, ast.UnaryOp)):
+            v = folded(node)
+            if v is not None:
+                return _literal(v)
         if isinstance(node, ast.Name):
             if node.id not in PARAM_BY_NAME:
                 raise fail(f"unknown name {node.id!r} (parameters: {', '.join(NAMES)})")
