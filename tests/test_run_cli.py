@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import polars as pl
 import pytest
@@ -222,6 +223,24 @@ def test_a_trace_is_identified_by_its_content_not_its_name(tmp_path, monkeypatch
     rows[0] = (0, 0, 0, 7)
     pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(path)
     assert result(path)["config_id"] != same[0]["config_id"]
+
+
+def test_a_trace_rewritten_under_its_old_stamp_is_read_again(tmp_path):
+    """The digest is cached per file stamp; a rewrite of the same size with its modification
+    time set back (cp -p, rsync -t) still moves the change time."""
+    import os
+
+    from ubepsim.params import trace_digest
+
+    path = tmp_path / "t.bin"
+    path.write_bytes(b"a" * 64)
+    before = trace_digest(str(path))
+    stamp = path.stat()
+    time.sleep(0.01)
+    path.write_bytes(b"b" * 64)
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert path.stat().st_size == stamp.st_size and path.stat().st_mtime_ns == stamp.st_mtime_ns
+    assert trace_digest(str(path)) != before
 
 
 def test_a_configuration_beyond_the_kernel_limits_is_refused_up_front():

@@ -139,6 +139,17 @@ def test_another_grids_directory_is_refused_and_left_alone(tiny_grid, tmp_path):
                               f"{tiny_grid}): its {change} from the grid's now") in stderr
 
 
+def test_another_versions_dataset_is_named_as_such(tiny_grid, tmp_path):
+    out = tmp_path / "out"
+    run_sweep(load_grid(tiny_grid), out, part_rows=TINY_SIZE // 2)
+    part = parts(out)[0]
+    table = pq.read_table(part)
+    meta = {**table.schema.metadata, b"ubepsim.version": b"0.1.0", b"ubepsim.fingerprint": b"x"}
+    pq.write_table(table.replace_schema_metadata(meta), part)   # and its points differ too
+    code, _, stderr = run_cli("sweep", tiny_grid, "--out", out, "--resume")
+    assert code == 2 and f"{out} was written by ubepsim 0.1.0, this is {__version__}" in stderr
+
+
 def test_a_finished_sweep_needs_resume_and_then_does_nothing(tiny_grid, tmp_path):
     out = tmp_path / "out"
     assert run_cli("sweep", tiny_grid, "--out", out, "-q")[0] == 0

@@ -231,11 +231,14 @@ def trace_digest(path: str) -> int:
         st = os.stat(path)
     except OSError as e:
         raise InputError("trace", f"cannot read {path}: {e.strerror or e}") from None
-    return _file_digest(os.path.realpath(path), st.st_mtime_ns, st.st_size)
+    return _file_digest(os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns,
+                        st.st_ctime_ns)
 
 
-@functools.lru_cache(maxsize=64)   # keyed by the file's stamp: a sweep reads each trace once
-def _file_digest(path: str, mtime_ns: int, size: int) -> int:
+# Keyed by the file's identity and stamps, so that a sweep reads each trace once; the change
+# time moves on every write, even one whose modification time was set back (cp -p, rsync -t).
+@functools.lru_cache(maxsize=64)
+def _file_digest(path: str, inode: int, size: int, mtime_ns: int, ctime_ns: int) -> int:
     with open(path, "rb") as f:
         return _digest(hashlib.file_digest(f, "blake2b").digest())
 

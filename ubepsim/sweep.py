@@ -160,13 +160,14 @@ def existing_parts(out: Path, grid: Grid) -> list[tuple[int, int]]:
         except (OSError, pa.ArrowException) as e:  # damaged after it was written
             raise InputError("--out", f"{path} is not a readable part ({e}); delete that file "
                              f"and run again with --resume") from None
-        if meta.get("fingerprint") != grid.fingerprint:
-            raise InputError("--out", f"{out} holds the results of {_other(meta, grid)}; "
-                             f"choose another directory or delete this one")
+        # the version first: another version's points or paths may differ for that reason
         if meta.get("version") != __version__:
             raise InputError("--out", f"{out} was written by ubepsim {meta.get('version')}, "
                              f"this is {__version__}; its rows may differ: choose another "
                              f"directory or delete this one")
+        if meta.get("fingerprint") != grid.fingerprint:
+            raise InputError("--out", f"{out} holds the results of {_other(meta, grid)}; "
+                             f"choose another directory or delete this one")
         ranges.append((int(meta["first"]), int(meta["stop"])))
     ranges.sort()
     for (_, stop), (first, _) in zip(ranges, ranges[1:]):
@@ -405,9 +406,9 @@ class _lock:
     @staticmethod
     def check_free(out: Path) -> None:
         """Refuse `out` if a sweep holds its lock now; creates nothing."""
-        try:
-            fd = os.open(out / ".lock", os.O_RDONLY)
-        except OSError:   # no lock file (or no directory): nobody is writing
+        try:   # opened for writing: NFS emulates flock with write locks, which need it
+            fd = os.open(out / ".lock", os.O_RDWR)
+        except OSError:   # no lock file, no directory, or not ours to write: the lock decides
             return
         try:
             _lock._take(fd, out)
