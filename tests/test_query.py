@@ -51,6 +51,8 @@ def test_query_prints_the_answer_as_a_table(dataset):
     lines = stdout.splitlines()
     assert lines[0].startswith("┌") and lines[-1] == "2 rows"
     assert re.search(r"│ bsp +┆ 48 +│", stdout) and re.search(r"│ ubep +┆ 144 +│", stdout)
+    code, stdout, _ = run_cli("query", dataset, "SELECT count(*) AS n FROM results")
+    assert code == 0 and stdout.splitlines()[-1] == "1 row"
 
 
 def test_query_reads_a_single_part_or_a_glob(dataset):

@@ -50,7 +50,7 @@ def query(dataset: str, sql: str, out: str | None, rows: int) -> None:
         with pl.Config(tbl_rows=rows, tbl_cols=-1, tbl_width_chars=200,
                        tbl_hide_dataframe_shape=True, fmt_str_lengths=60):
             click.echo(answer)
-        click.echo(f"{answer.height:,} rows")
+        click.echo(f"{answer.height:,} row{'' if answer.height == 1 else 's'}")
         return
     nested = [c for c, t in answer.schema.items() if t.is_nested()]
     if nested and Path(out).suffix == ".csv":
