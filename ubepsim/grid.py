@@ -149,12 +149,16 @@ def load_grid(path: str | Path, key: str = "GRID") -> Grid:
     return Grid(path, text, name, Path(out) if out else None, profile, sizes, product, points)
 
 
+def shape(sizes: dict[str, int]) -> str:
+    """The axes that vary, as the product they span: "5 batch x 7 seed"."""
+    return " x ".join(f"{n:,} {label}" for label, n in sizes.items() if n > 1)
+
+
 def _check_size(sizes: dict[str, int], source: str) -> None:
     """The product, from the axis lengths alone: refused before any of it is built."""
     product = math.prod(sizes.values())
     if product > MAX_POINTS:
-        shape = " x ".join(f"{n:,} {label}" for label, n in sizes.items())
-        raise InputError("grid", f"{product:,} points ({shape}); a grid holds at most "
+        raise InputError("grid", f"{product:,} points ({shape(sizes)}); a grid holds at most "
                          f"{MAX_POINTS:,}: narrow an axis or split the grid into several files",
                          source)
 

@@ -41,7 +41,7 @@ def sweep(grid_file: str, out: str | None, resume: bool, workers: int | None,
     polars.scan_parquet("DIR/part-*.parquet").
     """
     from .. import sweep as engine
-    from ..grid import load_grid
+    from ..grid import load_grid, shape
 
     threads = _threads(workers, scheduler)
     for flag, value in (("--batch-size", batch_rows), ("--part-rows", part_rows)):
@@ -53,7 +53,7 @@ def sweep(grid_file: str, out: str | None, resume: bool, workers: int | None,
     target = Path(out) if out else grid.out
     if target is None and not dry_run:
         raise InputError("--out", f"{grid_file} sets no [sweep] out; give --out DIR")
-    axes = " x ".join(f"{n} {label}" for label, n in grid.axes.items() if n > 1)
+    axes = shape(grid.axes)
     size = f"{grid.product:,} points ({axes})" if axes else "1 point"
     kept = "" if grid.size == grid.product else f"; the filter keeps {grid.size:,}"
     click.echo(f"{grid.name}: {size}{kept}")
