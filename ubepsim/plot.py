@@ -294,8 +294,8 @@ def aiv_sends(frame: pl.DataFrame, die: int, path: str) -> pl.DataFrame:
         "aiv", send_us=pl.col("end_us") - pl.col("start_us")).filter(
         pl.col("send_us") > 0).sort("aiv")
     if sends.height == 0:
-        raise InputError("DATASET", f"{path} has no send phase on die {die}: --kind aiv draws "
-                         f"each AIV's Token-Sending time")
+        raise InputError("DATASET", f"{path} has no AIV sending on die {die} (no send phase "
+                         f"that is not empty): --kind aiv draws each sending AIV's send phase")
     return sends
 
 
