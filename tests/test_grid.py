@@ -6,6 +6,7 @@ import re
 import time
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -90,11 +91,29 @@ def test_a_grid_holds_at_most_max_points_counted_before_expanding(tmp_path, monk
     assert "range [1, 13] has 13 values; a grid holds at most 12 points" in str(e.value)
 
 
+def test_expansion_in_chunks_gives_the_same_points_and_fingerprint(tmp_path, monkeypatch):
+    """The product is expanded and checked a chunk at a time, and only the kept points'
+    indices are held: the chunk size changes nothing, and any batch is the same slice."""
+    path = grid_of(tmp_path, "[grid]\nbatch = [8, 16, 32]\ntopk = { range = [1, 8] }\n"
+                   "protocol = ['bsp', 'ubep']\n",
+                   'name = "t"\nseeds = [0, 1, 2]\nfilter = "topk % 3 != 0 or protocol == \'bsp\'"')
+    whole = load_grid(path)
+    monkeypatch.setattr(grid_module, "CHUNK", 7)
+    chunked = load_grid(path)
+    assert chunked.points.equals(whole.points) and chunked.fingerprint == whole.fingerprint
+    assert whole.kept.dtype == np.int64 and whole.size == len(whole.kept) < whole.product
+    for a, b in ((0, 5), (17, 40), (whole.size - 3, whole.size)):
+        assert chunked.frame(a, b).equals(whole.points.slice(a, b - a))
+    unfiltered = load_grid(grid_of(tmp_path, "[grid]\nbatch = [8, 16]\n", 'name = "t"'))
+    assert unfiltered.kept is None and unfiltered.size == unfiltered.product == 2
+
+
 def test_absurd_sizes_are_refused_at_once_by_arithmetic(tmp_path):
     # each of these used to build its values or its product first: MemoryError or a Rust panic
+    top = f"{grid_module.MAX_POINTS:,}"
     cases = [
         ('seeds = { range = [0, 10000000000] }', "", "sweep.seeds",
-         "range [0, 10000000000] has 10,000,000,001 values; a grid holds at most 10,000,000 "
+         f"range [0, 10000000000] has 10,000,000,001 values; a grid holds at most {top} "
          "points: narrow the range or split the grid into several files"),
         ("", "[grid]\nbatch = { range = [1, 4], step = 1e-300 }", "grid.batch",
          "an integer parameter needs integer range ends and steps"),
@@ -107,7 +126,7 @@ def test_absurd_sizes_are_refused_at_once_by_arithmetic(tmp_path):
         ('seeds = { range = [0, 999] }', "[grid]\nbatch = { range = [1, 1000] }\n"
          "hidden = { range = [1, 1000] }\ntopk = { range = [1, 16] }", "grid",
          "16,000,000,000 points (1,000 batch x 1,000 hidden x 16 topk x 1,000 seed); a grid "
-         "holds at most 10,000,000: narrow an axis or split the grid into several files"),
+         f"holds at most {top}: narrow an axis or split the grid into several files"),
     ]
     for sweep, body, key, fragment in cases:
         started = time.perf_counter()

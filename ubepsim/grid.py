@@ -1,4 +1,4 @@
-"""Sweep grids: a TOML file expanded into a table of resolved configurations.
+"""Sweep grids: a TOML file expanded into numbered, resolved configurations.
 
     [sweep]    name, out, seeds, filter, profile     what to run and where
     [grid]     parameter = value | [values] | { range = [first, last], step = s | factor = f }
@@ -7,9 +7,10 @@
 
 The expansion is the cartesian product of the axes (file order, first axis slowest, the seeds
 innermost), then the filter drops points. Everything is checked before any work: each value with
-`params.coerce`, the cross-parameter rules with `params.check_rules` over whole columns, so a
-million-point grid expands and validates in seconds. Every error is an InputError naming the grid
-file and the key.
+`params.coerce`, the cross-parameter rules with `params.check_rules` over whole columns of a
+chunk of points at a time, so a million-point grid expands and validates in half a second. The
+points are then built on demand, a batch at a time, from the axes and the kept indices. Every
+error is an InputError naming the grid file and the key.
 """
 
 from __future__ import annotations
@@ -43,15 +44,19 @@ SWEEP_KEYS = {
 AXIS_FORMS = ("a value, a list of values, or { range = [first, last] } with an optional "
               "step = s or factor = f (both ends included)")
 # The most points a grid may expand to (before the filter), and so the longest axis. The client
-# holds the expanded points in memory, about 100 bytes each and twice that while expanding (2.4 GB
-# at the peak for ten million, measured), and ten million points are hours of work on one 2-core
-# machine (about 1,300 a second). A bigger study is several grid files.
-MAX_POINTS = 10**7
+# holds the index of each point the filter keeps (8 bytes; the points themselves are built a
+# batch at a time) and expands the product once, a chunk at a time: 15-19 s and at most 1.3 GB
+# for a hundred million points, measured. That many points are days of work on one 2-core
+# machine (about 1,400 a second) and hours on a cluster. A bigger study is several grid files.
+MAX_POINTS = 10**8
+CHUNK = 1 << 20   # points built at a time while expanding
+INDEX = "__index"   # a point's index in the product, beside the parameters while filtering
 
 
 @dataclasses.dataclass(frozen=True)
 class Grid:
-    """A loaded, validated and expanded grid."""
+    """A loaded, validated and expanded grid. Its points are numbered 0 .. size - 1 in
+    expansion order and built on demand from the axes (batch), never held all at once."""
 
     path: Path
     text: str                 # the grid file as written (provenance)
@@ -60,33 +65,55 @@ class Grid:
     profile: Profile
     axes: dict[str, int]      # axis label -> number of values, in expansion order
     product: int              # points in the cartesian product, before the filter
-    points: pl.DataFrame      # resolved points, one column per parameter (enums as pl.Enum)
+    fingerprint: str          # see _Fingerprint
+    values: list[list[pl.Series]] = dataclasses.field(repr=False)   # per axis, its columns
+    kept: np.ndarray | None = dataclasses.field(repr=False)  # product index of each point
+                                                              # (None: the filter kept all)
 
     @property
     def size(self) -> int:
-        return self.points.height
+        return self.product if self.kept is None else len(self.kept)
 
-    @functools.cached_property  # hashes every point: once per grid
-    def fingerprint(self) -> str:
-        """A hash of exactly what gets simulated: the points in order and the resolved profile.
-
-        Two grid files that expand to the same points (comments, key order within a zip group,
-        `out`) are the same sweep; a resumed run must present the same fingerprint.
-        """
-        h = hashlib.sha256(self.profile.to_toml().encode())
-        for name in NAMES:
-            col = self.points[name]
-            h.update(name.encode())
-            if col.dtype == pl.String:
-                h.update("\x00".join(col.to_list()).encode())
-            else:
-                h.update(_codes(name, col).tobytes())
-        return h.hexdigest()
+    def frame(self, start: int, stop: int) -> pl.DataFrame:
+        """Points [start, stop), resolved: one column per parameter, enums as pl.Enum."""
+        index = np.arange(start, stop) if self.kept is None else self.kept[start:stop]
+        return _build(self.values, index, self.profile)
 
     def batch(self, start: int, stop: int) -> pl.DataFrame:
         """Points [start, stop) in the form simulate_table takes: enums as their names."""
-        return self.points.slice(start, stop - start).with_columns(
-            pl.col(n).cast(pl.String) for n in ENUMS)
+        return self.frame(start, stop).with_columns(pl.col(n).cast(pl.String) for n in ENUMS)
+
+    @property
+    def points(self) -> pl.DataFrame:
+        """Every point at once: for small grids and tests (a sweep goes batch by batch)."""
+        return self.frame(0, self.size)
+
+
+class _Fingerprint:
+    """A hash of exactly what gets simulated: the points in order and the resolved profile.
+
+    Two grid files that expand to the same points (comments, key order within a zip group,
+    `out`) are the same sweep; a resumed run must present the same fingerprint. Fed a chunk of
+    points at a time, one running hash per parameter, so the points need not be held at once.
+    """
+
+    def __init__(self, profile: Profile):
+        self.profile = profile.to_toml()
+        self.columns = {name: hashlib.sha256(name.encode()) for name in NAMES}
+
+    def update(self, points: pl.DataFrame) -> None:
+        for name, h in self.columns.items():
+            col = points[name]
+            if col.dtype == pl.String:
+                h.update("".join(v + "\x00" for v in col.to_list()).encode())
+            else:
+                h.update(_codes(name, col).tobytes())
+
+    def hexdigest(self) -> str:
+        h = hashlib.sha256(self.profile.encode())
+        for c in self.columns.values():
+            h.update(c.digest())
+        return h.hexdigest()
 
 
 def load_grid(path: str | Path, key: str = "GRID") -> Grid:
@@ -137,16 +164,11 @@ def load_grid(path: str | Path, key: str = "GRID") -> Grid:
         raise InputError("sweep.filter", f"expected a string or a list of strings "
                          f"({SWEEP_KEYS['filter']})", source)
     filters = [filter_expr(f, source) for f in filters]
-    try:
-        points, product = _expand(axes, profile, filters)
-    except pl.exceptions.PolarsError as e:
-        reason = str(e).splitlines()[0].rstrip(".")
-        raise InputError("sweep.filter", f"cannot evaluate: {reason}; compare values, e.g. "
-                         f"\"topk <= experts\"", source) from None
-    if points.height == 0:
-        raise InputError("sweep.filter", f"keeps none of the {product:,} points", source)
-    _check_points(points, source)
-    return Grid(path, text, name, Path(out) if out else None, profile, sizes, product, points)
+    values = [[pl.Series(name, v, _dtype(name)) for name, v in cols.items()] for _, cols in axes]
+    product = math.prod(sizes.values())
+    kept, fingerprint = _expand(values, profile, filters, product, source)
+    return Grid(path, text, name, Path(out) if out else None, profile, sizes, product,
+                fingerprint, values, kept)
 
 
 def shape(sizes: dict[str, int]) -> str:
@@ -378,29 +400,42 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _expand(axes: list[tuple[str, dict[str, list]]], profile: Profile, filters: list[pl.Expr],
-            chunk: int = 1 << 20) -> tuple[pl.DataFrame, int]:
-    """The cartesian product, filtered, as a frame of resolved points.
+def _expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Expr],
+            product: int, source: str) -> tuple[np.ndarray | None, str]:
+    """One pass over the product, a chunk of points at a time: the indices of the points the
+    filter keeps (None if it keeps all), each kept point checked against the model's rules, and
+    the fingerprint. Memory follows the points kept (8 bytes each), not the product."""
+    fingerprint = _Fingerprint(profile)
+    kept = []
+    for lo in range(0, product, CHUNK):
+        index = np.arange(lo, min(lo + CHUNK, product))
+        points = _build(values, index, profile)
+        if filters:
+            try:
+                points = points.with_columns(pl.Series(INDEX, index))
+                for expr in filters:
+                    points = points.filter(expr)
+            except pl.exceptions.PolarsError as e:
+                reason = str(e).splitlines()[0].rstrip(".")
+                raise InputError("sweep.filter", f"cannot evaluate: {reason}; compare values, "
+                                 f"e.g. \"topk <= experts\"", source) from None
+            kept.append(points[INDEX].to_numpy())
+            points = points.drop(INDEX)
+        _check_points(points, source)
+        fingerprint.update(points)
+    if filters and sum(len(k) for k in kept) == 0:
+        raise InputError("sweep.filter", f"keeps none of the {product:,} points", source)
+    return (np.concatenate(kept) if filters else None), fingerprint.hexdigest()
 
-    Point i takes value (i // inner) % n of an axis of n values with `inner` points per value;
-    the product is built and filtered a chunk of indices at a time, so memory follows the points
-    kept, not the product.
-    """
-    sizes = [len(next(iter(cols.values()))) for _, cols in axes]
-    product = math.prod(sizes)
+
+def _build(values: list[list[pl.Series]], index: np.ndarray, profile: Profile) -> pl.DataFrame:
+    """The resolved points at product indices `index`: point i takes value (i // inner) % n of
+    an axis of n values with `inner` points per value (the first axis varies slowest)."""
+    sizes = [len(axis[0]) for axis in values]
     inners = [math.prod(sizes[i + 1:]) for i in range(len(sizes))]
-    series = [[pl.Series(name, values, _dtype(name)) for name, values in cols.items()]
-              for _, cols in axes]
-    parts = []
-    for lo in range(0, product, chunk):
-        flat = np.arange(lo, min(lo + chunk, product))
-        columns = [s.gather((flat // inner) % n)
-                   for axis, n, inner in zip(series, sizes, inners) for s in axis]
-        part = _resolve(pl.DataFrame(columns), profile)
-        for expr in filters:
-            part = part.filter(expr)
-        parts.append(part)
-    return pl.concat(parts, rechunk=True), product
+    columns = [s.gather((index // inner) % n)
+               for axis, n, inner in zip(values, sizes, inners) for s in axis]
+    return _resolve(pl.DataFrame(columns, height=len(index)), profile)
 
 
 def _dtype(name: str) -> pl.DataType:
@@ -431,6 +466,8 @@ def _codes(name: str, col: pl.Series) -> np.ndarray:
 
 
 def _check_points(points: pl.DataFrame, source: str) -> None:
+    if points.height == 0:
+        return
     cols = {}
     for name in NAMES:
         cols[name] = _codes(name, points[name])
