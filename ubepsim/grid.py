@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import functools
 import hashlib
 import math
 import operator
