@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import numpy as np
@@ -108,7 +107,11 @@ def test_expansion_in_chunks_gives_the_same_points_and_fingerprint(tmp_path, mon
     assert unfiltered.kept is None and unfiltered.size == unfiltered.product == 2
 
 
-def test_absurd_sizes_are_refused_at_once_by_arithmetic(tmp_path):
+def _must_not_expand(*args, **kw):
+    raise AssertionError("the grid was expanded before its size was refused")
+
+
+def test_absurd_sizes_are_refused_at_once_by_arithmetic(tmp_path, monkeypatch):
     # each of these used to build its values or its product first: MemoryError or a Rust panic
     top = f"{grid_module.MAX_POINTS:,}"
     cases = [
@@ -128,11 +131,11 @@ def test_absurd_sizes_are_refused_at_once_by_arithmetic(tmp_path):
          "16,000,000,000 points (1,000 batch x 1,000 hidden x 16 topk x 1,000 seed); a grid "
          f"holds at most {top}: narrow an axis or split the grid into several files"),
     ]
+    # refused by counting, before any point is built
+    monkeypatch.setattr(grid_module, "_expand", _must_not_expand)
     for sweep, body, key, fragment in cases:
-        started = time.perf_counter()
         with pytest.raises(InputError) as e:
             load_grid(grid_of(tmp_path, body, f'name = "t"\n{sweep}'))
-        assert time.perf_counter() - started < 1
         assert e.value.key == key and fragment in str(e.value), str(e.value)
 
 
@@ -187,10 +190,8 @@ def test_constant_arithmetic_in_a_filter_is_exact(tmp_path):
         load_grid(path)
 
 
-def test_a_million_point_grid_expands_and_validates_in_seconds():
-    started = time.perf_counter()
+def test_the_million_grid_covers_the_papers_ranges():
     g = load_grid(SWEEPS / "million.toml")
-    assert time.perf_counter() - started < 10
     assert g.size >= 1_000_000
     p = g.points
     assert (p["batch"].min(), p["batch"].max()) == (8, 128)
