@@ -46,8 +46,8 @@ N_HOPS = 5
 # Columns of the output row.
 (O_LATENCY, O_LATENCY_MEAN, O_COPIES_TOTAL, O_COPIES_HOP0) = (0, 1, 2, 3)
 O_SEND_MAX = O_COPIES_HOP0 + N_HOPS
-(O_SEND_MEAN, O_WAIT, O_PH_INIT, O_PH_SEND, O_PH_SYNC, O_PH_CUMSUM, O_PH_REORDER, O_QSTEPS,
- O_COLLISIONS, O_DELIVERED, O_VIOLATIONS, O_BOUND) = range(O_SEND_MAX + 1, O_SEND_MAX + 13)
+(O_SEND_MEAN, O_SEND_SPREAD, O_WAIT, O_PH_INIT, O_PH_SEND, O_PH_SYNC, O_PH_CUMSUM, O_PH_REORDER,
+ O_QSTEPS, O_COLLISIONS, O_DELIVERED, O_VIOLATIONS, O_BOUND) = range(O_SEND_MAX + 1, O_SEND_MAX + 14)
 N_OUT = O_BOUND + 1
 
 
@@ -919,6 +919,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         out[O_PH_CUMSUM] = cumsum_end - marks[crit, 0, 6]
         out[O_PH_REORDER] = latency - marks[crit, 0, 8]
     send_max = 0
+    send_min = NEVER
     send_sum = 0
     n_send = 0
     wait_sum = 0
@@ -928,6 +929,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             if first_copy[d, a] >= 0:
                 v = last_copy_ack[d, a] - first_copy[d, a]
                 send_max = max(send_max, v)
+                send_min = min(send_min, v)
                 send_sum += v
                 n_send += 1
     out[O_LATENCY] = latency
@@ -937,6 +939,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         out[O_COPIES_HOP0 + h] = copies_hop[h]
     out[O_SEND_MAX] = send_max
     out[O_SEND_MEAN] = send_sum / n_send if n_send else 0.0
+    out[O_SEND_SPREAD] = send_max - send_min if n_send else 0
     out[O_WAIT] = wait_sum / (R * A)
     out[O_QSTEPS] = qsteps_max
     out[O_COLLISIONS] = collisions

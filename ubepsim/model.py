@@ -25,7 +25,8 @@ from .workload import expert_cdf, read_trace
 # Kernel output columns, in the order of RESULTS where they are cycles or counts.
 _CYCLE_FIELDS = {
     "latency_us": k.O_LATENCY, "latency_mean_us": k.O_LATENCY_MEAN,
-    "send_max_aiv_us": k.O_SEND_MAX, "send_mean_aiv_us": k.O_SEND_MEAN, "wait_us": k.O_WAIT,
+    "send_max_aiv_us": k.O_SEND_MAX, "send_mean_aiv_us": k.O_SEND_MEAN,
+    "send_spread_aiv_us": k.O_SEND_SPREAD, "wait_us": k.O_WAIT,
     "phase_init_us": k.O_PH_INIT, "phase_send_us": k.O_PH_SEND, "phase_sync_us": k.O_PH_SYNC,
     "phase_cumsum_us": k.O_PH_CUMSUM, "phase_reorder_us": k.O_PH_REORDER,
 }

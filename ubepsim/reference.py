@@ -535,6 +535,7 @@ def simulate(cfg: Config, profile: Profile) -> dict:
         **{f"copies_{h}": copy_counts[i] for i, h in enumerate(HOP_CLASSES)},
         "send_max_aiv_us": max(sends) / clock,
         "send_mean_aiv_us": sum(sends) / len(sends) / clock,
+        "send_spread_aiv_us": (max(sends) - min(sends)) / clock,
         "wait_us": sum(waits) / len(waits) / clock,
         **{f"phase_{p}_us": phases[p] / clock for p in ("init", "send", "sync", "cumsum",
                                                          "reorder")},

@@ -27,6 +27,8 @@ RESULTS: tuple[ResultField, ...] = (
                 "AIV's first token store to its last one's completion (paper Figure 9)"),
     ResultField("send_mean_aiv_us", "f8", "mean per-AIV token transmission latency over the "
                 "AIVs that send at least one token copy"),
+    ResultField("send_spread_aiv_us", "f8", "slowest minus fastest per-AIV token transmission "
+                "latency over the AIVs that send: the imbalance of Figure 9"),
     ResultField("wait_us", "f8", "mean time an AIV spends waiting in SyncAll, fences and polls"),
     ResultField("phase_init_us", "f8", "critical path: Init (setup, token loads, slice search)"),
     ResultField("phase_send_us", "f8", "critical path: Token-Sending"),
