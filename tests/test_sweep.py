@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import polars as pl
@@ -62,6 +63,26 @@ def test_parts_carry_their_provenance(tiny_grid, tmp_path):
     assert meta["profile"] == grid.profile.to_toml()
     assert meta["sweep"] == "tiny" and meta["points"] == str(TINY_SIZE)
     assert pl.read_parquet_metadata(parts(out)[0])["ubepsim.fingerprint"] == grid.fingerprint
+
+
+def test_profile_flag_replaces_the_base_profile_under_the_grids_overrides(tmp_path):
+    """--profile is the base, the grid's [profile] table still applies on top, and the rows
+    keep their config_ids, so the two datasets join on them."""
+    grid = write_grid(tmp_path, TINY_GRID + "\n[profile]\nblocks_in_flight = 8\n")
+    hw = tmp_path / "tiers.toml"
+    hw.write_text("[hardware]\ntier_sizes = [4]\nblocks_in_flight = 64\n")
+    assert run_cli("sweep", grid, "--out", tmp_path / "a", "-q")[0] == 0
+    assert run_cli("sweep", grid, "--profile", hw, "--out", tmp_path / "b", "-q")[0] == 0
+    profile = tomllib.loads(provenance(parts(tmp_path / "b")[0])["profile"])["hardware"]
+    assert profile["tier_sizes"] == [4] and profile["blocks_in_flight"] == 8
+    a, b = read_rows(tmp_path / "a"), read_rows(tmp_path / "b")
+    assert a["config_id"].equals(b["config_id"])
+    assert (b["copies_two_hop"] > 0).any() and (a["copies_two_hop"] == 0).all()
+    assert not a["latency_us"].equals(b["latency_us"])
+    code, _, err = run_cli("sweep", grid, "--profile", tmp_path / "none.toml", "--out",
+                           tmp_path / "c")
+    assert code == 2 and err.startswith("error: --profile: cannot read")
+    assert not (tmp_path / "c").exists()
 
 
 def test_out_in_the_grid_is_relative_to_the_working_directory_and_dry_run_writes_nothing(

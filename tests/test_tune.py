@@ -98,6 +98,11 @@ def test_a_grid_file_gives_the_same_rows(tmp_path):
         """)
     from_grid = tune_json("--grid", grid, "--max-cumsum-aivs", "4")
     assert from_grid == tune_json(*SMALL)
+    # --profile replaces the grid's base profile, as in `ubepsim sweep`
+    hw = tmp_path / "slow.toml"
+    hw.write_text("[hardware]\negress_gbps = 10.0\ningress_gbps = 10.0\n")
+    slow = tune_json("--grid", grid, "--max-cumsum-aivs", "4", "--profile", hw)
+    assert slow == tune_json(*SMALL, "--profile", hw) != from_grid
 
 
 @pytest.mark.parametrize("args, words", [

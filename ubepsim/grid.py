@@ -115,9 +115,11 @@ class _Fingerprint:
         return h.hexdigest()
 
 
-def load_grid(path: str | Path, key: str = "GRID") -> Grid:
+def load_grid(path: str | Path, key: str = "GRID", profile: str | None = None) -> Grid:
     """Read, check and expand a grid file; raises InputError naming the file and the key
-    (`key` names the file itself: the argument or flag it came from)."""
+    (`key` names the file itself: the argument or flag it came from). `profile` (the
+    --profile flag: a built-in name or a file relative to the working directory) replaces the
+    file's [sweep] profile as the base under its [profile] table."""
     if not str(path).strip():
         raise InputError(key, "is empty; give a grid file (TOML)")
     path = Path(path)
@@ -150,9 +152,13 @@ def load_grid(path: str | Path, key: str = "GRID") -> Grid:
     spec = sweep.get("profile", "cm384")
     if not isinstance(spec, str):
         raise InputError("sweep.profile", f"expected a string ({SWEEP_KEYS['profile']})", source)
-    if spec not in BUILTIN:
+    spec_key = "sweep.profile"
+    if profile is not None:
+        load_profile(profile, key="--profile")   # its own mistakes are the flag's, not the file's
+        spec, spec_key = profile, "--profile"
+    elif spec not in BUILTIN:
         spec = beside(source, spec)
-    profile = load_profile(spec, _table(doc, "profile", source), source, key="sweep.profile")
+    profile = load_profile(spec, _table(doc, "profile", source), source, key=spec_key)
 
     axes = _axes(doc, sweep, source)
     sizes = {label: len(next(iter(cols.values()))) for label, cols in axes}

@@ -16,6 +16,10 @@ from ..errors import InputError
 @click.argument("grid_file", metavar="GRID.toml", type=click.Path(dir_okay=False))
 @click.option("--out", "out", type=click.Path(file_okay=False), default=None,
               help="Output directory of the Parquet dataset (overrides [sweep] out).")
+@click.option("--profile", "profile", default=None, metavar="NAME|FILE.toml",
+              help="Base hardware profile, a built-in name or a TOML file with [hardware] "
+                   "(overrides [sweep] profile; the grid's [profile] table still applies on "
+                   "top).")
 @click.option("--resume", is_flag=True,
               help="Finish a sweep that was interrupted: keep its complete parts, simulate the "
                    "rest.")
@@ -31,9 +35,9 @@ from ..errors import InputError
               help="Configurations per Parquet part file, one row group each (default 65536).")
 @click.option("--dry-run", is_flag=True, help="Expand and check the grid, print its size, stop.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-def sweep(grid_file: str, out: str | None, resume: bool, workers: int | None,
-          scheduler: str | None, batch_rows: int | None, part_rows: int | None, dry_run: bool,
-          quiet: bool) -> None:
+def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
+          workers: int | None, scheduler: str | None, batch_rows: int | None,
+          part_rows: int | None, dry_run: bool, quiet: bool) -> None:
     """Simulate every point of a grid file into a resumable Parquet dataset.
 
     The dataset (one row per configuration: every parameter, config_id, every result) is a
@@ -49,7 +53,7 @@ def sweep(grid_file: str, out: str | None, resume: bool, workers: int | None,
             raise InputError(flag, f"must be at least 1, got {value}")
     if out is not None and not out.strip():
         raise InputError("--out", "is empty; give a directory")
-    grid = load_grid(grid_file)
+    grid = load_grid(grid_file, profile=profile)
     target = Path(out) if out else grid.out
     if target is None and not dry_run:
         raise InputError("--out", f"{grid_file} sets no [sweep] out; give --out DIR")

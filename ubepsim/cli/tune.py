@@ -52,10 +52,13 @@ def tune(grid_file: str | None, max_cumsum_aivs: int | None, out: Path | None, a
         check_out(out, engine.OUT_FORMATS)
     if grid_file is not None:
         given = [k for k, v in flags.items() if v is not None and k != "profile"]
-        if given or flags["profile"] != "cm384":
-            raise InputError("--grid", "takes its parameters and profile from the grid file; "
-                             f"drop {', '.join('--' + k.replace('_', '-') for k in given) or '--profile'}")
-        rows, seeds, profile = _from_grid(grid_file)
+        if given:
+            raise InputError("--grid", "takes its parameters from the grid file; drop "
+                             + ", ".join("--" + k.replace("_", "-") for k in given))
+        # as in `ubepsim sweep`, a --profile given replaces the grid's base profile
+        source = click.get_current_context().get_parameter_source("profile")
+        rows, seeds, profile = _from_grid(
+            grid_file, None if source is click.core.ParameterSource.DEFAULT else flags["profile"])
     else:
         profile = load_profile(flags.pop("profile"), key="--profile")
         if flags.get("protocol") not in (None, "ubep"):
@@ -80,11 +83,11 @@ def tune(grid_file: str | None, max_cumsum_aivs: int | None, out: Path | None, a
         click.echo(f"wrote {out}", err=as_json)
 
 
-def _from_grid(path: str):
+def _from_grid(path: str, profile: str | None):
     from ..grid import load_grid
     from ..tune import resolved_row
 
-    grid = load_grid(path, key="--grid")
+    grid = load_grid(path, key="--grid", profile=profile)
     points = grid.batch(0, grid.size)
     if (points["protocol"] != "ubep").any():
         raise InputError("protocol", "tune sizes UBEP's CalCumSum group: the grid's protocol "
