@@ -176,6 +176,20 @@ def test_filters_drop_points(tmp_path, expr, kept):
     assert g.size == kept and g.product == 6
 
 
+def test_every_filter_of_a_list_must_hold(tmp_path):
+    body = """
+        [grid]
+        ranks = [4]
+        experts = [4]
+        topk = [1, 2, 4]
+        protocol = ["bsp", "ubep"]
+        """
+    sizes = [load_grid(grid_of(tmp_path, body, f'name = "t"\nfilter = {flt}\n')).size
+             for flt in ('"topk > 1"', '"protocol == \'ubep\'"',
+                         '["topk > 1", "protocol == \'ubep\'"]')]
+    assert sizes == [4, 3, 2]
+
+
 def test_constant_arithmetic_in_a_filter_is_exact(tmp_path):
     """2 ** 62 is folded as Python computes it, so a seed just above it compares exactly (as
     floats, 2 ** 62 + 1 equals 2 ** 62); a huge power is refused, not computed."""
@@ -373,4 +387,4 @@ def test_the_documented_example_is_complete_and_its_size_is_as_documented(tmp_pa
     example = re.findall(r"```toml\n(\[sweep\].*?)```", doc, re.S)[0]
     code, stdout, stderr = run_cli("sweep", write_grid(tmp_path, example), "--dry-run")
     assert code == 0, stderr
-    assert stdout.strip() in doc
+    assert stdout.strip() in doc.splitlines()   # the whole line, not a prefix of it

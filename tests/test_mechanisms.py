@@ -26,8 +26,10 @@ def test_ubep_beats_bsp_on_the_default_configuration():
 
 
 def test_hot_experts_order_the_schedules_by_straggler_latency():
-    """Figure 9's setup: 64 dies, 256 experts, top-8, eight hot experts. The slowest AIV and
-    the gap between the slowest and the fastest both shrink from one schedule to the next."""
+    """Section 3.3: expert blocks make stragglers of the AIVs that own hot experts, balancing
+    evens the load, homogenization also evens the hop mix (on Figure 9's setup: 64 dies, 256
+    experts, top-8, eight hot experts). The slowest AIV and the gap between the slowest and the
+    fastest both shrink from one schedule to the next."""
     rows = {s: run(ranks=64, experts=256, routing="hot", hot_experts=8, hot_share=0.5,
                    schedule=s) for s in ("expert_block", "balanced", "homogenized")}
     sends = {s: r["send_max_aiv_us"] for s, r in rows.items()}
@@ -39,11 +41,11 @@ def test_hot_experts_order_the_schedules_by_straggler_latency():
 
 @pytest.mark.parametrize("protocol", ["ubep"])
 def test_stop_and_wait_is_the_slowest_sync_variant_at_small_payloads(protocol):
-    """Figure 10's setup at 32 ranks and a 32-byte payload per token."""
+    """Section 3.4: stop-and-wait's fence and separate flag make it the slowest variant where
+    payloads are small (on Figure 10's setup at 32 ranks and a 32-byte payload per token)."""
     lat = {s: run(ranks=32, hidden=16, protocol=protocol, sync=s)["latency_us"]
            for s in ("sw", "tff", "dc", "sp")}
-    assert lat["sw"] == max(lat.values())
-    assert lat["sw"] > 1.5 * min(lat.values())
+    assert all(lat["sw"] > v for s, v in lat.items() if s != "sw")
 
 
 def test_under_bsp_the_sync_variant_changes_only_the_count_messages():
@@ -129,9 +131,11 @@ def test_zipf_routing_is_skewed_and_tokens_have_distinct_experts():
 
 def test_sentinel_collisions_cost_a_timeout():
     clean = run(ranks=8, batch=8)
-    noisy = model.simulate(make_config({"ranks": 8, "batch": 8}, 48),
-                           load_profile(overrides={"sentinel_collision_prob": 0.01}))
+    noisy_profile = load_profile(overrides={"sentinel_collision_prob": 0.01})
+    noisy = model.simulate(make_config({"ranks": 8, "batch": 8}, 48), noisy_profile)
     assert clean["sentinel_collisions"] == 0 < noisy["sentinel_collisions"]
     assert noisy["latency_us"] > clean["latency_us"]
-    other = run(ranks=8, batch=8, sync="tff")   # only sentinel polling can collide
-    assert other["sentinel_collisions"] == 0
+    for sync in ("sw", "tff", "dc"):   # only sentinel polling has a sentinel to collide with
+        other = model.simulate(make_config({"ranks": 8, "batch": 8, "sync": sync}, 48),
+                               noisy_profile)
+        assert other["sentinel_collisions"] == 0, sync

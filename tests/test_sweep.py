@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from conftest import TINY_GRID, TINY_SIZE, read_rows, run_cli, write_grid
 from ubepsim import __version__
@@ -339,6 +339,7 @@ def test_ctrl_c_says_what_was_kept_and_how_to_finish(tiny_grid, tmp_path, monkey
                               "run the same command with --resume to finish aborted").split()
 
 
+@settings(deadline=None)   # correctness only: no test depends on how fast it runs
 @given(st.integers(1, 300), st.lists(st.integers(0, 300), max_size=12), st.integers(1, 64))
 def test_missing_parts_cover_exactly_the_gaps_within_part_boundaries(points, cuts, part_rows):
     bounds = sorted({min(c, points) for c in cuts} | {0, points})
