@@ -76,21 +76,63 @@ def configs(tmp_path_factory):
     return random_configs(N_CONFIGS, 2026, tmp_path_factory.mktemp("traces"))
 
 
+@pytest.fixture(scope="module")
+def twins(configs):
+    """The twin's results of each configuration, computed once when first asked for."""
+    cache: dict[int, dict] = {}
+
+    def twin(i):
+        if i not in cache:
+            cfg, prof = configs[i]
+            cache[i] = reference.simulate(cfg, PROFILES[prof])
+            cache[i].pop("_detail")
+        return cache[i]
+    return twin
+
+
 @pytest.mark.parametrize("chunk", range(N_CONFIGS // CHUNK))
-def test_kernel_matches_twin_exactly(configs, chunk):
-    for cfg, prof in configs[chunk * CHUNK:(chunk + 1) * CHUNK]:
-        twin = reference.simulate(cfg, PROFILES[prof])
-        twin.pop("_detail")
+def test_kernel_matches_twin_exactly(configs, twins, chunk):
+    for i in range(chunk * CHUNK, (chunk + 1) * CHUNK):
+        cfg, prof = configs[i]
+        twin = twins(i)
         kernel = model.simulate(cfg, PROFILES[prof])
         mismatched = {k: (twin[k], kernel[k]) for k in twin if twin[k] != kernel[k]}
         assert not mismatched, (cfg, prof, mismatched)
 
 
-def test_random_configurations_cover_every_mode(configs):
+def test_the_batch_kernel_matches_the_twin_row_by_row(configs, twins):
+    """A sweep's path: each profile's configurations in one table (every routing mixed, in a
+    shuffled order) through the parallel batch kernel, which also checks the invariants of
+    every row. Rows sharing a table share its weight and trace arrays, each at its offset."""
+    order = random.Random(7).sample(range(len(configs)), len(configs))
+    for prof in PROFILES:
+        rows = [i for i in order if configs[i][1] == prof]
+        table = model.simulate_table(pl.DataFrame([configs[i][0].as_dict() for i in rows]),
+                                     PROFILES[prof])
+        assert table.height == len(rows)
+        for i, kernel in zip(rows, table.iter_rows(named=True)):
+            twin = twins(i)
+            mismatched = {k: (twin[k], kernel[k]) for k in twin if twin[k] != kernel[k]}
+            assert not mismatched, (configs[i], mismatched)
+            assert kernel["config_id"] == configs[i][0].config_id
+
+
+def test_random_configurations_cover_every_mode(configs, twins):
     seen = {(c.protocol.name, c.sync.name, c.schedule.name) for c, _ in configs}
     assert len(seen) == 2 * 4 * 3
     assert {c.routing.name for c, _ in configs} == {"uniform", "zipf", "hot", "trace"}
     assert {p for _, p in configs} == set(PROFILES)
+    # every fabric's hop classes occur, and only those its shape has: three_hop past the
+    # 8-die domains of three_tier, no intra_npu on the flat fabric, no two_hop within 16 dies
+    hops = {}
+    for i, (cfg, prof) in enumerate(configs):
+        for h in ("intra_npu", "two_hop", "three_hop"):
+            key = (prof, cfg.ranks > 8, h)
+            hops[key] = hops.get(key, 0) + twins(i)[f"copies_{h}"]
+    assert hops["three_tier", True, "three_hop"] > 0 == hops["three_tier", False, "three_hop"]
+    assert hops["three_tier", True, "two_hop"] > 0 and hops["cm384", True, "intra_npu"] > 0
+    assert sum(v for (p, _, h), v in hops.items() if p != "three_tier" and h != "intra_npu") == 0
+    assert hops["flat", True, "intra_npu"] == hops["flat", False, "intra_npu"] == 0
 
 
 @pytest.mark.parametrize("chunk", range(2))
@@ -112,15 +154,6 @@ def test_invariants_hold_in_the_twin(configs, chunk):
         for die in d["marks"]:
             for marks in die:
                 assert marks == sorted(marks)
-
-
-def test_kernel_checks_invariants_on_every_row(configs):
-    """The batch kernel raises if any row breaks an invariant; here none does."""
-    rows = [c.as_dict() for c, p in configs if p == "cm384"]
-    frame = pl.DataFrame(rows)
-    out = model.simulate_table(frame, PROFILES["cm384"])
-    assert out.height == len(rows)
-    assert (out["latency_us"] > 0).all()
 
 
 def test_bad_invariant_is_reported(monkeypatch):
