@@ -368,6 +368,37 @@ def _egress_phase(s, egress, st, prog, fifo, kc, cap, st_arr, st_vis, lat_row,
     return egress
 
 
+@njit(inline="always")
+def _sort_arrivals(keys, other, n, shift, bot, top, count):
+    """keys[:n] (each an arrival in the bits from `shift` up, all in [bot, top]) in order of
+    arrival, stable: an LSD radix sort over the arrival bits. Returns the array, keys or
+    other, that holds the result; count is scratch of (1 << RADIX_BITS) + 1."""
+    # the arrivals share every bit above the highest one where bot and top differ
+    sort_bits = _bits((top ^ bot) + 1)
+    # digits of at most RADIX_BITS and no wider than the bucket needs, as few passes as that
+    # allows, the bits shared evenly
+    width = min(RADIX_BITS, max(4, _bits(n)))
+    passes = (sort_bits + width - 1) // width
+    digit = (sort_bits + passes - 1) // passes
+    radix = np.int64(1) << digit
+    dmask = radix - 1
+    kd, ko = keys, other
+    for _ in range(passes):
+        count[:radix + 1] = 0
+        for x in range(n):
+            count[u(((kd[u(x)] >> shift) & dmask) + 1)] += 1
+        for b in range(radix):
+            count[b + 1] += count[b]
+        for x in range(n):
+            key = kd[u(x)]
+            b = u((key >> shift) & dmask)
+            ko[u(count[b])] = key
+            count[b] += 1
+        kd, ko = ko, kd
+        shift += digit
+    return kd
+
+
 @njit
 def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     """One configuration. p: parameter row, c: cost row, chance: sentinel collision chances
@@ -754,30 +785,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             continue
         if _bits(top + 1) + kind_shift > 62:
             raise ValueError("configuration too large for the ingress sort keys")
-        # the arrivals share every bit above the highest one where bot and top differ
-        sort_bits = _bits((top ^ bot) + 1)
-        # LSD radix sort over the arrival bits, stable: digits of at most RADIX_BITS and no
-        # wider than the bucket needs, as few passes as that allows, the bits shared evenly
-        width = min(RADIX_BITS, max(4, _bits(n)))
-        passes = (sort_bits + width - 1) // width
-        digit = (sort_bits + passes - 1) // passes
-        radix = np.int64(1) << digit
-        dmask = radix - 1
-        kd, ko = keys, other
-        shift = kind_shift
-        for _ in range(passes):
-            count[:radix + 1] = 0
-            for x in range(n):
-                count[u(((kd[u(x)] >> shift) & dmask) + 1)] += 1
-            for b in range(radix):
-                count[b + 1] += count[b]
-            for x in range(n):
-                key = kd[u(x)]
-                b = u((key >> shift) & dmask)
-                ko[u(count[b])] = key
-                count[b] += 1
-            kd, ko = ko, kd
-            shift += digit
+        kd = _sort_arrivals(keys, other, n, kind_shift, bot, top, count)
         free = 0
         for x in range(n):
             key = kd[u(x)]
