@@ -83,6 +83,25 @@ def test_lookup_table_as_toml_and_parquet(tmp_path):
     meta = pq.read_metadata(parquet_path).metadata
     assert b"beta_over_alpha" in meta[b"ubepsim.tune"]
     assert not list(tmp_path.glob(".*"))      # no temporary file left
+    # the hardware the rows ran on, resolved, in both forms (as a sweep's parts record it)
+    assert doc["hardware"] == tomllib.loads(meta[b"ubepsim.profile"].decode())["hardware"]
+    assert doc["hardware"] == tomllib.loads(load_profile().to_toml())["hardware"]
+
+
+def test_a_grids_hardware_overrides_are_recorded(tmp_path):
+    grid = write_grid(tmp_path, """\
+        [sweep]
+        name = "t"
+        [grid]
+        ranks = 8
+        aivs = 8
+        [profile]
+        latency_ns.two_hop = 9000.0
+        """)
+    out = tmp_path / "t.toml"
+    assert run_cli("tune", "--grid", grid, "--max-cumsum-aivs", "2", "--out", out)[0] == 0
+    doc = tomllib.loads(out.read_text())
+    assert doc["tune"]["profile"] == "cm384" and doc["hardware"]["latency_ns"]["two_hop"] == 9000
 
 
 def test_a_grid_file_gives_the_same_rows(tmp_path):

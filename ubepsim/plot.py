@@ -29,7 +29,7 @@ TYPES = {"integer": lambda t: t.is_integer(), "string": lambda t: t == pl.String
          "number": lambda t: t.is_numeric()}
 TIMELINE_HINT = "not a timeline as `ubepsim run --timeline FILE.parquet` writes one"
 PHASES = (("phase_init_us", "Init"), ("phase_send_us", "Token-Sending"),
-          ("phase_sync_us", "Synchronization"), ("phase_cumsum_us", "Counts & CalCumSum"),
+          ("phase_sync_us", "Synchronization"), ("phase_cumsum_us", "CalCumSum"),
           ("phase_reorder_us", "Token-Reordering"))
 # One colour per timeline phase name, in every figure.
 PHASE_COLOURS = {

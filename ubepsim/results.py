@@ -34,8 +34,9 @@ RESULTS: tuple[ResultField, ...] = (
     ResultField("phase_send_us", "f8", "critical path: Token-Sending"),
     ResultField("phase_sync_us", "f8", "critical path: synchronization (SyncAll, flags, counts, "
                 "fences, polls for data signals)"),
-    ResultField("phase_cumsum_us", "f8", "critical path: counting and CalCumSum (for ubep, the "
-                "token AIV's wait for the published offsets)"),
+    ResultField("phase_cumsum_us", "f8", "critical path: CalCumSum (bsp: the prefix sums between "
+                "SyncAlls, its counting being synchronization; ubep: the token AIV's wait for "
+                "the CalCumSum group's counts, prefix sums and published offsets)"),
     ResultField("phase_reorder_us", "f8", "critical path: Token-Reordering"),
     ResultField("qsearch_steps", "i8", "most quaternary-search iterations any AIV ran "
                 "(Algorithm 1; 0 for expert_block)"),

@@ -35,7 +35,8 @@ class Tuning:
     constants: dict[str, Any]    # parameters shared by every row
     seeds: list[int]
     max_cumsum_aivs: int
-    profile: str
+    profile: str                 # the profile's name (built-in or file)
+    hardware: str                # the resolved profile as TOML, overrides included
 
 
 def rows_from_lists(lists: dict[str, list[Any]], fixed: dict[str, Any],
@@ -113,7 +114,8 @@ def tune(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
                                  for v in x],
         "analytic_raw": ratio * x,
     }, schema_overrides={"latency_below_us": pl.Float64, "latency_above_us": pl.Float64})
-    return Tuning(table, ratio, constants, list(seeds), max_cumsum_aivs, profile.name)
+    return Tuning(table, ratio, constants, list(seeds), max_cumsum_aivs, profile.name,
+                  profile.to_toml())
 
 
 def to_records(t: Tuning) -> list[dict[str, Any]]:
@@ -128,7 +130,7 @@ def write(t: Tuning, path: Path) -> None:
         return
     import pyarrow.parquet as pq
 
-    meta = {"ubepsim.version": __version__, "ubepsim.profile": t.profile,
+    meta = {"ubepsim.version": __version__, "ubepsim.profile": t.hardware,
             "ubepsim.tune": _header_toml(t)}
     table = t.table.to_arrow()
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
@@ -154,6 +156,8 @@ def toml_text(t: Tuning) -> str:
     for row in t.table.to_dicts():
         out += ["", "[[row]]"]
         out += [f"{k} = {toml_value(_short(v))}" for k, v in row.items() if v is not None]
+    out += ["", "# the hardware profile the rows ran on, resolved (a grid's overrides included)",
+            t.hardware.rstrip("\n")]
     return "\n".join(out) + "\n"
 
 

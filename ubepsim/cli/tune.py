@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -18,7 +19,8 @@ LISTS = ("ranks", "batch", "experts", "topk", "seed")
 @model_options(lists=LISTS, hidden=("protocol", "cumsum_aivs"))  # tune sets both
 @click.option("--grid", "grid_file", default=None, metavar="GRID.toml",
               help="Take the workloads from a grid file instead of the flags: its points "
-                   "without cumsum_aivs (swept here) and seed (its seeds are averaged).")
+                   "without cumsum_aivs (swept here) and seed (its seeds are averaged), on its "
+                   "profile (--profile, if given, replaces its base profile).")
 @click.option("--max-cumsum-aivs", type=int, default=None,
               show_default="16, or one below the workloads' aivs if fewer",
               help="Largest CalCumSum group size tried (from 1); must be below aivs.")
@@ -107,19 +109,18 @@ def _table(result) -> str:
     keys = [c for c in t.columns if c not in ("best_cumsum_aivs", "latency_us",
                                              "latency_below_us", "latency_above_us",
                                              "analytic_cumsum_aivs", "analytic_raw")]
-    head = "  ".join(f"{k:>8}" for k in keys)
-    lines = [f"{head}  {'best':>5}  {'latency_us':>10}  {'best-1':>8}  {'best+1':>8}  "
-             f"{'analytic':>8}"]
+    # headed by the names the --json, TOML and Parquet forms use
+    shown = keys + ["best_cumsum_aivs", "latency_us", "latency_below_us", "latency_above_us",
+                    "analytic_cumsum_aivs"]
+    lines = ["  ".join(f"{k:>8}" for k in shown)]
     for row in t.iter_rows(named=True):
-        cells = "  ".join(f"{str(row[k]):>8}" for k in keys)
-        lines.append(f"{cells}  {row['best_cumsum_aivs']:>5}  {row['latency_us']:>10.3f}  "
-                     f"{_opt(row['latency_below_us'])}  {_opt(row['latency_above_us'])}  "
-                     f"{row['analytic_cumsum_aivs']:>8}")
+        lines.append("  ".join(f"{_cell(row[k]):>{max(8, len(k))}}" for k in shown))
     lines.append(f"beta/alpha = {result.beta_over_alpha:.4g} (Appendix A: n_count ~ "
                  f"(beta/alpha) * aivs * experts / (topk * batch), fitted over the rows); "
                  f"{len(result.seeds)} seed(s), group sizes 1-{result.max_cumsum_aivs}")
     return "\n".join(lines)
 
 
-def _opt(v: float | None) -> str:
-    return f"{v:>8.3f}" if v is not None else f"{'-':>8}"
+def _cell(v: Any) -> str:
+    """A latency to the nanosecond, a missing one (no size beyond the ends) as -."""
+    return "-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
