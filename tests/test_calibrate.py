@@ -155,7 +155,7 @@ def test_bad_measurement_files_are_refused_with_one_message(tmp_path, frame, wor
     (("m.csv", "--profile", "nope.toml"), ["profile", "nope.toml"]),
     (("m.csv", "--fit", ""), ["--fit", "comma"]),
     (("m.csv", "--out", "/proc/p.toml"), ["--out", "cannot write in /proc"]),
-    (("m.csv", "--threads", "4096"), ["--threads", "must lie in [1, "]),
+    (("m.csv", "--workers", "4096"), ["--workers", "must lie in [1, "]),
     (("--paper", "--out", "/proc/p.toml"), ["--out", "cannot write in /proc"]),
 ])
 def test_bad_arguments_are_refused_with_one_message(tmp_path, monkeypatch, args, words):

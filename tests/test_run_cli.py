@@ -129,7 +129,7 @@ def test_bsp_takes_any_cumsum_aivs_as_it_never_reads_it():
 def test_unknown_flag_is_a_usage_error():
     code, _, err = run_cli("run", "--bogus", "1")
     assert code == 2 and "--bogus" in err
-    for args in (("run", "--bogus", "1"), ("tune", "--threads", "x"), ("query",),
+    for args in (("run", "--bogus", "1"), ("tune", "--workers", "x"), ("query",),
                  ("run", "extra")):
         code, _, err = run_cli(*args)
         lines = err.strip().splitlines()

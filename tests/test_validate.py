@@ -104,8 +104,8 @@ def test_trend(values, rising, expected):
 
 @pytest.mark.parametrize("args, words", [
     (("--profile", "nope.toml"), ["profile", "nope.toml"]),
-    (("--threads", "0"), ["--threads"]),
-    (("--threads", "4096"), ["--threads", "must lie in [1, "]),
+    (("--workers", "0"), ["--workers"]),
+    (("--workers", "4096"), ["--workers", "must lie in [1, "]),
 ])
 def test_bad_input(args, words):
     code, out, err = run_cli("validate", *args)

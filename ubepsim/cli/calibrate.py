@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from . import cli
-from .options import CheckFailed, check_threads, split_list
+from .options import CheckFailed, WORKERS, check_threads, split_list, workers_option
 from ..errors import InputError
 from ..outputs import check_out, write_text
 
@@ -34,8 +34,7 @@ PAPER_COMMAND = "ubepsim calibrate --paper --out ubepsim/profiles/cm384.toml"
 @click.option("--check", is_flag=True,
               help="With --paper: compare the refit with the shipped cm384 profile; exit 1 if "
                    "they differ.")
-@click.option("--threads", type=int, default=None,
-              help="Threads of the parallel kernel (default: all cores).")
+@workers_option()
 @click.option("--max-evaluations", type=int, default=400, show_default=True,
               help="Model evaluations per least-squares run at most.")
 def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out: Path | None,
@@ -52,7 +51,7 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
 
     if max_evaluations < 1:
         raise InputError("--max-evaluations", f"must be at least 1, got {max_evaluations}")
-    check_threads("--threads", threads)
+    check_threads(WORKERS, threads)
     if paper:
         if measurements is not None or keys is not None or profile_spec != "cm384":
             raise InputError("--paper", "takes no MEASUREMENTS, --fit or --profile: it refits "

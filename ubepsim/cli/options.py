@@ -74,6 +74,15 @@ def config_from_flags(values: dict[str, Any]):
     return make_config(given, profile.aivs), profile
 
 
+WORKERS = "--workers"   # threads of the parallel kernel, in every command that runs it
+
+
+def workers_option(extra: str = "") -> Callable:
+    """--workers, bound to the `threads` argument; `extra` adds what it means beside."""
+    return click.option(WORKERS, "threads", type=int, default=None,
+                        help=f"Threads of the parallel kernel (default: all cores){extra}.")
+
+
 def check_threads(flag: str, threads: int | None) -> int | None:
     """A thread count for the parallel kernel: at least 1, at most what Numba may use here."""
     if threads is None:

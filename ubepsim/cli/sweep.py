@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from . import cli
-from .options import check_threads
+from .options import WORKERS, check_threads, workers_option
 from ..errors import InputError
 
 
@@ -23,9 +23,7 @@ from ..errors import InputError
 @click.option("--resume", is_flag=True,
               help="Finish a sweep that was interrupted: keep its complete parts, simulate the "
                    "rest.")
-@click.option("--workers", type=int, default=None,
-              help="Threads of the parallel kernel (default: all cores); with --scheduler, "
-                   "threads per batch on a Dask worker (default 1).")
+@workers_option("; with --scheduler, threads per batch on a Dask worker (default 1)")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Run the batches on a Dask cluster: a scheduler address "
                    "(tcp://host:8786), or local:N to start N local worker processes.")
@@ -36,7 +34,7 @@ from ..errors import InputError
 @click.option("--dry-run", is_flag=True, help="Expand and check the grid, print its size, stop.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
-          workers: int | None, scheduler: str | None, batch_rows: int | None,
+          threads: int | None, scheduler: str | None, batch_rows: int | None,
           part_rows: int | None, dry_run: bool, quiet: bool) -> None:
     """Simulate every point of a grid file into a resumable Parquet dataset.
 
@@ -47,7 +45,7 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
     from .. import sweep as engine
     from ..grid import load_grid, shape
 
-    threads = _threads(workers, scheduler)
+    threads = _threads(threads, scheduler)
     for flag, value in (("--batch-size", batch_rows), ("--part-rows", part_rows)):
         if value is not None and value < 1:
             raise InputError(flag, f"must be at least 1, got {value}")
@@ -83,12 +81,12 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
                f"{summary.parts} part(s), Parquet writing {summary.write_s:.2f} s")
 
 
-def _threads(workers: int | None, scheduler: str | None) -> int | None:
+def _threads(threads: int | None, scheduler: str | None) -> int | None:
     if scheduler:
         from ..sweep import local_workers
 
         local_workers(scheduler)  # refuses a malformed address before any work
-        if workers is not None and workers < 1:
-            raise InputError("--workers", f"must be at least 1, got {workers}")
-        return workers or 1
-    return check_threads("--workers", workers)
+        if threads is not None and threads < 1:
+            raise InputError(WORKERS, f"must be at least 1, got {threads}")
+        return threads or 1
+    return check_threads(WORKERS, threads)

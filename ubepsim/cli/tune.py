@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from . import cli
-from .options import check_threads, list_values, model_options, parse_value
+from .options import WORKERS, check_threads, list_values, model_options, parse_value, workers_option
 from ..errors import InputError
 
 LISTS = ("ranks", "batch", "experts", "topk", "seed")
@@ -28,8 +28,7 @@ LISTS = ("ranks", "batch", "experts", "topk", "seed")
               help="Write the lookup table to FILE.toml or FILE.parquet.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print a JSON list, one object per workload.")
-@click.option("--threads", type=int, default=None,
-              help="Threads of the parallel kernel (default: all cores).")
+@workers_option()
 def tune(grid_file: str | None, max_cumsum_aivs: int | None, out: Path | None, as_json: bool,
          threads: int | None, **flags) -> None:
     """Find the best CalCumSum group size (cumsum_aivs) for UBEP, per (ranks, batch, experts,
@@ -49,7 +48,7 @@ def tune(grid_file: str | None, max_cumsum_aivs: int | None, out: Path | None, a
 
     if max_cumsum_aivs is not None and max_cumsum_aivs < 1:
         raise InputError("--max-cumsum-aivs", f"must be at least 1, got {max_cumsum_aivs}")
-    check_threads("--threads", threads)
+    check_threads(WORKERS, threads)
     if out is not None:
         check_out(out, engine.OUT_FORMATS)
     if grid_file is not None:

@@ -8,7 +8,7 @@ import textwrap
 import click
 
 from . import cli
-from .options import CheckFailed, check_threads
+from .options import CheckFailed, WORKERS, check_threads, workers_option
 
 
 @cli.command()
@@ -18,8 +18,7 @@ from .options import CheckFailed, check_threads
               help="Print a JSON list, one object per point or claim (kind, item, paper, "
                    "model, error, pass, setup).")
 @click.option("--strict", is_flag=True, help="Exit with code 1 if a claim fails.")
-@click.option("--threads", type=int, default=None,
-              help="Threads of the parallel kernel (default: all cores).")
+@workers_option()
 def validate(profile_spec: str, as_json: bool, strict: bool, threads: int | None) -> None:
     """Run every calibration point (Table 2, Table 4, Figure 3(b), the SyncAll share) and every
     qualitative claim of the paper's text (Sections 3.2-3.4, Appendix C.3, ...), and print
@@ -30,7 +29,7 @@ def validate(profile_spec: str, as_json: bool, strict: bool, threads: int | None
     from ..profile import load_profile
     from ..validate import validate as run
 
-    check_threads("--threads", threads)
+    check_threads(WORKERS, threads)
     checks = run(load_profile(profile_spec, key="--profile"), threads)
     if as_json:
         click.echo(json.dumps([c.as_dict() for c in checks], indent=2))
