@@ -47,7 +47,8 @@ N_HOPS = 5
 (O_LATENCY, O_LATENCY_MEAN, O_COPIES_TOTAL, O_COPIES_HOP0) = (0, 1, 2, 3)
 O_SEND_MAX = O_COPIES_HOP0 + N_HOPS
 (O_SEND_MEAN, O_SEND_SPREAD, O_WAIT, O_PH_INIT, O_PH_SEND, O_PH_SYNC, O_PH_CUMSUM, O_PH_REORDER,
- O_QSTEPS, O_COLLISIONS, O_DELIVERED, O_VIOLATIONS, O_BOUND) = range(O_SEND_MAX + 1, O_SEND_MAX + 14)
+ O_QSTEPS, O_COLLISIONS, O_SENT, O_DELIVERED, O_VIOLATIONS, O_BOUND) = range(O_SEND_MAX + 1,
+                                                                              O_SEND_MAX + 15)
 N_OUT = O_BOUND + 1
 
 
@@ -179,6 +180,10 @@ SID_SHIFT = 16  # a program word's store id lies above its destination (ranks <=
 DEST_MASK = (1 << (SID_SHIFT - 2)) - 1
 RADIX_BITS = 13   # widest digit of the ingress radix sort
 NEVER = 9223372036854775807   # a time after every time
+# st_arr of a store to its own die: LOCAL - kind (below every arrival << 2 | kind); of a copy
+# a receiver has taken: TAKEN, which is no copy's value, so that a second take is no delivery
+LOCAL = -1
+TAKEN = LOCAL - 4
 
 
 @njit
@@ -195,7 +200,8 @@ def _release(die, barrier, t_aiv, bucket, wait, marks, nmarks):
 
 
 # Per-AIV state of the egress event loop: one row per AIV of the die being simulated.
-(S_T, S_SIG, S_SW, S_HEAD, S_N, S_OUT, S_MAX_ACK, S_PC, S_END, S_FIRST, S_LAST_ACK) = range(11)
+(S_T, S_SIG, S_SW, S_HEAD, S_N, S_OUT, S_MAX_ACK, S_PC, S_END, S_FIRST, S_LAST_ACK,
+ S_COPIES) = range(12)
 S_WIDTH = 16   # a row per AIV, two whole cache lines
 # Per-kind costs of a store: a row of the kind table per kind. The table is flat, so that the
 # event loop indexes it with a constant stride rather than a multiply by a runtime shape.
@@ -309,7 +315,7 @@ def _egress_phase(s, egress, st, prog, fifo, kc, cap, st_arr, st_vis, lat_row,
             sid = word >> SID_SHIFT
             if d == s:
                 ack = t + lat_local
-                st_arr[u(sid)] = -1
+                st_arr[u(sid)] = LOCAL - kind
                 st_vis[u(sid)] = ack
             else:
                 depart = max(t, egress) + kc[u(kind * KC_WIDTH + KC_EGRESS)]
@@ -319,6 +325,7 @@ def _egress_phase(s, egress, st, prog, fifo, kc, cap, st_arr, st_vis, lat_row,
                 ack = depart + hop
             if kind == K_COPY:
                 st[u(a), S_LAST_ACK] = ack
+                st[u(a), S_COPIES] += 1
             slot = st[u(a), S_HEAD] + st[u(a), S_N]
             if slot >= cap:
                 slot -= cap
@@ -472,7 +479,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         bfill[d] = x
         x += (ecnt[(d + 1) * EL] - ecnt[d * EL]) * per_copy + R * per_count
     bstart[R] = x
-    # arrival at the ingress port << 2 | store kind; -1: local store
+    # arrival at the ingress port << 2 | store kind; LOCAL - kind: a local store
     st_arr = np.empty(max_stores, np.int64)
     st_vis = np.empty(max_stores, np.int64)
     # per copy, in receive order: the store carrying it, and the store a receiver polls
@@ -480,6 +487,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     count_signal = np.empty(R * R, np.int32)   # [d * R + s]: store polled for s's counts to d
 
     copies_hop = np.zeros(N_HOPS, np.int64)
+    sent = 0                           # copy stores the egress loops served
     qsteps_max = 0
     bound = 0
     ingress_load = np.zeros(R, np.int64)
@@ -729,6 +737,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 if phase == 0:
                     st[a, S_MAX_ACK] = 0
                     st[a, S_FIRST] = -1
+                    st[a, S_COPIES] = 0
             egress = _egress_phase(s, egress, st, prog, fifo, kc, cap, st_arr, st_vis,
                                    lat_row, lat_local, queue,
                                    C if phase == 0 else 0)
@@ -744,6 +753,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 if phase == 0:
                     first_copy[s, a] = st[a, S_FIRST]
                     last_copy_ack[s, a] = st[a, S_LAST_ACK]
+                    sent += st[a, S_COPIES]
         for a in range(A):
             marks[s, a, nmarks[s, a]] = t_aiv[s, a]
             nmarks[s, a] += 1
@@ -803,6 +813,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     for d in range(R):
         skey = rng.stream(p[P_SEED], p[P_WKEY], d, rng.DOMAIN_SENTINEL)
         r_lo = ecnt[d * EL]
+        b_lo, b_hi = bstart[d], bfill[d]
         n_recv = ecnt[(d + 1) * EL] - r_lo
         # Flag verification (bsp) / polling every source's counts (ubep CalCumSum group)
         after_count = (c[C_COUNT_VERIFY] if sync != SW else 0) + \
@@ -871,6 +882,13 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 g = r_lo + x
                 data_sid = copy_ref[u(g), 0]
                 data = st_vis[u(data_sid)]
+                # delivered: a copy's store (remote or local), in this die's bucket, taken for
+                # the first time
+                v = st_arr[u(data_sid)]
+                if (v == LOCAL - K_COPY or (v >= 0 and v & 3 == K_COPY)) and \
+                        b_lo <= data_sid < b_hi:
+                    delivered += 1
+                    st_arr[u(data_sid)] = TAKEN
                 if ubep:
                     sig = copy_ref[u(g), 1]
                     v = data if sig == data_sid else st_vis[u(sig)]
@@ -884,7 +902,6 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     violations += 1
                 t += reorder
             n_copies = (j + 1) * n_recv // n_reorder - j * n_recv // n_reorder
-            delivered += n_copies
             bucket[d, a, B_SYNC] += polled + n_copies * verify
             bucket[d, a, B_REORDER] += n_copies * reorder
             wait[d, a] += polled
@@ -951,6 +968,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     out[O_WAIT] = wait_sum / (R * A)
     out[O_QSTEPS] = qsteps_max
     out[O_COLLISIONS] = collisions
+    out[O_SENT] = sent
     out[O_DELIVERED] = delivered
     out[O_VIOLATIONS] = violations
     out[O_BOUND] = max(bound, ingress_load.max()) + c[C_INIT]

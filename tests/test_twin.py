@@ -141,7 +141,8 @@ def test_invariants_hold_in_the_twin(configs, chunk):
     for cfg, prof in configs[chunk::4]:
         out = reference.simulate(cfg, PROFILES[prof])
         d = out["_detail"]
-        assert d["delivered"] == out["copies_total"] == cfg.ranks * cfg.batch * cfg.topk
+        copies = cfg.ranks * cfg.batch * cfg.topk
+        assert d["sent"] == d["delivered"] == out["copies_total"] == copies
         assert d["violations"] == 0
         assert d["latency_cycles"] >= d["bound_cycles"]
         copies = sum(out[f"copies_{h}"] for h in ("local", "intra_npu", "one_hop", "two_hop",

@@ -103,14 +103,15 @@ def results_from_kernel(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.
                         profile: Profile) -> dict[str, np.ndarray]:
     """Result columns from kernel rows, after checking the invariants every row must hold."""
     copies = out[:, k.O_COPIES_TOTAL]
-    bad = (out[:, k.O_DELIVERED] != copies) | (out[:, k.O_VIOLATIONS] != 0) | \
-        (out[:, k.O_LATENCY] < out[:, k.O_BOUND])
+    bad = (out[:, k.O_SENT] != copies) | (out[:, k.O_DELIVERED] != copies) | \
+        (out[:, k.O_VIOLATIONS] != 0) | (out[:, k.O_LATENCY] < out[:, k.O_BOUND])
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise RuntimeError(f"model invariant violated (delivered {out[i, k.O_DELIVERED]:.0f} of "
-                           f"{copies[i]:.0f} copies, {out[i, k.O_VIOLATIONS]:.0f} read before "
-                           f"visible, latency {out[i, k.O_LATENCY]:.0f} < bound "
-                           f"{out[i, k.O_BOUND]:.0f} cycles) at row {i}")
+        raise RuntimeError(f"model invariant violated ({out[i, k.O_SENT]:.0f} of "
+                           f"{copies[i]:.0f} copies sent, {out[i, k.O_DELIVERED]:.0f} delivered "
+                           f"once, {out[i, k.O_VIOLATIONS]:.0f} read before visible, latency "
+                           f"{out[i, k.O_LATENCY]:.0f} cycles against a bound of "
+                           f"{out[i, k.O_BOUND]:.0f}) at row {i}")
     clock = profile.values["clock_ghz"] * 1000.0   # cycles per microsecond
     res: dict[str, np.ndarray] = {}
     for name, col in _CYCLE_FIELDS.items():

@@ -419,13 +419,14 @@ def simulate(cfg: Config, profile: Profile) -> dict:
             st.visible = max(st.arrival, free) + c[f"{_cost_kind(st)}_ingress"]
             free = st.visible
 
-    # Receivers: what each die got, in output order (local expert, source, token order).
+    # Receivers: the copy stores each die got, in output order (local expert, source, token
+    # order), each to be taken once.
+    sent = sum(1 for d in range(R) for st in stores_to[d] if st.kind == COPY)
     received: list[list[tuple[int, int]]] = [[] for _ in range(R)]
-    for s in range(R):
-        for i, (_, _, e) in enumerate(dies[s]["copies"]):
-            received[e // e_local].append((s, i))
     for d in range(R):
-        received[d].sort(key=lambda si: (dies[si[0]]["copies"][si[1]][2], si[0], si[1]))
+        received[d] = sorted(((st.src, st.ref) for st in stores_to[d] if st.kind == COPY),
+                             key=lambda si: (dies[si[0]]["copies"][si[1]][2], si[0], si[1]))
+    taken: set[tuple[int, int]] = set()
 
     delivered = 0
     violations = 0
@@ -467,7 +468,9 @@ def simulate(cfg: Config, profile: Profile) -> dict:
                 a.spend("reorder", c["local_copy"])
                 if ubep and sync is Sync.sp:   # re-arm the sentinel this copy was polled by
                     a.spend("reorder", c["copy_reset"])
-                delivered += 1
+                if (s, i) not in taken and dies[s]["copy_store"][i].dst == d:
+                    taken.add((s, i))
+                    delivered += 1
 
         n_recv = len(received[d])
         if ubep:
@@ -542,7 +545,7 @@ def simulate(cfg: Config, profile: Profile) -> dict:
         "qsearch_steps": steps_max,
         "sentinel_collisions": collisions,
     }
-    out["_detail"] = {"delivered": delivered, "violations": violations, "ends": ends,
+    out["_detail"] = {"sent": sent, "delivered": delivered, "violations": violations, "ends": ends,
                       "bound_cycles": max(bound, max(ingress_load)) + c["init"], "latency_cycles": latency,
                       "marks": [[a.marks for a in dies[d]["aivs"]] for d in range(R)]}
     return out
