@@ -47,6 +47,8 @@ def test_sweep_writes_one_row_per_configuration_with_every_parameter_and_result(
     grid = load_grid(tiny_grid)
     direct = simulate_table(grid.batch(0, grid.size), grid.profile)
     assert rows.sort("config_id").equals(direct.sort("config_id"))
+    # in the points' order, part by part and row by row (each batch runs shuffled)
+    assert pl.concat([pl.read_parquet(p) for p in parts(out)]).equals(direct)
     # Parts of at most --part-rows points, one row group each.
     sizes = [pq.ParquetFile(p).metadata.num_rows for p in parts(out)]
     assert sizes == [100, 100, 100, TINY_SIZE - 300]
@@ -202,6 +204,19 @@ def test_foreign_parquet_and_a_running_sweep_are_refused(tiny_grid, tmp_path):
         for extra in ((), ("--resume",)):
             code, _, stderr = run_cli("sweep", tiny_grid, "--out", out, *extra)
             assert code == 2 and stderr == f"error: --out: another sweep is writing into {out}\n"
+
+
+def test_overlapping_parts_are_refused(tiny_grid, tmp_path):
+    """Parts of the same grid cut at other boundaries (another --part-rows) overlap: which
+    rows to keep is not for --resume to guess."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert run_cli("sweep", tiny_grid, "--out", a, "--part-rows", 100, "-q")[0] == 0
+    assert run_cli("sweep", tiny_grid, "--out", b, "--part-rows", 150, "-q")[0] == 0
+    os.replace(parts(b)[0], a / parts(b)[0].name)          # points 0-149 beside 0-99, 100-199
+    before = sorted(p.name for p in parts(a))
+    code, _, err = run_cli("sweep", tiny_grid, "--out", a, "--resume", "-q")
+    assert code == 2 and "overlapping parts (at point 0)" in err
+    assert sorted(p.name for p in parts(a)) == before
 
 
 def test_resume_fills_the_gaps_and_drops_half_written_parts(tiny_grid, tmp_path):
