@@ -80,22 +80,21 @@ def calibration_points(profile: Profile, threads: int | None = None) -> list[Che
     values = problem.model_values(res, profile)
     ranks = list(cal.TABLE4_CANN_EP)
     n4 = len(ranks)
+    labels = problem.labels
     for i, r in enumerate(ranks):
-        out.append(_point(f"Table 4: CANN EP latency, {r} ranks (us)",
-                          cal.TABLE4_CANN_EP[r][0], values[i], cann_ep_setup(str(r))))
+        out.append(_point(labels[i], cal.TABLE4_CANN_EP[r][0], values[i], cann_ep_setup(str(r))))
     for i, r in enumerate(ranks):
         out.append(_point(f"Table 4: CANN EP bandwidth, {r} ranks (GB/s)",
                           cal.TABLE4_CANN_EP[r][1], res["bw_gbps"][i],
                           f"{cann_ep_setup(str(r))}; bytes_per_rank / latency_us"))
     aivs = list(cal.FIG3B_EFFICIENCY)
     eff = np.concatenate([[1.0], values[n4:n4 + len(aivs) - 1]])
-    for a, e in zip(aivs, eff):
-        out.append(_point(f"Figure 3(b): Token-Sending efficiency, {a} AIVs",
-                          cal.FIG3B_EFFICIENCY[a], e,
+    for a, e in zip(aivs, eff):   # the first is the reference, 100% (calibrate leaves it out)
+        out.append(_point(cal.fig3b_label(a), cal.FIG3B_EFFICIENCY[a], e,
                           f"{cann_ep_setup(str(cal.FIG3B_RANKS), a)}; efficiency "
                           f"(T_{aivs[0]} x {aivs[0]}) / (T_{a} x {a}), T its phase_send_us",
                           "{:.1%}"))
-    out.append(_point("Section 2.3: SyncAll share of CANN EP latency", cal.SYNCALL_SHARE,
+    out.append(_point(labels[-1], cal.SYNCALL_SHARE,
                       values[-1],
                       f"{cann_ep_setup(', '.join(map(str, ranks)))}; the "
                       f"{cal.syncall_count()} SyncAlls' syncall_cycles over latency_us, "
