@@ -234,8 +234,9 @@ def breakdown(frame: pl.DataFrame):
     positions = [groups.index(x) + (names.index(lab) - (len(names) - 1) / 2) * width
                  for x, lab in zip(xs, labels)]
     bottom = np.zeros(mean.height)
-    for (col, name), colour in zip(PHASES, ("#9e9e9e", "#1f77b4", "#d62728", "#2ca02c",
-                                            "#8c564b")):
+    # each result phase in the colour of the timeline phase it mostly is
+    for (col, name), phase in zip(PHASES, ("init", "send", "syncall", "cumsum", "reorder")):
+        colour = PHASE_COLOURS[phase]
         v = mean[col].to_numpy()
         ax.bar(positions, v, width * 0.92, bottom=bottom, label=name, color=colour)
         bottom += v
