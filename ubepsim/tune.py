@@ -45,13 +45,19 @@ def rows_from_lists(lists: dict[str, list[Any]], fixed: dict[str, Any],
     each checked as a UBEP configuration (experts default to one per rank)."""
     names = [n for n in KEYS if n in lists]
     for n in names:
-        if len(set(lists[n])) != len(lists[n]):
-            raise InputError(n, f"a value appears twice in {', '.join(map(str, lists[n]))}")
+        distinct(n, lists[n])
     rows = []
     for combo in itertools.product(*(lists[n] for n in names)):
         values = {**fixed, **dict(zip(names, combo)), "protocol": "ubep", "cumsum_aivs": 1}
         rows.append(resolved_row(values, aivs_default))
     return rows
+
+
+def distinct(name: str, values: list[Any]) -> list[Any]:
+    """The values of a listed flag, refused if one appears twice (a workload tuned twice)."""
+    if len(set(values)) != len(values):
+        raise InputError(name, f"a value appears twice in {', '.join(map(str, values))}")
+    return values
 
 
 def resolved_row(values: dict[str, Any], aivs_default: int) -> dict[str, Any]:

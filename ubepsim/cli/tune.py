@@ -68,9 +68,7 @@ def tune(grid_file: str | None, max_cumsum_aivs: int | None, out: Path | None, a
         if flags.get("cumsum_aivs") is not None:
             raise InputError("cumsum_aivs", "is what tune sweeps; set --max-cumsum-aivs")
         lists = {k: list_values(k, flags.pop(k)) for k in LISTS if flags.get(k) is not None}
-        seeds = lists.pop("seed", [0])
-        if len(set(seeds)) != len(seeds):
-            raise InputError("seed", f"a value appears twice in {', '.join(map(str, seeds))}")
+        seeds = engine.distinct("seed", lists.pop("seed", [0]))
         fixed = {k: parse_value(k, v) for k, v in flags.items() if v is not None}
         rows = engine.rows_from_lists(lists, fixed, profile.aivs)
     result = engine.tune(rows, seeds, profile, max_cumsum_aivs, threads)
