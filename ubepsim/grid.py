@@ -115,9 +115,9 @@ class _Fingerprint:
         return h.hexdigest()
 
 
-def load_grid(path: str | Path, key: str = "GRID", profile: str | None = None) -> Grid:
+def load_grid(path: str | Path, key: str = "GRID", base_profile: str | None = None) -> Grid:
     """Read, check and expand a grid file; raises InputError naming the file and the key
-    (`key` names the file itself: the argument or flag it came from). `profile` (the
+    (`key` names the file itself: the argument or flag it came from). `base_profile` (the
     --profile flag: a built-in name or a file relative to the working directory) replaces the
     file's [sweep] profile as the base under its [profile] table."""
     if not str(path).strip():
@@ -153,9 +153,10 @@ def load_grid(path: str | Path, key: str = "GRID", profile: str | None = None) -
     if not isinstance(spec, str):
         raise InputError("sweep.profile", f"expected a string ({SWEEP_KEYS['profile']})", source)
     spec_key = "sweep.profile"
-    if profile is not None:
-        load_profile(profile, key="--profile")   # its own mistakes are the flag's, not the file's
-        spec, spec_key = profile, "--profile"
+    if base_profile is not None:
+        # its own mistakes are the flag's, not the grid file's
+        load_profile(base_profile, key="--profile")
+        spec, spec_key = base_profile, "--profile"
     elif spec not in BUILTIN:
         spec = beside(source, spec)
     profile = load_profile(spec, _table(doc, "profile", source), source, key=spec_key)

@@ -51,7 +51,7 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
             raise InputError(flag, f"must be at least 1, got {value}")
     if out is not None and not out.strip():
         raise InputError("--out", "is empty; give a directory")
-    grid = load_grid(grid_file, profile=profile)
+    grid = load_grid(grid_file, base_profile=profile)
     target = Path(out) if out else grid.out
     if target is None and not dry_run:
         raise InputError("--out", f"{grid_file} sets no [sweep] out; give --out DIR")

@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from . import cli
-from .options import WORKERS, check_threads, list_values, model_options, parse_value, workers_option
+from .options import (WORKERS, check_threads, list_values, model_options, parse_value,
+                      workers_option)
 from ..errors import InputError
 
 LISTS = ("ranks", "batch", "experts", "topk", "seed")
@@ -86,7 +87,7 @@ def _from_grid(path: str, profile: str | None):
     from ..grid import load_grid
     from ..tune import resolved_row
 
-    grid = load_grid(path, key="--grid", profile=profile)
+    grid = load_grid(path, key="--grid", base_profile=profile)
     points = grid.batch(0, grid.size)
     if (points["protocol"] != "ubep").any():
         raise InputError("protocol", "tune sizes UBEP's CalCumSum group: the grid's protocol "
