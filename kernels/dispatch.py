@@ -529,6 +529,8 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         qsize *= 2
     queue = np.empty((2, qsize), np.int64)   # the egress requests: two rings kept sorted
     hcounts = np.zeros(N_HOPS + 1, np.int64)
+    hsize = np.zeros(N_HOPS, np.int64)
+    hpos = np.zeros(N_HOPS, np.int64)
     count_bucket = B_CUMSUM if ubep else B_SYNC
 
     # each die's NPU and switch domains, so that a hop class is a few comparisons
@@ -555,25 +557,31 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
 
         # ---- schedule: copies ordered by (key of their expert, copy index), then AIV lists ----
         # experts walked from the next die's on, wrapping round: dies do not all start on the
-        # same destination; homogenized puts the farthest hop class first. A die's experts are
-        # walked together, so an expert's key is its die's first key plus its place in the die:
+        # same destination. homogenized puts the farthest hop class first and walks each class
+        # the same way, its dies in index order from the (s + 1)-th on: walking the whole die
+        # order instead, every die of a switch domain would meet the next domain's dies in the
+        # same order at the same time, an incast on each in turn. A die's experts are walked
+        # together, so an expert's key is its die's first key plus its place in the die:
         # dkey[d] + e, set per die in O(ranks) instead of per expert
         if sched == HOMOGENIZED:
-            hcounts[:] = 0
+            hcounts[:] = 0                     # dies per class, farthest first, then starts
             for d in range(R):
-                hcounts[N_HOPS - hop_row[d]] += EL
+                hcounts[N_HOPS - hop_row[d]] += 1
             for h in range(N_HOPS):
+                hsize[h] = hcounts[h + 1]
                 hcounts[h + 1] += hcounts[h]
-        for dd in range(R):
-            d = s + 1 + dd
-            if d >= R:
-                d -= R
-            if sched == HOMOGENIZED:
+                hpos[h] = 0
+            for d in range(R):
                 h = N_HOPS - 1 - hop_row[d]
-                dkey[d] = hcounts[h] - d * EL
-                hcounts[h] += EL
-            else:
-                dkey[d] = dd * EL - d * EL
+                slot = (hpos[h] - s - 1) % hsize[h]
+                hpos[h] += 1
+                dkey[d] = (hcounts[h] + slot - d) * EL
+        else:
+            for dd in range(R):
+                d = s + 1 + dd
+                if d >= R:
+                    d -= R
+                dkey[d] = (dd - d) * EL
         cnt[:] = 0
         for i in range(M):
             e = experts_of[u(base + i)]

@@ -6,6 +6,7 @@ import bisect
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,8 +17,9 @@ from ubepsim.params import make_config
 
 @st.composite
 def copies_and_hops(draw):
-    """A die's copies (token, k, expert) with each expert's hop class, and the AIV count."""
-    experts = draw(st.integers(1, 64))
+    """A die's copies (token, k, expert) with each die's hop class, and the AIV count."""
+    ranks = draw(st.integers(1, 16))
+    experts = ranks * draw(st.integers(1, 4))
     topk = draw(st.integers(1, min(experts, 8)))
     batch = draw(st.integers(1, 40))
     rows = []
@@ -25,47 +27,78 @@ def copies_and_hops(draw):
         chosen = draw(st.lists(st.integers(0, experts - 1), min_size=topk, max_size=topk,
                                unique=True))
         rows += [(t, k, e) for k, e in enumerate(chosen)]
-    hops = draw(st.lists(st.integers(0, 4), min_size=experts, max_size=experts))
+    die_hop = draw(st.lists(st.integers(0, 4), min_size=ranks, max_size=ranks))
     n = draw(st.integers(1, 48))
-    return rows, hops, n, experts, topk, batch
+    return rows, die_hop, n, ranks, experts, topk, batch
 
 
-def _cfg(schedule, experts, topk, batch):
-    return make_config({"ranks": 1, "experts": experts, "topk": topk, "batch": batch,
+def _cfg(schedule, ranks, experts, topk, batch):
+    return make_config({"ranks": ranks, "experts": experts, "topk": topk, "batch": batch,
                         "schedule": schedule}, 48)
+
+
+def _hop(rows, die_hop, experts):
+    """Each copy's hop class."""
+    e_local = experts // len(die_hop)
+    return [die_hop[e // e_local] for _, _, e in rows]
 
 
 @settings(max_examples=200, deadline=None)
 @given(copies_and_hops())
 def test_homogenized_per_hop_bound_and_load_balance(case):
-    rows, hops, n, experts, topk, batch = case
-    lists, _ = reference.schedule_copies(_cfg("homogenized", experts, topk, batch), rows, hops, n)
+    rows, die_hop, n, ranks, experts, topk, batch = case
+    lists, _ = reference.schedule_copies(_cfg("homogenized", ranks, experts, topk, batch), rows,
+                                         die_hop, n)
+    hops = _hop(rows, die_hop, experts)
     assigned = sorted(i for lst in lists for i in lst)
     assert assigned == list(range(len(rows)))                  # each copy exactly once
     loads = [len(lst) for lst in lists]
     assert max(loads) - min(loads) <= 1                        # load difference <= 1 token
     for h in range(5):
-        total = sum(1 for _, _, e in rows if hops[e] == h)
+        total = hops.count(h)
         for lst in lists:
-            mine = sum(1 for i in lst if hops[rows[i][2]] == h)
+            mine = sum(1 for i in lst if hops[i] == h)
             assert mine <= math.ceil(total / n)                # v_jh <= ceil(V_h / n)
 
 
 @settings(max_examples=200, deadline=None)
 @given(copies_and_hops())
 def test_balanced_slices_and_expert_blocks(case):
-    rows, hops, n, experts, topk, batch = case
-    lists, steps = reference.schedule_copies(_cfg("balanced", experts, topk, batch), rows, hops,
-                                             n)
+    rows, die_hop, n, ranks, experts, topk, batch = case
+    lists, steps = reference.schedule_copies(_cfg("balanced", ranks, experts, topk, batch), rows,
+                                             die_hop, n)
     loads = [len(lst) for lst in lists]
     assert max(loads) - min(loads) <= 1
-    flat = [i for lst in lists for i in lst]
-    assert [rows[i][2] for i in flat] == sorted(rows[i][2] for i in flat)  # contiguous in
-    blocks, _ = reference.schedule_copies(_cfg("expert_block", experts, topk, batch), rows,
-                                          hops, n)
+    # die 0's walk starts at die 1's experts and ends with its own: r is an expert's place
+    e_local = experts // ranks
+    r = [(e - e_local) % experts for e in range(experts)]
+    flat = [r[rows[i][2]] for lst in lists for i in lst]
+    assert flat == sorted(flat)                                  # contiguous in walk order
+    blocks, _ = reference.schedule_copies(_cfg("expert_block", ranks, experts, topk, batch),
+                                          rows, die_hop, n)
     for j, lst in enumerate(blocks):                            # AIV j owns whole experts
-        assert all(rows[i][2] * n // experts == j for i in lst)
+        assert all(r[rows[i][2]] * n // experts == j for i in lst)
     assert sorted(i for lst in blocks for i in lst) == list(range(len(rows)))
+
+
+@pytest.mark.parametrize("tiers", [[16], [16, 64]])
+@pytest.mark.parametrize("ranks", [16, 32, 64, 128, 256])
+@pytest.mark.parametrize("homogenized", [False, True])
+def test_walks_spread_the_senders_over_the_dies(ranks, tiers, homogenized):
+    """Each die's walk takes every die once (homogenized: farthest hop class first), and at
+    every step of the walks no two senders are on one die, when the switch domains are equal
+    (ranks a multiple of each tier's size or below it): no incast from the schedule itself."""
+    walks = []
+    for s in range(ranks):
+        die_hop = [reference.hop_of(s, d, 2, tiers) for d in range(ranks)]
+        w = reference.walk(die_hop, s, homogenized)
+        assert sorted(w) == list(range(ranks))
+        if homogenized:
+            hops = [die_hop[d] for d in w]
+            assert hops == sorted(hops, reverse=True)
+        walks.append(w)
+    for step in range(ranks):
+        assert len({w[step] for w in walks}) == ranks
 
 
 @settings(max_examples=300, deadline=None)

@@ -134,26 +134,38 @@ def quaternary_search(ids: list[int], target: int, n_experts: int) -> tuple[int,
     return lo, target - vector_count(lo), steps
 
 
-def schedule_copies(cfg: Config, copies: list[tuple[int, int, int]], expert_hop: list[int],
+def walk(die_hop: list[int], src: int, homogenized: bool) -> list[int]:
+    """The order in which die src's schedule walks the destination dies (die_hop[d]: the hop
+    class from src to d).
+
+    From the next die on, wrapping round, so that the dies do not all send to the same
+    destination at the same time. Homogenized puts the farthest hop class first and walks each
+    class the same way, its dies in index order from the (src + 1)-th on: walking the whole
+    order instead, every die of a switch domain would meet the next domain's dies in the same
+    order at the same time, an incast on each in turn.
+    """
+    R = len(die_hop)
+    if not homogenized:
+        return [(src + 1 + i) % R for i in range(R)]
+    members = {h: [d for d in range(R) if die_hop[d] == h] for h in set(die_hop)}
+    return [ds[(src + 1 + i) % len(ds)] for h in sorted(members, reverse=True)
+            for ds in [members[h]] for i in range(len(ds))]
+
+
+def schedule_copies(cfg: Config, copies: list[tuple[int, int, int]], die_hop: list[int],
                     n: int, src: int = 0) -> tuple[list[list[int]], list[int]]:
     """Copy indices per sending AIV, in sending order, and each AIV's search steps.
 
-    copies[i] = (token, k, expert), in (token, k) order; expert_hop[e] the hop class of the die
-    holding expert e; src the sending die. Every schedule walks the experts starting after the
-    sender's own (die src + 1 first, wrapping round), so that the dies do not all send to the
-    same destination at the same time.
+    copies[i] = (token, k, expert), in (token, k) order; die_hop[d] the hop class from the
+    sending die src to die d. Every schedule takes the experts in the order `walk` takes their
+    dies, a die's experts in index order (the remapped expert order under homogenized).
     """
     m = len(copies)
     e_local = cfg.experts // cfg.ranks
-    rotated = [(e - (src + 1) * e_local) % cfg.experts for e in range(cfg.experts)]
     lists: list[list[int]] = [[] for _ in range(n)]
     steps = [0] * n
-    if cfg.schedule is Schedule.homogenized:
-        # experts renumbered farthest hop class first (the remapped expert order), so the
-        # longest latencies start earliest and overlap the rest
-        remap = sorted(range(cfg.experts), key=lambda e: (-expert_hop[e], rotated[e]))
-    else:
-        remap = sorted(range(cfg.experts), key=lambda e: rotated[e])
+    remap = [d * e_local + x for d in walk(die_hop, src, cfg.schedule is Schedule.homogenized)
+             for x in range(e_local)]
     rid = [0] * cfg.experts
     for r, e in enumerate(remap):
         rid[e] = r
@@ -327,8 +339,8 @@ def simulate(cfg: Config, profile: Profile) -> dict:
         for (_, _, e), h in zip(copies, hops):
             if h:
                 ingress_load[e // e_local] += c["copy_ingress"]
-        expert_hop = [hop_of(s, e // e_local, c["npu_dies"], tiers) for e in range(E)]
-        lists, steps = schedule_copies(cfg, copies, expert_hop, n_send, s)
+        die_hop = [hop_of(s, d, c["npu_dies"], tiers) for d in range(R)]
+        lists, steps = schedule_copies(cfg, copies, die_hop, n_send, s)
         steps_max = max(steps_max, max(steps))
         aivs = [Aiv() for _ in range(A)]
         copy_store = [None] * len(copies)
