@@ -114,18 +114,33 @@ def test_bad_input(args, words):
     assert all(w in err for w in words)
 
 
-def test_the_documented_residuals_are_the_models(checks):
-    """README.md's table of calibration points matches `ubepsim validate`."""
+def _documented_rows() -> dict[str, list[str]]:
+    """README.md's four-column table rows, by their first cell."""
     rows = {}
     for line in DOC.read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 4:
             rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_the_documented_residuals_are_the_models(checks):
+    """README.md's table of calibration points matches `ubepsim validate`."""
+    rows = _documented_rows()
     points = [c for c in checks if c["kind"] == "point"]
     for c in points:
         assert rows[c["item"]] == [c["paper"], c["model"], f"{c['error']:+.1%}"], c["item"]
     documented = [k for k in rows if re.match(r"(Table|Figure) \d", k)]
     assert len(documented) == len([c for c in points if not c["item"].startswith("Section")])
+
+
+def test_the_documented_claims_are_the_models(checks):
+    """README.md's table of claims matches `ubepsim validate`, pass or fail."""
+    rows = _documented_rows()
+    for c in checks:
+        if c["kind"] == "claim":
+            assert rows[c["item"]] == [c["paper"], c["model"], "pass" if c["pass"] else "FAIL"], \
+                c["item"]
 
 
 def test_a_profile_with_few_aivs_tries_the_group_sizes_it_has(tmp_path):
