@@ -640,7 +640,7 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                 qsteps_max = max(qsteps_max, steps[j])
 
         # per destination: hop latency, and the copies sent there (a die's experts have
-        # consecutive keys), for the hop counts and the port-bandwidth bound
+        # consecutive keys), for the hop counts and the latency bound
         n_local = 0
         for d in range(R):
             h = hop_row[d]
@@ -979,10 +979,29 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     out[O_SENT] = sent
     out[O_DELIVERED] = delivered
     out[O_VIOLATIONS] = violations
-    out[O_BOUND] = max(bound, ingress_load.max()) + c[C_INIT]
+    out[O_BOUND] = _latency_bound(c, copies_hop, bound, ingress_load.max())
     if marks_out.shape[0] == R:
         marks_out[:, :, :] = marks
 
+
+
+@njit
+def _latency_bound(c, copies_hop, egress_max, ingress_max):
+    """A latency no configuration can beat, in cycles. No copy is requested before Init and its
+    issue. The last remote copy of a die leaves its egress port after all of that die's remote
+    copies (egress_max: the most of any die's), the last to reach a die's ingress port waits
+    for all of that port's (ingress_max), each travels at least half the shortest hop its class
+    could take (a local copy: the local latency) before it is visible, and it is then
+    reordered by a local copy."""
+    reach = c[C_LAT0] if copies_hop[0] else 0
+    half = NEVER
+    for h in range(1, N_HOPS):
+        if copies_hop[h]:
+            half = min(half, c[C_LAT0 + h] >> 1)
+    if half < NEVER:
+        reach = max(reach, egress_max + half + c[C_COPY_INGRESS],
+                    c[C_COPY_EGRESS] + half + ingress_max)
+    return c[C_INIT] + c[C_COPY_ISSUE] + reach + c[C_LOCAL_COPY]
 
 
 @njit(inline="always")

@@ -1,7 +1,7 @@
 """The invariant checks can fail: a copy of the kernel with faults put in by hand trips each.
 
 Every row is checked (every copy sent and delivered once, none read before it is visible,
-latency not below the bandwidth bound); a check that never fires would pass a broken model as
+latency not below the bandwidth and latency bound); a check that never fires would pass a broken model as
 well. The faults are text replacements in the kernel's source, compiled apart (uncached) into
 one module: fault number i is on only in configurations of seed i, so that each is checked
 alone, against the real kernel on the same seed.

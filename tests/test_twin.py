@@ -186,6 +186,19 @@ def test_ties_for_the_critical_path_go_to_the_lowest_index(protocol):
         assert kernel[f"phase_{phase}_us"] == twin[f"phase_{phase}_us"], phase
 
 
+def test_kernel_and_twin_check_the_same_bound(configs, twins):
+    """The invariants' latency bound, which no result column shows, is the same in both."""
+    for prof in PROFILES:
+        rows = [i for i, (_, p) in enumerate(configs) if p == prof][::4]
+        dicts = [configs[i][0].as_dict() for i in rows]
+        cols = {k: np.asarray([d[k] for d in dicts]) for k in dicts[0]}
+        params, costs, chances, cdf, trace = model.prepare(cols, PROFILES[prof])
+        out = np.zeros((len(rows), model.k.N_OUT))
+        model.k._simulate_batch(params, costs, chances, cdf, trace, out)
+        assert out[:, model.k.O_BOUND].tolist() == \
+            [twins(i)["_detail"]["bound_cycles"] for i in rows]
+
+
 def test_bad_invariant_is_reported(monkeypatch):
     """A kernel row that delivered fewer copies than it dispatched is an error, not a result."""
     cfg = make_config({"ranks": 4, "batch": 4, "topk": 2, "aivs": 4, "cumsum_aivs": 1}, 48)

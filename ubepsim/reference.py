@@ -301,6 +301,21 @@ def _cost_kind(st: Store) -> str:
     return {COPY: "copy", COUNT: "count", FLAG: "signal", CHECKSUM: "signal"}[st.kind]
 
 
+def latency_bound(c: dict, copy_counts: list[int], egress_max: int, ingress_max: int) -> int:
+    """A latency no configuration can beat, in cycles: no copy is requested before Init and its
+    issue; the last remote copy of a die leaves after all of that die's remote copies
+    (egress_max, the most of any die's), the last to reach a die's ingress port waits for all
+    of that port's (ingress_max); each travels half the shortest hop of the classes with copies
+    (a local copy, the local latency) before it is visible, then a local copy reorders it."""
+    reach = [c["lat_local"]] if copy_counts[0] else []
+    remote = [h for i, h in enumerate(HOP_CLASSES) if i and copy_counts[i]]
+    if remote:
+        half = min(c[f"lat_{h}"] for h in remote) // 2
+        reach.append(max(egress_max + half + c["copy_ingress"],
+                         c["copy_egress"] + half + ingress_max))
+    return c["init"] + c["copy_issue"] + max(reach) + c["local_copy"]
+
+
 def simulate(cfg: Config, profile: Profile) -> dict:
     """Every result of one configuration, plus `_detail` for the invariant tests."""
     cols = {k: [v] for k, v in cfg.__dict__.items()}
@@ -558,6 +573,7 @@ def simulate(cfg: Config, profile: Profile) -> dict:
         "sentinel_collisions": collisions,
     }
     out["_detail"] = {"sent": sent, "delivered": delivered, "violations": violations, "ends": ends,
-                      "bound_cycles": max(bound, max(ingress_load)) + c["init"], "latency_cycles": latency,
+                      "bound_cycles": latency_bound(c, copy_counts, bound, max(ingress_load)),
+                      "latency_cycles": latency,
                       "marks": [[a.marks for a in dies[d]["aivs"]] for d in range(R)]}
     return out
