@@ -246,3 +246,19 @@ def test_a_trace_rewritten_under_its_old_stamp_is_read_again(tmp_path):
 def test_a_configuration_beyond_the_kernel_limits_is_refused_up_front():
     code, _, err = run_cli("run", "--ranks", 4096, "--batch", 4096, "--topk", 8)
     assert code == 2 and "batch" in err and "token copies" in err
+
+
+def test_the_documented_defaults_are_the_parameters_defaults():
+    """README's parameter table against ubepsim.params, for every parameter with a plain
+    default (experts and aivs follow ranks and the profile, as the table says in words)."""
+    import re
+    from pathlib import Path
+
+    from ubepsim.params import PARAMS
+    doc = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = doc.split("| parameter | meaning | default |")[1].split("\n\n")[0]
+    table = dict(re.findall(r"^\| `(\w+)` \| [^|]* \| ([^|]*) \|$", section, re.M))
+    plain = [p for p in PARAMS if p.default not in (None, "") and p.name in table]
+    assert len(plain) >= 10
+    for p in plain:
+        assert table[p.name].strip() == str(p.default), p.name
