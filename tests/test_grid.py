@@ -163,6 +163,8 @@ def test_zipped_parameters_move_together(tmp_path):
     ("topk in [1, 4.0, 2.5]", 4),
     ("topk not in [2]", 4),
     ("zipf_s in [1, 2]", 6),
+    ("topk > 1 and 4 // (topk - 1) >= 2", 2),             # decided where it would divide by 0
+    ("topk == 1 or 4 % (topk - 1) == 0", 4),
 ])
 def test_filters_drop_points(tmp_path, expr, kept):
     g = load_grid(grid_of(tmp_path, """
@@ -303,6 +305,11 @@ BAD_SWEEP = [
      "sync is not a number: no arithmetic on it"),
     ('name = "t"\nfilter = "ranks < 100000000000000000000"\n', "sweep.filter",
      "100000000000000000000 does not fit in 64 bits"),
+    ('name = "t"\nfilter = "batch / (topk - 8) > 1"\n', "sweep.filter",
+     "undefined at batch = 64, topk = 8: a division by zero or a power with no real value"),
+    ('name = "t"\nfilter = "(topk - 9) ** 0.5 > 0"\n', "sweep.filter", "undefined at topk = 8"),
+    ('name = "t"\nfilter = "batch % (2 - 2) == 0"\n', "sweep.filter",
+     "batch % (2 - 2): division by zero"),
     ('name = "t"\nprofile = "nowhere.toml"\n', "sweep.profile", "cannot read"),
     ('name = "t"\nprofile = "cm385"\n', "sweep.profile", "a built-in profile (cm384) or a TOML"),
 ]

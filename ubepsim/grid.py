@@ -22,7 +22,7 @@ import math
 import operator
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import polars as pl
@@ -417,14 +417,9 @@ def _expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Ex
         index = np.arange(lo, min(lo + CHUNK, product))
         points = _build(values, index, profile)
         if filters:
-            try:
-                points = points.with_columns(pl.Series(INDEX, index))
-                for expr in filters:
-                    points = points.filter(expr)
-            except pl.exceptions.PolarsError as e:
-                reason = str(e).splitlines()[0].rstrip(".")
-                raise InputError("sweep.filter", f"cannot evaluate: {reason}; compare values, "
-                                 f"e.g. \"topk <= experts\"", source) from None
+            points = points.with_columns(pl.Series(INDEX, index))
+            for expr in filters:
+                points = points.filter(_keep(points, expr, source))
             kept.append(points[INDEX].to_numpy())
             points = points.drop(INDEX)
         _check_points(points, source)
@@ -432,6 +427,26 @@ def _expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Ex
     if filters and sum(len(k) for k in kept) == 0:
         raise InputError("sweep.filter", f"keeps none of the {product:,} points", source)
     return (np.concatenate(kept) if filters else None), fingerprint.hexdigest()
+
+
+def _keep(points: pl.DataFrame, expr: pl.Expr, source: str) -> pl.Series:
+    """Which points a filter keeps: true or false at every point, else an InputError."""
+    compare = "compare values, e.g. \"topk <= experts\""
+    try:
+        keep = points.select(expr).to_series()
+    except pl.exceptions.PolarsError as e:
+        reason = str(e).splitlines()[0].rstrip(".")
+        raise InputError("sweep.filter", f"cannot evaluate: {reason}; {compare}", source) \
+            from None
+    if keep.dtype != pl.Boolean:
+        raise InputError("sweep.filter", f"cannot evaluate: it gives {keep.dtype} values, not "
+                         f"true or false; {compare}", source)
+    if keep.null_count():
+        row = points.row(int(keep.is_null().arg_max()), named=True)
+        at = ", ".join(f"{k} = {row[k]!r}" for k in sorted(set(expr.meta.root_names())))
+        raise InputError("sweep.filter", f"undefined at {at}: a division by zero or a power "
+                         f"with no real value", source)
+    return keep
 
 
 def _build(values: list[list[pl.Series]], index: np.ndarray, profile: Profile) -> pl.DataFrame:
@@ -486,16 +501,30 @@ def _check_points(points: pl.DataFrame, source: str) -> None:
 
 # --- filters: a small expression language turned into a polars expression, never eval'd -------
 
+# A filter is undefined at a point where it divides by zero or takes a power with no real value
+# (Python would raise): such a term is null there, and a point the rest of the filter does not
+# decide without it (False and ..., True or ...) is refused with the point.
+
 def _power(base: pl.Expr, exponent: pl.Expr) -> pl.Expr:
     # a power of a parameter, in floating point: an integer power would wrap around and refuse a
     # negative exponent, where Python gives a float (powers of constants are folded exactly)
-    return base.cast(pl.Float64) ** exponent.cast(pl.Float64)
+    v = base.cast(pl.Float64) ** exponent.cast(pl.Float64)
+    return pl.when(~v.is_nan()).then(v)
+
+
+Binary = Callable[[pl.Expr, pl.Expr], pl.Expr]
+
+
+def _dividing(op: Binary) -> Binary:
+    return lambda a, b: pl.when(b != 0).then(op(a, b))
 
 
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-           ast.Pow: _power}
-_PYTHON = {**_BINARY, ast.Pow: operator.pow}   # the same, on numbers (constants folded)
+           ast.Div: _dividing(operator.truediv), ast.FloorDiv: _dividing(operator.floordiv),
+           ast.Mod: _dividing(operator.mod), ast.Pow: _power}
+_PYTHON = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,   # the same,
+           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv,         # on numbers
+           ast.Mod: operator.mod, ast.Pow: operator.pow}                       # (folded)
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
             ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
 _ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
@@ -603,6 +632,8 @@ def filter_expr(text: str, source: str | None = None) -> pl.Expr:
             for name in map(param_of, (node.left, node.right)):
                 if name and PARAM_BY_NAME[name].kind not in (int, float):
                     raise fail(f"{name} is not a number: no arithmetic on it")
+            if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and folded(node.right) == 0:
+                raise fail(f"{ast.unparse(node)}: division by zero")
             return _BINARY[type(node.op)](build(node.left), build(node.right))
         if isinstance(node, ast.Compare):
             out = None
