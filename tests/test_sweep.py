@@ -159,7 +159,7 @@ def test_another_grids_directory_is_refused_and_left_alone(tiny_grid, tmp_path):
         tiny_grid.write_text(TINY_GRID.replace(old, new))
         code, _, stderr = run_cli("sweep", tiny_grid, "--out", out, "--resume")
         assert code == 2 and (f"holds the results of an earlier version of grid 'tiny' (from "
-                              f"{tiny_grid}): its {change} from the grid's now") in stderr
+                              f"{tiny_grid}): its {change} from this run's") in stderr
 
 
 def test_another_versions_dataset_is_named_as_such(tiny_grid, tmp_path):
@@ -182,6 +182,25 @@ def test_a_finished_sweep_needs_resume_and_then_does_nothing(tiny_grid, tmp_path
     code, stdout, _ = run_cli("sweep", tiny_grid, "--out", out, "--resume", "-q")
     assert code == 0 and "simulated 0 " in stdout
     assert read_rows(out).height == TINY_SIZE
+
+
+def test_a_dry_run_checks_the_directory_as_a_run_would(tiny_grid, tmp_path, monkeypatch):
+    """It refuses what the run would refuse, and tells what --resume would do. A directory the
+    grid's [sweep] out names is reported under that key, in the grid file, not as --out."""
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "tiny-results"              # the grid's [sweep] out
+    run_sweep(load_grid(tiny_grid), out, part_rows=TINY_SIZE // 2)
+    parts(out)[1].unlink()
+    code, stdout, stderr = run_cli("sweep", tiny_grid, "--dry-run")
+    assert code == 2 and stderr.startswith(f"error: {tiny_grid}: sweep.out: tiny-results "
+                                           f"already holds {TINY_SIZE // 2} of the")
+    code, _, stderr = run_cli("sweep", tiny_grid, "--dry-run", "--out", out)
+    assert code == 2 and stderr.startswith(f"error: --out: {out} already holds")
+    code, stdout, _ = run_cli("sweep", tiny_grid, "--dry-run", "--resume")
+    assert code == 0 and stdout.splitlines()[1] == \
+        f"tiny-results: holds {TINY_SIZE // 2} of the {TINY_SIZE} rows; --resume simulates " \
+        f"the other {TINY_SIZE - TINY_SIZE // 2}"
+    assert len(parts(out)) == 1                  # and wrote nothing
 
 
 def test_foreign_parquet_and_a_running_sweep_are_refused(tiny_grid, tmp_path):

@@ -184,7 +184,7 @@ def _other(meta: dict[str, str], grid: Grid) -> str:
         return f"another grid ({name!r}, from {source})"
     change = ("hardware profile differs" if meta.get("profile") != grid.profile.to_toml()
               else "points differ")
-    return f"an earlier version of grid {name!r} (from {source}): its {change} from the grid's now"
+    return f"an earlier version of grid {name!r} (from {source}): its {change} from this run's"
 
 
 def missing(done: list[tuple[int, int]], points: int, part_rows: int) -> list[tuple[int, int]]:
@@ -325,21 +325,27 @@ def write_part(out: Path, first: int, stop: int, frame: pl.DataFrame,
     os.replace(tmp, out / part_name(first, stop))
 
 
-def run_sweep(grid: Grid, out: Path, *, resume: bool = False, threads: int | None = None,
-              batch_rows: int = BATCH_ROWS, part_rows: int = PART_ROWS,
-              scheduler: str | None = None, progress: bool = False) -> Summary:
-    """Simulate the grid's points that `out` lacks and write them as parts."""
-    started = time.perf_counter()
+def check_out(grid: Grid, out: Path, resume: bool) -> int:
+    """The rows of the grid that `out` holds, refusing what a run into it must refuse (another
+    grid's results, a running sweep, rows there without --resume). Read-only."""
     _lock.check_free(out)   # first: a running sweep explains whatever else `out` holds
-    done = existing_parts(out, grid)
-    if done and not resume:
-        have = sum(b - a for a, b in done)
+    have = sum(b - a for a, b in existing_parts(out, grid))
+    if have and not resume:
         if have == grid.size:
             raise InputError("--out", f"{out} already holds all {have:,} rows of this grid: the "
                              f"sweep is complete; to run it again, choose another directory or "
                              f"delete this one")
         raise InputError("--out", f"{out} already holds {have:,} of the {grid.size:,} rows of "
                          f"this grid; add --resume to finish it, or choose another directory")
+    return have
+
+
+def run_sweep(grid: Grid, out: Path, *, resume: bool = False, threads: int | None = None,
+              batch_rows: int = BATCH_ROWS, part_rows: int = PART_ROWS,
+              scheduler: str | None = None, progress: bool = False) -> Summary:
+    """Simulate the grid's points that `out` lacks and write them as parts."""
+    started = time.perf_counter()
+    check_out(grid, out, resume)
     with contextlib.ExitStack() as stack:
         # the cluster before the directory: a scheduler that cannot be reached, or --workers
         # that its workers cannot run, must not leave an empty dataset behind

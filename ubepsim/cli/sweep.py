@@ -32,7 +32,9 @@ from ..errors import InputError
                    "(tokens per rank).")
 @click.option("--part-rows", type=int, default=None,
               help="Configurations per Parquet part file, one row group each (default 65536).")
-@click.option("--dry-run", is_flag=True, help="Expand and check the grid, print its size, stop.")
+@click.option("--dry-run", is_flag=True,
+              help="Expand and check the grid and the output directory as a run would, print "
+                   "the grid's size (and the rows already there), stop.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
           threads: int | None, scheduler: str | None, batch_rows: int | None,
@@ -61,15 +63,22 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
     kept = "" if grid.size == grid.product else f"; the filter keeps {grid.size:,}"
     click.echo(f"{grid.name}: {size}{kept}")
     if dry_run:
+        have = _naming_out(lambda: engine.check_out(grid, target, resume), out, grid_file) \
+            if target else 0
+        if have == grid.size:
+            click.echo(f"{target}: holds all {have:,} rows; nothing to simulate")
+        elif have:
+            click.echo(f"{target}: holds {have:,} of the {grid.size:,} rows; --resume "
+                       f"simulates the other {grid.size - have:,}")
         return
     if scheduler and engine.local_workers(scheduler) is None:
         click.echo(f"connecting to the Dask scheduler at {scheduler} (giving up after "
                    f"{engine.CONNECT_TIMEOUT_S} s)", err=True)
     try:
-        summary = engine.run_sweep(
+        summary = _naming_out(lambda: engine.run_sweep(
             grid, target, resume=resume, threads=threads, scheduler=scheduler,
             batch_rows=batch_rows or engine.BATCH_ROWS, part_rows=part_rows or engine.PART_ROWS,
-            progress=not quiet and sys.stderr.isatty())
+            progress=not quiet and sys.stderr.isatty()), out, grid_file)
     except KeyboardInterrupt:
         # parts are written whole or not at all, so what is there is good
         click.echo(f"\ninterrupted: the complete parts in {target} are kept; run the same "
@@ -80,6 +89,17 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
     click.echo(f"{target}: {summary.done_before + summary.simulated:,} rows{before}; simulated "
                f"{summary.simulated:,} in {summary.seconds:.1f} s ({rate:,.0f}/s) into "
                f"{summary.parts} part(s), Parquet writing {summary.write_s:.2f} s")
+
+
+def _naming_out(run, out: str | None, grid_file: str):
+    """run(); a complaint about the output directory names [sweep] out, in the grid file, when
+    that is where the directory came from, rather than a --out the user did not give."""
+    try:
+        return run()
+    except InputError as e:
+        if e.key != "--out" or out is not None:
+            raise
+        raise InputError("sweep.out", str(e).removeprefix("--out: "), grid_file) from None
 
 
 def _threads(threads: int | None, scheduler: str | None) -> int | None:
