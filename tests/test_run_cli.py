@@ -61,6 +61,26 @@ def test_timeline_has_a_row_per_die_aiv_and_phase(tmp_path):
     assert tl.height == 8 * 8 * 9 and set(tl["role"]) == {"bsp"}
 
 
+def test_a_timeline_file_says_what_it_is_the_timeline_of(tmp_path):
+    """Provenance, as sweep parts have it: the version, the configuration and the resolved
+    profile, in the file's metadata."""
+    import pyarrow.parquet as pq
+
+    from ubepsim import __version__
+    from ubepsim.profile import load_profile
+    path, custom = tmp_path / "tl.parquet", tmp_path / "p.toml"
+    custom.write_text("[hardware]\ninit_cycles = 300\n")
+    code, out, err = run_cli("run", *SMALL, "--json", "--profile", custom, "--timeline", path)
+    assert code == 0, err
+    meta = {k.decode(): v.decode() for k, v in pq.read_metadata(path).metadata.items()}
+    assert meta["ubepsim.version"] == __version__
+    config, row = json.loads(meta["ubepsim.config"]), json.loads(out)
+    assert config == {n: row[n] for n in (*NAMES, "config_id")}
+    (tmp_path / "back.toml").write_text(meta["ubepsim.profile"])
+    assert load_profile(tmp_path / "back.toml").values == load_profile(custom).values
+    assert load_profile(custom).values["init_cycles"] == 300
+
+
 def test_timeline_phases_have_one_name_per_concept(tmp_path):
     """Sending count messages and polling the sources' counts are count_send and count_poll
     under both protocols (bsp's SendFlag & Count and flag verification, ubep's CalCumSum

@@ -11,6 +11,8 @@ from typing import Any
 
 from .errors import InputError
 
+META = "ubepsim."   # the prefix of ubepsim's keys in a Parquet file's key-value metadata
+
 
 def check_out(path: Path, formats: tuple[str, ...], flag: str = "--out") -> None:
     """An output path the command can write: a file name with a known suffix, in a directory
@@ -48,6 +50,19 @@ def replacing(path: Path) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_parquet(path: Path, frame, provenance: dict[str, str]) -> None:
+    """A polars frame as one Parquet file, whole or not at all, with the ubepsim version and
+    `provenance` (keys without the prefix) in its metadata."""
+    import pyarrow.parquet as pq
+
+    from . import __version__
+    table = frame.to_arrow()
+    meta = {META + k: v for k, v in {"version": __version__, **provenance}.items()}
+    with replacing(path) as tmp:
+        pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}), **meta}),
+                       tmp)
 
 
 def write_text(path: Path, text: str) -> None:

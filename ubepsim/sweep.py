@@ -31,13 +31,13 @@ import pyarrow.parquet as pq
 from . import __version__
 from .errors import InputError
 from .grid import Grid
+from .outputs import META
 from .params import NAMES
 from .profile import Profile
 from .results import RESULT_NAMES
 
 COLUMNS = (*NAMES, "config_id", *RESULT_NAMES)
 PART = re.compile(r"part-(\d+)-(\d+)\.parquet")
-META = "ubepsim."
 # One row group per part: large enough for polars.scan_parquet to read fast and prune by
 # statistics, small enough that a run killed mid-part loses little work.
 PART_ROWS = 65536

@@ -20,7 +20,7 @@ import polars as pl
 
 from . import __version__
 from .errors import InputError
-from .outputs import replacing, toml_value, write_text
+from .outputs import toml_value, write_parquet, write_text
 from .params import NAMES, make_config
 from .profile import Profile
 
@@ -134,14 +134,7 @@ def write(t: Tuning, path: Path) -> None:
     if path.suffix != ".parquet":
         write_text(path, toml_text(t))
         return
-    import pyarrow.parquet as pq
-
-    meta = {"ubepsim.version": __version__, "ubepsim.profile": t.hardware,
-            "ubepsim.tune": _header_toml(t)}
-    table = t.table.to_arrow()
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
-    with replacing(path) as tmp:
-        pq.write_table(table, tmp)
+    write_parquet(path, t.table, {"profile": t.hardware, "tune": _header_toml(t)})
 
 
 def _header_toml(t: Tuning) -> str:

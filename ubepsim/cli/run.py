@@ -9,7 +9,7 @@ import click
 
 from . import cli
 from .options import config_from_flags, model_options
-from ..outputs import check_out, replacing
+from ..outputs import check_out, write_parquet
 from ..params import NAMES
 from ..results import RESULTS
 
@@ -29,9 +29,10 @@ def run(as_json: bool, timeline: Path | None, **flags) -> None:
     if timeline is not None:
         check_out(timeline, (".parquet",), "--timeline")
     row = simulate(config, profile, timeline=timeline is not None)
-    if timeline is not None:
-        with replacing(timeline) as tmp:   # a timeline file is complete or absent
-            row.pop("timeline").write_parquet(tmp)
+    if timeline is not None:   # with what it is the timeline of
+        write_parquet(timeline, row.pop("timeline"), {
+            "config": json.dumps({n: row[n] for n in (*NAMES, "config_id")}),
+            "profile": profile.to_toml()})
     if as_json:
         click.echo(json.dumps({"profile": profile.name, **row}, indent=2))
         return
