@@ -120,6 +120,13 @@ def _one_error(code, err, *words):
         assert w in lines[0], (w, lines[0])
 
 
+def test_a_column_given_twice_is_named(tmp_path):
+    data = tmp_path / "m.csv"
+    data.write_text("ranks,latency_us,ranks\n8,10.0,8\n")
+    code, _, err = run_cli("calibrate", data, "--out", tmp_path / "fitted.toml")
+    _one_error(code, err, "ranks", "a column given twice")
+
+
 @pytest.mark.parametrize("frame, words", [
     ({"ranks": [8], "warp_size": [32], "latency_us": [10.0]}, ["warp_size", "unknown column"]),
     ({"ranks": [8], "batch": [4]}, ["latency_us", "missing"]),
@@ -153,7 +160,7 @@ def test_bad_measurement_files_are_refused_with_one_message(tmp_path, frame, wor
     (("m.csv", "--paper"), ["--paper"]),
     ((), ["MEASUREMENTS"]),
     (("m.csv", "--profile", "nope.toml"), ["profile", "nope.toml"]),
-    (("m.csv", "--fit", ""), ["--fit", "comma"]),
+    (("m.csv", "--fit", ""), ["--fit", "comma", "such as init_cycles,syncall_cycles"]),
     (("m.csv", "--out", "/proc/p.toml"), ["--out", "cannot write in /proc"]),
     (("m.csv", "--workers", "4096"), ["--workers", "must lie in [1, "]),
     (("--paper", "--out", "/proc/p.toml"), ["--out", "cannot write in /proc"]),

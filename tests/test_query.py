@@ -54,6 +54,11 @@ def test_query_prints_the_answer_as_a_table(dataset):
     assert re.search(r"│ bsp +┆ 48 +│", stdout) and re.search(r"│ ubep +┆ 144 +│", stdout)
     code, stdout, _ = run_cli("query", dataset, "SELECT count(*) AS n FROM results")
     assert code == 0 and stdout.splitlines()[-1] == "1 row"
+    # every column of a wide answer, its name whole
+    code, stdout, _ = run_cli("query", dataset, "SELECT * FROM results LIMIT 2")
+    header = stdout.splitlines()[1]
+    assert code == 0 and [c.strip() for c in header.strip("│").split("┆")] == \
+        pl.scan_parquet(f"{dataset}/*.parquet").collect_schema().names()
 
 
 def test_query_reads_a_single_part_or_a_glob(dataset):

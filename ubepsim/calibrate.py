@@ -172,6 +172,10 @@ def read_measurements(path: str | Path) -> pl.DataFrame:
     except (OSError, pl.exceptions.PolarsError) as e:
         raise InputError("MEASUREMENTS", f"cannot read {path}: {str(e).splitlines()[0]}") \
             from None
+    twice = [c for c in frame.columns if "_duplicated_" in c and
+             c.rsplit("_duplicated_", 1)[0] in frame.columns]   # polars' name for a repeat
+    if twice:
+        raise InputError(twice[0].rsplit("_duplicated_", 1)[0], "a column given twice", source)
     unknown = [c for c in frame.columns if c not in NAMES and c != MEASURED]
     if unknown:
         raise InputError(unknown[0], f"unknown column; a measurement file has model parameters "

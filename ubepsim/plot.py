@@ -98,7 +98,8 @@ def scan_results(dataset: str, kind: str) -> pl.LazyFrame:
 def read_timeline(path: str) -> pl.DataFrame:
     p = Path(path)
     if not p.is_file():
-        raise InputError("DATASET", f"{path} is not a file; --kind aiv and timeline read a "
+        state = "is not a file" if p.exists() else "does not exist"
+        raise InputError("DATASET", f"{path} {state}; --kind aiv and timeline read a "
                          f"timeline from `ubepsim run --timeline FILE.parquet`")
     try:
         frame = pl.read_parquet(p)

@@ -62,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         where = f" (see `{e.ctx.command_path} --help`)" if e.ctx else ""
         click.echo(f"error: {' '.join(e.format_message().split())}{where}", err=True)
         return 2
-    except click.ClickException as e:
-        e.show()
+    except click.ClickException as e:   # CheckFailed: a check asked for did not hold
+        click.echo(f"error: {e.format_message()}", err=True)
         return e.exit_code
     except click.exceptions.Exit as e:
         return e.exit_code

@@ -65,8 +65,8 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
     if measurements is None:
         raise InputError("MEASUREMENTS", "give a CSV or Parquet file of measurements, or "
                          "--paper")
-    fit_keys = cal.check_keys(split_list("--fit", keys) if keys is not None
-                              else cal.DEFAULT_KEYS)
+    fit_keys = cal.check_keys(cal.DEFAULT_KEYS if keys is None else
+                              split_list("--fit", keys, "init_cycles,syncall_cycles"))
     target = out or Path("calibrated.toml")
     check_out(target, (".toml",))
     profile = load_profile(profile_spec, key="--profile")

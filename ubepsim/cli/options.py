@@ -96,11 +96,12 @@ def check_threads(flag: str, threads: int | None) -> int | None:
     return threads
 
 
-def split_list(flag: str, text: str) -> list[str]:
+def split_list(flag: str, text: str, example: str = "1,2,4") -> list[str]:
     """A comma-separated flag value as its items, stripped; InputError on an empty item."""
     items = [x.strip() for x in text.split(",")]
     if any(not x for x in items):
-        raise InputError(flag, f"expected comma-separated values such as 1,2,4, got {text!r}")
+        raise InputError(flag, f"expected comma-separated values such as {example}, got "
+                         f"{text!r}")
     return items
 
 

@@ -47,7 +47,8 @@ def query(dataset: str, sql: str, out: str | None, rows: int) -> None:
     if answer.width == 0:   # DROP TABLE and the like: nothing to print or write
         raise InputError("SQL", "returns no columns; give a SELECT")
     if out is None:
-        with pl.Config(tbl_rows=rows, tbl_cols=-1, tbl_width_chars=200,
+        # never squeezed: a wide answer is read by scrolling, with its column names whole
+        with pl.Config(tbl_rows=rows, tbl_cols=-1, tbl_width_chars=-1,
                        tbl_hide_dataframe_shape=True, fmt_str_lengths=60):
             click.echo(answer)
         click.echo(f"{answer.height:,} row{'' if answer.height == 1 else 's'}")
