@@ -115,7 +115,7 @@ class _Fingerprint:
         return h.hexdigest()
 
 
-def load_grid(path: str | Path, key: str = "GRID", base_profile: str | None = None) -> Grid:
+def load_grid(path: str | Path, key: str = "GRID.toml", base_profile: str | None = None) -> Grid:
     """Read, check and expand a grid file; raises InputError naming the file and the key
     (`key` names the file itself: the argument or flag it came from). `base_profile` (the
     --profile flag: a built-in name or a file relative to the working directory) replaces the

@@ -117,7 +117,7 @@ def shortfall(dataset: str | Path) -> list[str]:
     rows = sum(pq.read_metadata(f).num_rows for f in parts)
     if points is not None and rows < int(points):
         warnings.append(f"{path} holds {rows:,} of the {int(points):,} rows of its grid (an "
-                        f"interrupted sweep? finish it with `ubepsim sweep GRID --out {path} "
+                        f"interrupted sweep? finish it with `ubepsim sweep GRID.toml --out {path} "
                         f"--resume`)")
     return warnings
 
