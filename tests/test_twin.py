@@ -140,7 +140,7 @@ def test_random_configurations_cover_every_mode(configs, twins):
 @pytest.mark.parametrize("chunk", range(2))
 def test_invariants_hold_in_the_twin(configs, twins, chunk):
     """Every copy delivered once, nothing read before it is visible, latency above the bound."""
-    for i in range(chunk, len(configs), 4):
+    for i in range(chunk, len(configs), 2):   # i // 2 cycles the sync variants: all four
         cfg = configs[i][0]
         out = twins(i)
         d = out["_detail"]
