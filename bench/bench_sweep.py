@@ -58,7 +58,7 @@ def main() -> None:
     started = time.perf_counter()
     grid = load_grid(MILLION)
     expand_s = time.perf_counter() - started
-    print(f"grid: {grid.size:,} configurations ({grid.product:,} before the filter), "
+    print(f"grid: {grid.size:,} configurations ({grid.product:,} points in the product), "
           f"expanded and validated in {expand_s:.2f} s")
 
     sample = stratified_sample(grid, args.per_setting)

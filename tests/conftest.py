@@ -17,7 +17,7 @@ TINY_GRID = """\
 name = "tiny"
 out = "tiny-results"
 seeds = [0, 1]
-filter = "topk <= experts and (protocol == 'ubep' or cumsum_aivs == 2)"
+filter = "batch * topk <= 32"
 
 [grid]
 batch = [4, 16]
@@ -32,7 +32,10 @@ sync = ["sw", "sp"]
 ranks = [4, 8, 16]
 experts = [8, 8, 16]
 """
-TINY_SIZE = 2 * 2 * 2 * 3 * 2 * (3 + 1) * 2  # batch topk hidden ranks sync (ubep cumsum + bsp) seeds
+# (batch, topk) pairs the filter keeps x hidden x ranks x sync x cumsum_aivs x protocol x seeds
+TINY_FILTERED = 3 * 2 * 3 * 2 * 3 * 2 * 2
+# bsp does not read cumsum_aivs: its three values are one configuration
+TINY_SIZE = 3 * 2 * 3 * 2 * (3 + 1) * 2
 
 
 def run_cli(*args: object) -> tuple[int, str, str]:

@@ -6,7 +6,9 @@
     [profile]  hardware overrides on top of the base profile
 
 The expansion is the cartesian product of the axes (file order, first axis slowest, the seeds
-innermost), then the filter drops points. Everything is checked before any work: each value with
+innermost), then the filter drops points, then points that differ from an earlier one only in a
+parameter their protocol or routing does not read (`params.GATED`: that parameter is recorded at
+its default) are dropped as the same configuration. Everything is checked before any work: each value with
 `params.coerce`, the cross-parameter rules with `params.check_rules` over whole columns of a
 chunk of points at a time, so a million-point grid expands and validates in half a second. The
 points are then built on demand, a batch at a time, from the axes and the kept indices. Every
@@ -28,7 +30,8 @@ import numpy as np
 import polars as pl
 
 from .errors import InputError
-from .params import ENUMS, NAMES, PARAM_BY_NAME, PARAMS, check_rules, coerce
+from .params import (ENUMS, GATED, NAMES, PARAM_BY_NAME, PARAMS, canonical, check_rules, coerce,
+                     stable_id)
 from .profile import BUILTIN, Profile, load_profile
 
 TABLES = ("sweep", "grid", "zip", "profile")
@@ -43,13 +46,16 @@ SWEEP_KEYS = {
 AXIS_FORMS = ("a value, a list of values, or { range = [first, last] } with an optional "
               "step = s or factor = f (both ends included)")
 # The most points a grid may expand to (before the filter), and so the longest axis. The client
-# holds the index of each point the filter keeps (8 bytes; the points themselves are built a
-# batch at a time) and expands the product once, a chunk at a time: 15-19 s and at most 1.3 GB
-# for a hundred million points, measured. That many points are days of work on one 2-core
-# machine (about 1,400 a second) and hours on a cluster. A bigger study is several grid files.
+# expands the product once, a chunk at a time, and holds the config_id of each point kept and,
+# with a filter, its index (8 bytes each; the points themselves are built a batch at a time).
+# A hundred million points, measured: 27 s and 1.0 GB resident; 56 s and 3.5 GB with a filter
+# and points dropped as one configuration (their sort). That many points are days of work on
+# one 2-core machine (about 1,300 a second) and hours on a cluster. A bigger study is several
+# grid files.
 MAX_POINTS = 10**8
-CHUNK = 1 << 20   # points built at a time while expanding
+CHUNK = 1 << 18   # points built at a time while expanding (larger chunks measured slower)
 INDEX = "__index"   # a point's index in the product, beside the parameters while filtering
+GATES = (*GATED, *{gate for gate, _ in GATED.values()})   # what params.canonical reads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,10 +70,14 @@ class Grid:
     profile: Profile
     axes: dict[str, int]      # axis label -> number of values, in expansion order
     product: int              # points in the cartesian product, before the filter
-    fingerprint: str          # see _Fingerprint
+    filtered: int             # points the filter keeps (product if there is none)
+    # A hash of exactly what gets simulated: the profile and the points' config_ids in order.
+    # Grid files that expand to the same points (comments, key order in a zip group, `out`) are
+    # the same sweep; a resumed run must present the same fingerprint.
+    fingerprint: str
     values: list[list[pl.Series]] = dataclasses.field(repr=False)   # per axis, its columns
     kept: np.ndarray | None = dataclasses.field(repr=False)  # product index of each point
-                                                              # (None: the filter kept all)
+                                                              # (None: every point is kept)
 
     @property
     def size(self) -> int:
@@ -76,7 +86,9 @@ class Grid:
     def frame(self, start: int, stop: int) -> pl.DataFrame:
         """Points [start, stop), resolved: one column per parameter, enums as pl.Enum."""
         index = np.arange(start, stop) if self.kept is None else self.kept[start:stop]
-        return _build(self.values, index, self.profile)
+        points = _build(self.values, index, self.profile)
+        cols = canonical(_columns(points, GATES))
+        return points.with_columns(pl.Series(n, cols[n], _dtype(n)) for n in GATED)
 
     def batch(self, start: int, stop: int) -> pl.DataFrame:
         """Points [start, stop) in the form simulate_table takes: enums as their names."""
@@ -86,33 +98,6 @@ class Grid:
     def points(self) -> pl.DataFrame:
         """Every point at once: for small grids and tests (a sweep goes batch by batch)."""
         return self.frame(0, self.size)
-
-
-class _Fingerprint:
-    """A hash of exactly what gets simulated: the points in order and the resolved profile.
-
-    Two grid files that expand to the same points (comments, key order within a zip group,
-    `out`) are the same sweep; a resumed run must present the same fingerprint. Fed a chunk of
-    points at a time, one running hash per parameter, so the points need not be held at once.
-    """
-
-    def __init__(self, profile: Profile):
-        self.profile = profile.to_toml()
-        self.columns = {name: hashlib.sha256(name.encode()) for name in NAMES}
-
-    def update(self, points: pl.DataFrame) -> None:
-        for name, h in self.columns.items():
-            col = points[name]
-            if col.dtype == pl.String:
-                h.update("".join(v + "\x00" for v in col.to_list()).encode())
-            else:
-                h.update(_codes(name, col).tobytes())
-
-    def hexdigest(self) -> str:
-        h = hashlib.sha256(self.profile.encode())
-        for c in self.columns.values():
-            h.update(c.digest())
-        return h.hexdigest()
 
 
 def load_grid(path: str | Path, key: str = "GRID.toml", base_profile: str | None = None) -> Grid:
@@ -172,9 +157,9 @@ def load_grid(path: str | Path, key: str = "GRID.toml", base_profile: str | None
     filters = [filter_expr(f, source) for f in filters]
     values = [[pl.Series(name, v, _dtype(name)) for name, v in cols.items()] for _, cols in axes]
     product = math.prod(sizes.values())
-    kept, fingerprint = _expand(values, profile, filters, product, source)
+    kept, filtered, fingerprint = _expand(values, profile, filters, product, source)
     return Grid(path, text, name, Path(out) if out else None, profile, sizes, product,
-                fingerprint, values, kept)
+                filtered, fingerprint, values, kept)
 
 
 def shape(sizes: dict[str, int]) -> str:
@@ -407,12 +392,17 @@ def _is_number(v: Any) -> bool:
 
 
 def _expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Expr],
-            product: int, source: str) -> tuple[np.ndarray | None, str]:
-    """One pass over the product, a chunk of points at a time: the indices of the points the
-    filter keeps (None if it keeps all), each kept point checked against the model's rules, and
-    the fingerprint. Memory follows the points kept (8 bytes each), not the product."""
-    fingerprint = _Fingerprint(profile)
-    kept = []
+            product: int, source: str) -> tuple[np.ndarray | None, int, str]:
+    """One pass over the product, a chunk of points at a time: the filter (over the values as
+    the grid gives them), each kept point checked against the model's rules, its config_id.
+    Returns the product index of each point kept (None if all are), how many the filter kept,
+    and the fingerprint. A point that differs from an earlier one only in parameters its
+    protocol or routing does not read (params.GATED) is the same configuration and is dropped.
+    Memory follows the points kept (8 bytes each, 16 with a filter), not the product."""
+    # filled in place: pages past the points kept are never touched, so never resident
+    ids = np.empty(product, dtype=np.int64)
+    kept = np.empty(product, dtype=np.int64) if filters else None
+    filtered, gated = 0, False
     for lo in range(0, product, CHUNK):
         index = np.arange(lo, min(lo + CHUNK, product))
         points = _build(values, index, profile)
@@ -420,13 +410,31 @@ def _expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Ex
             points = points.with_columns(pl.Series(INDEX, index))
             for expr in filters:
                 points = points.filter(_keep(points, expr, source))
-            kept.append(points[INDEX].to_numpy())
+            kept[filtered:filtered + points.height] = points[INDEX].to_numpy()
             points = points.drop(INDEX)
-        _check_points(points, source)
-        fingerprint.update(points)
-    if filters and sum(len(k) for k in kept) == 0:
+        raw = _columns(points, NAMES)
+        cols = canonical(raw)
+        gated = gated or any(not np.array_equal(cols[n], raw[n]) for n in GATED)
+        _check_points(cols, source)
+        ids[filtered:filtered + points.height] = stable_id(cols, NAMES)
+        filtered += points.height
+    if filtered == 0:
         raise InputError("sweep.filter", f"keeps none of the {product:,} points", source)
-    return (np.concatenate(kept) if filters else None), fingerprint.hexdigest()
+    ids = ids[:filtered]
+    if kept is not None:
+        kept = kept[:filtered]
+    if gated:   # only then can two points be one configuration: keep the first of each
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+        first = order[np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1]))]
+        del order, sorted_ids
+        if len(first) < filtered:
+            first.sort()
+            ids = ids[first]
+            kept = first if kept is None else kept[first]
+    fingerprint = hashlib.sha256(profile.to_toml().encode())
+    fingerprint.update(memoryview(ids))   # not ids.tobytes(): a copy of them all
+    return kept, filtered, fingerprint.hexdigest()
 
 
 def _keep(points: pl.DataFrame, expr: pl.Expr, source: str) -> pl.Series:
@@ -486,12 +494,14 @@ def _codes(name: str, col: pl.Series) -> np.ndarray:
     return col.to_numpy()
 
 
-def _check_points(points: pl.DataFrame, source: str) -> None:
-    if points.height == 0:
+def _columns(points: pl.DataFrame, names) -> dict[str, np.ndarray]:
+    """Columns of a frame of points as numpy, enums as their codes."""
+    return {name: _codes(name, points[name]) for name in names}
+
+
+def _check_points(cols: dict[str, np.ndarray], source: str) -> None:
+    if len(cols["ranks"]) == 0:
         return
-    cols = {}
-    for name in NAMES:
-        cols[name] = _codes(name, points[name])
     try:
         check_rules(cols, source)
     except InputError as e:

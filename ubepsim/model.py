@@ -17,7 +17,8 @@ import polars as pl
 from .costs import lower
 from .errors import InputError
 from .kernels import dispatch as k
-from .params import ENUMS, NAMES, PARAMS, Config, Routing, stable_id, workload_keys
+from .params import (ENUMS, GATED, NAMES, PARAMS, Config, Routing, canonical, codes, stable_id,
+                     workload_keys)
 from .profile import HOP_CLASSES, Profile, load_profile
 from .results import RESULT_NAMES, RESULTS
 from .workload import expert_cdf, read_trace
@@ -47,37 +48,33 @@ TIMELINE_PHASES = {
 
 
 def _codes(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Enum columns (names or members) as integer codes."""
-    out = dict(cols)
-    for name, enum_type in ENUMS.items():
-        v = np.asarray(cols[name], dtype=object)
-        out[name] = np.array([enum_type[x].value if isinstance(x, str) else int(x) for x in v],
-                             dtype=np.int64)
-    return out
+    """Enum columns (names, members or codes) as integer codes."""
+    return {**cols, **{name: codes(name, cols[name]) for name in ENUMS}}
 
 
 def prepare(cols: dict[str, np.ndarray], profile: Profile):
     """Kernel inputs for resolved parameter columns: (params, costs, chances, cdf, trace)."""
-    codes = _codes(cols)
-    n = len(codes["ranks"])
+    cols = canonical(cols)
+    coded = _codes(cols)
+    n = len(coded["ranks"])
     params = np.zeros((n, k.N_PARAMS), dtype=np.int64)
     for col, name in ((k.P_RANKS, "ranks"), (k.P_BATCH, "batch"), (k.P_TOPK, "topk"),
                       (k.P_EXPERTS, "experts"), (k.P_AIVS, "aivs"), (k.P_CUMSUM, "cumsum_aivs"),
                       (k.P_PROTOCOL, "protocol"), (k.P_SYNC, "sync"), (k.P_SCHEDULE, "schedule"),
                       (k.P_ROUTING, "routing"), (k.P_SEED, "seed")):
-        params[:, col] = np.asarray(codes[name], dtype=np.int64)
-    wkeys = workload_keys(cols, codes["routing"])
+        params[:, col] = np.asarray(coded[name], dtype=np.int64)
+    wkeys = workload_keys(cols)
     params[:, k.P_WKEY] = wkeys
-    costs, chances = lower(codes, profile)
+    costs, chances = lower(coded, profile)
     # Popularity weights and traces are shared by every row of the same workload.
     cdf_parts, trace_parts = [np.zeros(0)], [np.zeros(0, dtype=np.int64)]
     cdf_at: dict[tuple, tuple[int, int]] = {}
     trace_at: dict[tuple, int] = {}
     cdf_end, trace_end = 0, 0
-    routing = codes["routing"]
+    routing = coded["routing"]
     for i in np.flatnonzero(routing != Routing.uniform):
         if routing[i] == Routing.trace:
-            tkey = (str(cols["trace"][i]), *(int(codes[x][i]) for x in
+            tkey = (str(cols["trace"][i]), *(int(coded[x][i]) for x in
                                              ("ranks", "batch", "topk", "experts")))
             if tkey not in trace_at:
                 trace_at[tkey] = trace_end
@@ -86,9 +83,9 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
                 trace_end += len(arr)
             params[i, k.P_TRACE] = trace_at[tkey]
             continue
-        ckey = (int(routing[i]), int(codes["experts"][i]), float(codes["zipf_s"][i]),
-                int(codes["hot_experts"][i]), float(codes["hot_share"][i]),
-                int(codes["seed"][i]), int(wkeys[i]))
+        ckey = (int(routing[i]), int(coded["experts"][i]), float(coded["zipf_s"][i]),
+                int(coded["hot_experts"][i]), float(coded["hot_share"][i]),
+                int(coded["seed"][i]), int(wkeys[i]))
         if ckey not in cdf_at:
             cdf = expert_cdf(*ckey)
             cdf_at[ckey] = (cdf_end, len(cdf))
@@ -163,10 +160,12 @@ def simulate_columns(cols: dict[str, np.ndarray], profile: Profile,
 
 def simulate_table(points: pl.DataFrame, profile: Profile,
                    threads: int | None = None) -> pl.DataFrame:
-    """Every parameter, config_id and every result for each row of `points` (same order)."""
-    cols = {name: points[name].to_numpy() for name in NAMES}
+    """Every parameter, config_id and every result for each row of `points` (same order).
+    GATED parameters their protocol or routing does not read are given at their defaults."""
+    cols = canonical({name: points[name].to_numpy() for name in NAMES})
     res = simulate_columns(cols, profile, threads)
     frame = points.select(NAMES).with_columns(
+        *(pl.Series(name, cols[name], dtype=points[name].dtype) for name in GATED),
         pl.Series("config_id", stable_id(cols, NAMES), dtype=pl.Int64))
     return frame.with_columns([pl.Series(f.name, res[f.name],
                                          dtype=pl.Float64 if f.dtype == "f8" else pl.Int64)

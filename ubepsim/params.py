@@ -103,7 +103,7 @@ PARAMS: tuple[Param, ...] = (
           "128 elements), int8 (1 B + one fp32 scale per token)."),
     Param("aivs", int, None, "AIVs per die (default: the profile's).", 2, 4096),
     Param("cumsum_aivs", int, 3, "AIVs in UBEP's CalCumSum group (the rest send tokens); "
-          "bsp ignores it, every AIV runs every phase.", 1, 4095),
+          "read only by ubep (under bsp every AIV runs every phase).", 1, 4095),
     Param("protocol", str, "ubep", "bsp (CANN EP, SyncAll between phases) or ubep "
           "(kernel decomposition, point-to-point signals)."),
     Param("sync", str, "sp", "Data-as-Flag variant of every signal: sw (stop-and-wait), tff "
@@ -129,8 +129,12 @@ NAMES = tuple(p.name for p in PARAMS)
 # variants compared at the same seed see the same token copies.
 WORKLOAD_NAMES = ("ranks", "batch", "topk", "experts", "routing", "zipf_s", "hot_experts",
                   "hot_share", "trace", "seed")
-# The routing that reads each routing parameter; under any other it changes nothing.
-ROUTING_OF = {"zipf_s": Routing.zipf, "hot_experts": Routing.hot, "hot_share": Routing.hot}
+# The parameters only one protocol or routing reads, with the parameter and value that read them.
+# Elsewhere they change nothing, so a configuration records them at their defaults: points that
+# differ only there are one configuration, with one config_id and one routing stream, simulated
+# once in a sweep. (A trace file is never ignored: giving one without routing = trace is an error.)
+GATED = {"cumsum_aivs": ("protocol", Protocol.ubep), "zipf_s": ("routing", Routing.zipf),
+         "hot_experts": ("routing", Routing.hot), "hot_share": ("routing", Routing.hot)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,17 +174,40 @@ class Config:
 
     @property
     def workload_key(self) -> int:
-        return int(workload_keys(self.as_dict(), np.array([self.routing]))[0])
+        return int(workload_keys(self.as_dict())[0])
 
 
-def workload_keys(cols: dict[str, Any], routing: np.ndarray) -> np.ndarray:
-    """The routing generator's key per row (`routing` as codes): a hash of WORKLOAD_NAMES, each
-    routing parameter read as its default under a routing that does not use it, so that, say,
-    zipf_s changes no uniform routing."""
-    cols = dict(cols)
-    for name, used_by in ROUTING_OF.items():
-        cols[name] = np.where(np.asarray(routing) == used_by, cols[name],
-                              PARAM_BY_NAME[name].default)
+def canonical(cols: dict[str, Any]) -> dict[str, Any]:
+    """Resolved parameter columns (enums as names, members or codes) with every GATED
+    parameter at its default where its protocol or routing does not read it."""
+    out = dict(cols)
+    for name, (gate, reader) in GATED.items():
+        unread = codes(gate, cols[gate]) != reader
+        if unread.any():
+            out[name] = np.where(unread, PARAM_BY_NAME[name].default, np.asarray(cols[name]))
+    return out
+
+
+def codes(name: str, values: Any) -> np.ndarray:
+    """A column of enum `name` (names, members or codes) as the integer codes the kernels use."""
+    v = np.atleast_1d(np.asarray(values))
+    if v.dtype.kind in "iu":
+        return v.astype(np.int64)
+    # names or members (str() of an IntEnum member is its code): each distinct one looked up once
+    uniq, inverse = np.unique(v.astype(str), return_inverse=True)
+    lookup = _LOOKUP[name]
+    bad = [x for x in uniq if x not in lookup]
+    if bad:
+        raise KeyError(f"{name}: {bad[0]!r}")
+    return np.array([lookup[x] for x in uniq], dtype=np.int64)[inverse.ravel()]
+
+
+_LOOKUP = {name: {m.name: m.value for m in e} | {str(m.value): m.value for m in e}
+           for name, e in ENUMS.items()}
+
+
+def workload_keys(cols: dict[str, Any]) -> np.ndarray:
+    """The routing generator's key per row of canonical columns: a hash of WORKLOAD_NAMES."""
     return stable_id(cols, WORKLOAD_NAMES)
 
 
@@ -199,12 +226,10 @@ def stable_id(cols: dict[str, Any], names: tuple[str, ...]) -> np.ndarray:
 
 
 def _as_u64(name: str, values: Any) -> np.ndarray:
-    v = np.atleast_1d(np.asarray(values, dtype=object if name in ENUMS or name == "trace"
-                                 else None))
     if name in ENUMS:
-        v = np.array([_digest(x.name if isinstance(x, enum.Enum) else str(x)) for x in v],
-                     dtype=np.uint64)
-    elif name == "trace":
+        return _NAME_DIGESTS[name][codes(name, values)]
+    v = np.atleast_1d(np.asarray(values, dtype=object if name == "trace" else None))
+    if name == "trace":
         uniq = {x: trace_digest(str(x)) for x in set(v.tolist())}
         v = np.array([uniq[x] for x in v.tolist()], dtype=np.uint64)
     elif v.dtype.kind in "OUS":
@@ -220,6 +245,11 @@ def _as_u64(name: str, values: Any) -> np.ndarray:
 def _digest(text: str | bytes) -> int:
     data = text.encode() if isinstance(text, str) else text
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+# An enum value hashes by its name, so ids do not depend on the codes the kernels use.
+_NAME_DIGESTS = {name: np.array([_digest(m.name) for m in e], dtype=np.uint64)
+                 for name, e in ENUMS.items()}
 
 
 def trace_digest(path: str) -> int:
@@ -295,7 +325,8 @@ def _fmt(x: float) -> str:
 
 def make_config(values: dict[str, Any], aivs_default: int, source: str | None = None,
                 check_trace: bool = True) -> Config:
-    """Validate one point: types, ranges and the cross-parameter rules of the model."""
+    """Validate one point: types, ranges and the cross-parameter rules of the model. GATED
+    parameters its protocol or routing does not read are recorded at their defaults."""
     for name in values:
         if name not in PARAM_BY_NAME:
             raise InputError(name, f"unknown parameter; allowed: {', '.join(NAMES)}", source)
@@ -307,7 +338,10 @@ def make_config(values: dict[str, Any], aivs_default: int, source: str | None = 
         resolved["experts"] = resolved["ranks"]
     if resolved["aivs"] is None:
         resolved["aivs"] = aivs_default
-    check_rules({k: np.asarray([v]) for k, v in resolved.items()}, source, check_trace)
+    cols = canonical({k: np.asarray([v]) for k, v in resolved.items()})
+    for name in GATED:
+        resolved[name] = PARAM_BY_NAME[name].kind(cols[name][0])
+    check_rules(cols, source, check_trace)
     return Config(**resolved)
 
 

@@ -7,7 +7,7 @@ from typing import Any, Callable
 import click
 
 from ..errors import InputError
-from ..params import PARAM_BY_NAME, PARAMS, coerce, make_config
+from ..params import GATED, PARAM_BY_NAME, PARAMS, coerce, make_config
 from ..profile import load_profile
 
 
@@ -71,7 +71,13 @@ def config_from_flags(values: dict[str, Any]):
     """(Config, Profile) from the values of model_options flags; InputError on bad input."""
     profile = load_profile(values.pop("profile"), key="--profile")
     given = {k: parse_value(k, v) for k, v in values.items() if v is not None}
-    return make_config(given, profile.aivs), profile
+    config = make_config(given, profile.aivs)
+    for name, (gate, _) in GATED.items():
+        if name in given and given[name] != getattr(config, name):
+            click.echo(f"note: {PARAM_BY_NAME[name].flag} is not read under --{gate} "
+                       f"{getattr(config, gate).name}; recorded at its default, "
+                       f"{getattr(config, name)}", err=True)
+    return config, profile
 
 
 WORKERS = "--workers"   # threads of the parallel kernel, in every command that runs it

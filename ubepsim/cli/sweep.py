@@ -60,7 +60,10 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
         raise InputError("--out", f"{grid_file} sets no [sweep] out; give --out DIR")
     axes = shape(grid.axes)
     size = f"{grid.product:,} points ({axes})" if axes else "1 point"
-    kept = "" if grid.size == grid.product else f"; the filter keeps {grid.size:,}"
+    kept = "" if grid.filtered == grid.product else f"; the filter keeps {grid.filtered:,}"
+    if grid.size < grid.filtered:
+        kept += (f"; {grid.size:,} distinct configurations (the others differ only in "
+                 f"parameters their protocol or routing does not read)")
     click.echo(f"{grid.name}: {size}{kept}")
     if dry_run:
         have = _naming_out(lambda: engine.check_out(grid, target, resume), out, grid_file) \
