@@ -139,3 +139,31 @@ def test_sentinel_collisions_cost_a_timeout():
         other = model.simulate(make_config({"ranks": 8, "batch": 8, "sync": sync}, 48),
                                noisy_profile)
         assert other["sentinel_collisions"] == 0, sync
+
+
+@pytest.mark.parametrize("protocol", ["bsp", "ubep"])
+def test_one_die_never_touches_the_fabric(protocol):
+    """With one rank every store is local: the ports' bandwidths and the remote hop latencies
+    change nothing, the local latency does."""
+    cfg = make_config({"ranks": 1, "batch": 32, "topk": 1, "protocol": protocol}, PROFILE.aivs)
+    base = model.simulate(cfg, PROFILE)
+    assert base["copies_local"] == base["copies_total"] == 32
+    fabric = load_profile(overrides={"egress_gbps": 1.0, "ingress_gbps": 1.0, "latency_ns": {
+        "intra_npu": 9000.0, "one_hop": 9000.0, "two_hop": 9000.0, "three_hop": 9000.0}})
+    assert model.simulate(cfg, fabric) == base
+    local = load_profile(overrides={"latency_ns": {"local": 2000.0}})
+    assert model.simulate(cfg, local)["latency_us"] > base["latency_us"]
+
+
+def test_re_arming_sentinels_costs_ubep_sp_reorder_time_only():
+    """Under sentinel polling a receiver re-arms each block it polled, after the copy: a dearer
+    re-arm lengthens ubep's reorder phase; bsp's copies carry no sentinel, so its reorder does
+    not change (its count messages do, and its latency grows)."""
+    dear = load_profile(overrides={"sentinel_reset_cycles":
+                                   PROFILE.values["sentinel_reset_cycles"] + 200})
+    for protocol, grows in (("ubep", True), ("bsp", False)):
+        cfg = make_config({"ranks": 16, "batch": 16, "protocol": protocol, "sync": "sp"},
+                          PROFILE.aivs)
+        base, slower = model.simulate(cfg, PROFILE), model.simulate(cfg, dear)
+        assert (slower["phase_reorder_us"] > base["phase_reorder_us"]) == grows, protocol
+        assert slower["latency_us"] > base["latency_us"]   # bsp re-arms its count messages

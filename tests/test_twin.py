@@ -15,7 +15,7 @@ import pytest
 from ubepsim import model, reference
 from ubepsim.errors import InputError
 from ubepsim.params import make_config
-from ubepsim.profile import load_profile
+from ubepsim.profile import HOP_CLASSES, load_profile
 
 PROFILES = {
     "cm384": load_profile(),
@@ -234,3 +234,129 @@ def test_compiled_kernels_are_cached_outside_the_package():
     cache = Path(dispatch._simulate_batch._cache._cache_path)
     package = Path(dispatch.__file__).resolve().parent.parent
     assert package not in cache.resolve().parents
+
+
+# --- properties of the twin's stores and phases: with the kernel equal to the twin, the
+# kernel's too. Each says what the model must do, not how; a change made alike in both that
+# breaks it (found by a mutation audit) fails here.
+
+SIGNAL = {"copy": "copy", "count": "count", "flag": "signal", "checksum": "signal"}
+
+
+def _blocks(st, c):
+    return c.get(f"{st['kind']}_blocks", 1)   # a flag or checksum is one block
+
+
+def _count_related(st, cfg):
+    """A count message or its signal (under ubep those come from the CalCumSum group)."""
+    if st["kind"] == "count":
+        return True
+    return st["kind"] != "copy" and (cfg.protocol.name == "bsp" or st["aiv"] < cfg.cumsum_aivs)
+
+
+def test_each_die_sends_the_stores_its_protocol_and_sync_variant_call_for(configs, twins):
+    """A copy per (token, k); one count message to every die; and the signals: under ubep sw a
+    flag after each copy, under ubep dc one checksum per AIV and destination of its copies; a
+    flag (sw) or checksum (dc) after each count message, under either protocol."""
+    from collections import Counter
+    for i, (cfg, _) in enumerate(configs):
+        R, sync = cfg.ranks, cfg.sync.name
+        ubep = cfg.protocol.name == "ubep"
+        for s, stores in enumerate(twins(i)["_detail"]["stores"]):
+            copies = [st for st in stores if st["kind"] == "copy"]
+            counts = [st for st in stores if st["kind"] == "count"]
+            assert len(copies) == cfg.batch * cfg.topk
+            assert sorted(st["dst"] for st in counts) == list(range(R))
+            if ubep:
+                assert all(st["aiv"] >= cfg.cumsum_aivs for st in copies)
+                assert all(st["aiv"] < cfg.cumsum_aivs for st in counts)
+            signals = [st for st in stores if st["kind"] in ("flag", "checksum")]
+            count_signals = [st for st in signals if _count_related(st, cfg)]
+            copy_signals = [st for st in signals if not _count_related(st, cfg)]
+            kind = {"sw": "flag", "dc": "checksum"}.get(sync)
+            assert sorted((st["kind"], st["dst"]) for st in count_signals) == \
+                ([(kind, d) for d in range(R)] if kind else [])
+            pairs = [(st["aiv"], st["dst"]) for st in copies]
+            if ubep and sync == "sw":
+                assert Counter((st["kind"], st["aiv"], st["dst"], st["ref"]) for st in copy_signals) \
+                    == Counter(("flag", st["aiv"], st["dst"], st["ref"]) for st in copies)
+            elif ubep and sync == "dc":
+                assert sorted((st["aiv"], st["dst"]) for st in copy_signals) == sorted(set(pairs))
+                assert {st["kind"] for st in copy_signals} <= {"checksum"}
+            else:
+                assert copy_signals == []
+
+
+def test_ports_serve_one_store_at_a_time_and_credits_return_in_issue_order(configs, twins):
+    """Egress: a die's remote stores leave one after another, each after it was issued, and
+    arrive half a hop later. Ingress: a die's remote arrivals become visible one after another,
+    each after it arrived. Both at the cost of the store's kind. An AIV issues a store only with
+    credits for its blocks, a credit coming back when its store and every older one of the AIV
+    were acknowledged (or with nothing in flight), and a flag only once every earlier store of
+    the AIV was."""
+    for i, (cfg, prof) in enumerate(configs):
+        d = twins(i)["_detail"]
+        c = d["costs"]
+        for s, stores in enumerate(d["stores"]):
+            free = 0
+            for st in stores:
+                if st["dst"] == s:
+                    assert st["visible"] == st["ack"] == st["issue_end"] + c["lat_local"]
+                    continue
+                cost = c[SIGNAL[st["kind"]] + "_egress"]
+                assert st["depart"] >= max(st["issue_end"], free) + cost
+                free = st["depart"]
+                hop = c[f"lat_{HOP_CLASSES[st['hop']]}"]
+                assert st["arrival"] == st["depart"] + hop // 2 and st["ack"] == st["depart"] + hop
+            for a in range(cfg.aivs):
+                mine = [st for st in stores if st["aiv"] == a]
+                acked = []      # when each store's credit can come back: in issue order
+                for k, st in enumerate(mine):
+                    start = st["issue_end"] - c[SIGNAL[st["kind"]] + "_issue"]
+                    out = sum(_blocks(x, c) for x, back in zip(mine, acked) if back > start)
+                    assert out == 0 or out + _blocks(st, c) <= c["blocks_in_flight"], (i, s, a, k)
+                    if st["kind"] == "flag":
+                        assert start >= max([x["ack"] for x in mine[:k]], default=0)
+                    acked.append(max(acked[-1] if acked else 0, st["ack"]))
+        for dst in range(cfg.ranks):
+            came = sorted((st for src, stores in enumerate(d["stores"]) for st in stores
+                           if st["dst"] == dst != src), key=lambda st: (st["visible"], st["arrival"]))
+            free = 0
+            for st in came:
+                cost = c[SIGNAL[st["kind"]] + "_ingress"]
+                assert st["visible"] >= max(st["arrival"], free) + cost
+                free = st["visible"]
+
+
+def test_no_phase_ends_before_what_it_waits_for(configs, twins):
+    """Count polling ends after the counts it polls are visible; ubep's token AIVs take their
+    offsets only after the whole CalCumSum group is done and its one local store lands; bsp's
+    phases start after their SyncAll; an AIV's count messages cost it their work and issue."""
+    for i, (cfg, _) in enumerate(configs):
+        d = twins(i)["_detail"]
+        c = d["costs"]
+        R, A = cfg.ranks, cfg.aivs
+        ubep = cfg.protocol.name == "ubep"
+        C = cfg.cumsum_aivs if ubep else A      # the AIVs that count
+        polled, sent = (3, 2) if ubep else (5, 4)   # the marks ending count_poll, count_send
+        # when die `dst` can see source s's counts: its last count-related store to dst
+        seen = [[max(st["visible"] for st in d["stores"][s] if st["dst"] == dst
+                     and _count_related(st, cfg)) for s in range(R)] for dst in range(R)]
+        for dst, marks in enumerate(d["marks"]):
+            for j in range(C):
+                sources = range(j * R // C, (j + 1) * R // C)
+                assert marks[j][polled] >= max((seen[dst][s] for s in sources), default=0)
+                # each count message: a vector count per local expert, then its issue, and
+                # under sw and dc its signal's
+                each = (cfg.experts // R) * c["vcount"] + c["count_issue"] + \
+                    (c["signal_issue"] if cfg.sync.name in ("sw", "dc") else 0)
+                dests = range(j * R // C, (j + 1) * R // C)
+                assert marks[j][sent] - marks[j][sent - 1] >= len(dests) * each
+            if ubep:
+                offsets = max(marks[j][3] for j in range(C)) + c["signal_issue"] + c["lat_local"]
+                assert all(marks[a][3] >= offsets for a in range(C, A))
+            else:
+                acks = max(st["ack"] for st in d["stores"][dst] if st["kind"] == "copy")
+                for x, after in ((3, acks), (6, max(m[5] for m in marks)),
+                                 (8, max(m[7] for m in marks))):
+                    assert all(m[x] >= after + c["syncall"] for m in marks), (i, dst, x)

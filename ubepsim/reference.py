@@ -433,7 +433,7 @@ def simulate(cfg: Config, profile: Profile) -> dict:
                 a.marks.append(a.t)                    # end of SendFlag & Count
         for st in stores:
             stores_to[st.dst].append(st)
-        dies_entry = {"aivs": aivs, "copies": copies, "signal_of": signal_of,
+        dies_entry = {"aivs": aivs, "copies": copies, "signal_of": signal_of, "stores": stores,
                       "count_signal": count_signal, "lists": lists, "copy_store": copy_store,
                       "done_send": max(max([a.t] + a.acks) for a in aivs)}
         dies.append(dies_entry)
@@ -575,5 +575,9 @@ def simulate(cfg: Config, profile: Profile) -> dict:
     out["_detail"] = {"sent": sent, "delivered": delivered, "violations": violations, "ends": ends,
                       "bound_cycles": latency_bound(c, copy_counts, bound, max(ingress_load)),
                       "latency_cycles": latency,
-                      "marks": [[a.marks for a in dies[d]["aivs"]] for d in range(R)]}
+                      "marks": [[a.marks for a in dies[d]["aivs"]] for d in range(R)],
+                      # every die's stores as its egress port served them
+                      "stores": [[{k: getattr(st, k) for k in Store.__slots__}
+                                  for st in dies[d]["stores"]] for d in range(R)],
+                      "costs": c}
     return out
