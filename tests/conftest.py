@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -9,7 +10,11 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from ubepsim.cli import main
+# Two kernel threads even on a one-core machine (Numba's default there is one), so that the
+# rows are compared across thread counts everywhere; read when Numba is first imported, below.
+os.environ.setdefault("NUMBA_NUM_THREADS", "2")
+
+from ubepsim.cli import main  # noqa: E402
 
 # Small enough to simulate in well under a second, varied enough to exercise every mode.
 TINY_GRID = """\

@@ -12,6 +12,7 @@ import time
 import tomllib
 from pathlib import Path
 
+import numba
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
@@ -320,6 +321,8 @@ def test_sigkill_at_any_moment_then_resume_gives_the_uninterrupted_rows(tmp_path
     assert not list(out.glob(".*.tmp"))
 
 
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2,
+                    reason="NUMBA_NUM_THREADS is set to 1: one kernel thread to compare with")
 def test_rows_do_not_depend_on_workers_batch_size_or_parts(tiny_grid, tmp_path):
     runs = [("--workers", 1, "--batch-size", 7, "--part-rows", 50),
             ("--workers", 2, "--batch-size", 1000),
