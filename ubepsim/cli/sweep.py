@@ -39,11 +39,13 @@ from ..errors import InputError
 def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
           threads: int | None, scheduler: str | None, batch_rows: int | None,
           part_rows: int | None, dry_run: bool, quiet: bool) -> None:
-    """Simulate every point of a grid file into a resumable Parquet dataset.
+    """Simulate every configuration of a grid file into a resumable Parquet dataset.
 
     The dataset (one row per configuration: every parameter, config_id, every result) is a
     directory of part files; read it with `ubepsim query DIR SQL` or
-    polars.scan_parquet("DIR/part-*.parquet").
+    polars.scan_parquet("DIR/part-*.parquet"). Points that differ only in a parameter their
+    protocol or routing does not read (cumsum_aivs under bsp, zipf_s under uniform routing, ...)
+    are one configuration, simulated once.
     """
     from .. import sweep as engine
     from ..grid import load_grid, shape
