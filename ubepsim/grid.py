@@ -7,12 +7,12 @@
 
 The expansion is the cartesian product of the axes (file order, first axis slowest, the seeds
 innermost), then the filter drops points, then points that differ from an earlier one only in a
-parameter their protocol or routing does not read (`params.GATED`: that parameter is recorded at
-its default) are dropped as the same configuration. Everything is checked before any work: each value with
-`params.coerce`, the cross-parameter rules with `params.check_rules` over whole columns of a
-chunk of points at a time, so a million-point grid expands and validates in half a second. The
-points are then built on demand, a batch at a time, from the axes and the kept indices. Every
-error is an InputError naming the grid file and the key.
+parameter their protocol or routing does not read (`params.GATED`: that parameter is recorded
+at its default) are dropped as the same configuration. Everything is checked before any work:
+each value with `params.coerce`, the cross-parameter rules with `params.check_rules` over whole
+columns of a chunk of points at a time, so a million-point grid expands and validates in about
+a second. The points are then built on demand, a batch at a time, from the axes and the kept
+indices. Every error is an InputError naming the grid file and the key.
 """
 
 from __future__ import annotations
