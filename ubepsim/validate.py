@@ -206,7 +206,11 @@ def trend(values: list[int], rising: bool) -> bool:
 
 C3_RANKS = (64, 128, 256)
 C3_BATCH = (8, 16, 32, 64, 128)
-C3_SEEDS = (0, 1, 2)
+# Near its best the latency moves by about 1% across group sizes, so the best size of a mean
+# over few seeds jumps: over seeds 0-2 each of Appendix C.3's trends broke at a step or two,
+# over seeds 0-19 and over 20-39 (measured apart) both held.
+C3_SEEDS = tuple(range(20))
+C3_SEEDS_TEXT = f"seeds {C3_SEEDS[0]}-{C3_SEEDS[-1]} averaged"
 
 
 def cumsum_claims(profile: Profile, threads: int | None) -> list[Check]:
@@ -220,8 +224,7 @@ def cumsum_claims(profile: Profile, threads: int | None) -> list[Check]:
     by_batch = {r: [best[r, b] for b in C3_BATCH] for r in C3_RANKS}
     by_ranks = {b: [best[r, b] for r in C3_RANKS] for b in C3_BATCH}
     setup = (f"Figure 14's: UBEP, group sizes 1-{top}, ranks {', '.join(map(str, C3_RANKS))}, "
-             f"batch {', '.join(map(str, C3_BATCH))}, one expert per die, "
-             f"seeds {', '.join(map(str, C3_SEEDS))} averaged")
+             f"batch {', '.join(map(str, C3_BATCH))}, one expert per die, {C3_SEEDS_TEXT}")
     out = [
         _claim("Appendix C.3: the best group size decreases as the batch grows",
                "falls with batch at each rank count",
@@ -242,11 +245,11 @@ def cumsum_claims(profile: Profile, threads: int | None) -> list[Check]:
         _claim("Section 3.2, Appendix A: CalCumSum AIVs grow with the number of experts",
                "more with 256 experts than with 128", f"128: {e_best[0]}, 256: {e_best[1]}",
                trend(e_best, rising=True), f"UBEP, 128 ranks, batch 32, top-8, group sizes "
-               f"1-{top}, seeds averaged"),
+               f"1-{top}, {C3_SEEDS_TEXT}"),
         _claim("Section 3.2, Appendix A: CalCumSum AIVs shrink as top-k grows",
                "fewer as top-k goes 2, 4, 8", _seq(k_best), trend(k_best, rising=False),
                f"UBEP, 128 ranks, batch 32, one expert per die, group sizes 1-{top}, "
-               "seeds averaged"),
+               f"{C3_SEEDS_TEXT}"),
     ]
     if top < 2:   # a best group size out of one shows no trend: not a failure of the model
         for c in out:
