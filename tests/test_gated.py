@@ -17,6 +17,7 @@ from ubepsim.params import GATED, PARAM_BY_NAME, make_config
 from ubepsim.profile import load_profile
 
 SMALL = {"ranks": 8, "batch": 8, "topk": 2, "aivs": 8}
+CUMSUM = PARAM_BY_NAME["cumsum_aivs"].default
 
 
 def kernel_row(cfg, **poke):
@@ -68,7 +69,7 @@ def test_simulate_table_records_unread_parameters_at_their_defaults():
     points = pl.DataFrame([{**raw, "cumsum_aivs": c, "zipf_s": z}
                            for c in (1, 5) for z in (0.5, 2.0)])
     rows = model.simulate_table(points, profile)
-    assert rows["cumsum_aivs"].to_list() == [3] * 4
+    assert rows["cumsum_aivs"].to_list() == [CUMSUM] * 4
     assert rows["zipf_s"].to_list() == [1.0] * 4
     assert rows["config_id"].n_unique() == 1
     assert rows["config_id"][0] == make_config({**SMALL, "protocol": "bsp"}, 8).config_id
@@ -89,14 +90,14 @@ def test_a_grid_simulates_points_differing_only_in_unread_parameters_once(tmp_pa
     assert (crossed.product, crossed.filtered, crossed.size) == (24, 24, 12)
     # the first point of each configuration is kept, in expansion order: the same points and
     # fingerprint as a grid that lists them
-    listed = load_grid(write_grid(tmp_path, """
+    listed = load_grid(write_grid(tmp_path, f"""
         [sweep]
         name = "g"
         [grid]
         ranks = 8
         [[zip]]
         protocol = ["bsp", "bsp", "bsp", "ubep", "ubep", "ubep", "ubep", "ubep", "ubep", "ubep", "ubep", "ubep"]
-        cumsum_aivs = [3, 3, 3, 1, 1, 1, 2, 2, 2, 4, 4, 4]
+        cumsum_aivs = [{CUMSUM}, {CUMSUM}, {CUMSUM}, 1, 1, 1, 2, 2, 2, 4, 4, 4]
         routing = ["uniform", "zipf", "zipf", "uniform", "zipf", "zipf", "uniform", "zipf", "zipf", "uniform", "zipf", "zipf"]
         zipf_s = [1.0, 0.5, 1.5, 1.0, 0.5, 1.5, 1.0, 0.5, 1.5, 1.0, 0.5, 1.5]
         """, "listed.toml"))
@@ -113,6 +114,6 @@ def test_the_run_command_says_when_a_flag_is_not_read(tmp_path):
     assert code == 0, err
     assert "--cumsum-aivs is not read under --protocol bsp" in err
     row = json.loads(out)
-    assert row["cumsum_aivs"] == 3
+    assert row["cumsum_aivs"] == CUMSUM
     code, plain, err = run_cli(*args)
     assert err == "" and json.loads(plain) == row
