@@ -228,9 +228,12 @@ def test_the_million_grid_covers_the_papers_ranges():
 
 
 @pytest.mark.parametrize("path", sorted(SWEEPS.glob("*.toml")), ids=lambda p: p.name)
-def test_every_ready_grid_loads(path):
+def test_every_ready_grid_loads_with_the_size_readme_gives(path):
     g = load_grid(path)
     assert g.size > 0 and g.out is not None
+    doc = (SWEEPS.parent / "README.md").read_text()
+    (row,) = [line for line in doc.splitlines() if line.startswith(f"| `sweeps/{path.name}` |")]
+    assert row.rstrip(" |").rsplit("| ", 1)[1] == f"{g.size:,}"
 
 
 def test_fingerprint_follows_the_points_not_the_text(tmp_path):
