@@ -96,10 +96,10 @@ def test_a_grid_simulates_points_differing_only_in_unread_parameters_once(tmp_pa
         [grid]
         ranks = 8
         [[zip]]
-        protocol = ["bsp", "bsp", "bsp", "ubep", "ubep", "ubep", "ubep", "ubep", "ubep", "ubep", "ubep", "ubep"]
-        cumsum_aivs = [{CUMSUM}, {CUMSUM}, {CUMSUM}, 1, 1, 1, 2, 2, 2, 4, 4, 4]
-        routing = ["uniform", "zipf", "zipf", "uniform", "zipf", "zipf", "uniform", "zipf", "zipf", "uniform", "zipf", "zipf"]
-        zipf_s = [1.0, 0.5, 1.5, 1.0, 0.5, 1.5, 1.0, 0.5, 1.5, 1.0, 0.5, 1.5]
+        protocol = {["bsp"] * 3 + ["ubep"] * 9}
+        cumsum_aivs = {[CUMSUM] * 3 + [1] * 3 + [2] * 3 + [4] * 3}
+        routing = {["uniform", "zipf", "zipf"] * 4}
+        zipf_s = {[1.0, 0.5, 1.5] * 4}
         """, "listed.toml"))
     assert crossed.points.equals(listed.points)
     assert crossed.fingerprint == listed.fingerprint

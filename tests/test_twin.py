@@ -278,8 +278,10 @@ def test_each_die_sends_the_stores_its_protocol_and_sync_variant_call_for(config
                 ([(kind, d) for d in range(R)] if kind else [])
             pairs = [(st["aiv"], st["dst"]) for st in copies]
             if ubep and sync == "sw":
-                assert Counter((st["kind"], st["aiv"], st["dst"], st["ref"]) for st in copy_signals) \
-                    == Counter(("flag", st["aiv"], st["dst"], st["ref"]) for st in copies)
+                signalled = Counter((st["kind"], st["aiv"], st["dst"], st["ref"])
+                                    for st in copy_signals)
+                assert signalled == Counter(("flag", st["aiv"], st["dst"], st["ref"])
+                                            for st in copies)
             elif ubep and sync == "dc":
                 assert sorted((st["aiv"], st["dst"]) for st in copy_signals) == sorted(set(pairs))
                 assert {st["kind"] for st in copy_signals} <= {"checksum"}
@@ -320,7 +322,8 @@ def test_ports_serve_one_store_at_a_time_and_credits_return_in_issue_order(confi
                     acked.append(max(acked[-1] if acked else 0, st["ack"]))
         for dst in range(cfg.ranks):
             came = sorted((st for src, stores in enumerate(d["stores"]) for st in stores
-                           if st["dst"] == dst != src), key=lambda st: (st["visible"], st["arrival"]))
+                           if st["dst"] == dst != src),
+                          key=lambda st: (st["visible"], st["arrival"]))
             free = 0
             for st in came:
                 cost = c[SIGNAL[st["kind"]] + "_ingress"]

@@ -206,7 +206,7 @@ def trend(values: list[int], rising: bool) -> bool:
 
 C3_RANKS = (64, 128, 256)
 C3_BATCH = (8, 16, 32, 64, 128)
-# Near its best the latency moves by about 1% across group sizes, so the best size of a mean
+# Near its best the latency moves by under 1% across group sizes, so the best size of a mean
 # over few seeds jumps: over seeds 0-2 each of Appendix C.3's trends broke at a step or two,
 # over seeds 0-19 and over 20-39 (measured apart) both held.
 C3_SEEDS = tuple(range(20))

@@ -74,9 +74,9 @@ def config_from_flags(values: dict[str, Any]):
     config = make_config(given, profile.aivs)
     for name, (gate, _) in GATED.items():
         if name in given and given[name] != getattr(config, name):
-            click.echo(f"note: {PARAM_BY_NAME[name].flag} is not read under --{gate} "
-                       f"{getattr(config, gate).name}; recorded at its default, "
-                       f"{getattr(config, name)}", err=True)
+            flag, gate_flag = PARAM_BY_NAME[name].flag, PARAM_BY_NAME[gate].flag
+            click.echo(f"note: {flag} is not read under {gate_flag} {getattr(config, gate).name}; "
+                       f"recorded at its default, {getattr(config, name)}", err=True)
     return config, profile
 
 
