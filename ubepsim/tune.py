@@ -96,10 +96,13 @@ def tune(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
     sizes = range(1, max_cumsum_aivs + 1)
     points = [{**row, "cumsum_aivs": c, "seed": s}
               for row in rows for c in sizes for s in seeds]
-    latency = simulate_columns(config_columns(points), profile, threads)["latency_us"]
-    latency = latency.reshape(len(rows), len(sizes), len(seeds)).mean(axis=2)
+    per_seed = simulate_columns(config_columns(points), profile, threads)["latency_us"]
+    per_seed = per_seed.reshape(len(rows), len(sizes), len(seeds))
+    latency = per_seed.mean(axis=2)
 
     best = latency.argmin(axis=1)    # the first minimum: the smaller group on a tie
+    # how decisive the best is: near it the latency is flat, and each seed may pick its own
+    agreeing = (per_seed.argmin(axis=1) == best[:, None]).sum(axis=1)
     x = np.array([r["aivs"] * r["experts"] / (r["topk"] * r["batch"]) for r in rows])
     ratio = float(np.exp(np.mean(np.log(best + 1.0) - np.log(x))))
     varying = list(KEYS) + [n for n in NAMES if n not in KEYS + ("cumsum_aivs", "seed")
@@ -116,6 +119,7 @@ def tune(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
         "latency_us": [float(latency[i, b]) for i, b in enumerate(best)],
         "latency_below_us": [at(i, int(b)) for i, b in enumerate(best)],
         "latency_above_us": [at(i, int(b) + 2) for i, b in enumerate(best)],
+        "best_seeds": agreeing.astype(np.int64),
         "analytic_cumsum_aivs": [int(min(max(round(ratio * v), 1), max_cumsum_aivs))
                                  for v in x],
         "analytic_raw": ratio * x,
@@ -149,8 +153,9 @@ def _header_toml(t: Tuning) -> str:
 def toml_text(t: Tuning) -> str:
     """[tune]: what the rows share; [[row]]: one per workload (no latency beyond the ends)."""
     out = ["# Best CalCumSum group size per workload (ubepsim tune): latency_us at the best",
-           "# size, at one fewer (below) and one more (above) AIV, and Appendix A's prediction",
-           "# (beta/alpha) * aivs * experts / (topk * batch) with beta/alpha fitted over the rows.",
+           "# size, at one fewer (below) and one more (above) AIV, the seeds whose own best it",
+           "# is (best_seeds), and Appendix A's prediction (beta/alpha) * aivs * experts /",
+           "# (topk * batch) with beta/alpha fitted over the rows.",
            _header_toml(t)]
     for row in t.table.to_dicts():
         out += ["", "[[row]]"]

@@ -104,12 +104,10 @@ def _from_grid(path: str, profile: str | None):
 
 def _table(result) -> str:
     t = result.table
-    keys = [c for c in t.columns if c not in ("best_cumsum_aivs", "latency_us",
-                                             "latency_below_us", "latency_above_us",
-                                             "analytic_cumsum_aivs", "analytic_raw")]
-    # headed by the names the --json, TOML and Parquet forms use
-    shown = keys + ["best_cumsum_aivs", "latency_us", "latency_below_us", "latency_above_us",
-                    "analytic_cumsum_aivs"]
+    results = ["best_cumsum_aivs", "latency_us", "latency_below_us", "latency_above_us",
+               "best_seeds", "analytic_cumsum_aivs"]
+    keys = [c for c in t.columns if c not in results + ["analytic_raw"]]
+    shown = keys + results    # headed by the names the --json, TOML and Parquet forms use
     lines = ["  ".join(f"{k:>8}" for k in shown)]
     for row in t.iter_rows(named=True):
         lines.append("  ".join(f"{_cell(row[k]):>{max(8, len(k))}}" for k in shown))
