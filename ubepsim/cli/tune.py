@@ -38,7 +38,8 @@ def tune(grid_file: str | None, max_cumsum_aivs: int | None, out: Path | None, a
     Each workload is simulated with 1..--max-cumsum-aivs CalCumSum AIVs (protocol ubep, the
     other flags as in `ubepsim run`; --ranks, --batch, --experts, --topk and --seed take
     comma-separated lists, and latencies are averaged over the seeds). Prints per workload the
-    best size, its latency and that of one fewer and one more AIV, beside Appendix A's
+    best size, its latency and that of one fewer and one more AIV, how many seeds have it as
+    their own best (best_seeds: near a flat optimum, average many seeds), beside Appendix A's
     prediction (beta/alpha) * aivs * experts / (topk * batch), beta/alpha fitted over the rows.
 
     Example: ubepsim tune --ranks 64,128,256 --batch 8,16,32,64,128 --out cumsum.toml
