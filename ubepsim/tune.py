@@ -2,7 +2,8 @@
 
 For each row (a UBEP configuration without its `cumsum_aivs`), every group size from 1 to
 `max_cumsum_aivs` is simulated, for every seed; the row's best size is the one of least mean
-latency (the smaller on a tie), and `best_seeds` counts the seeds whose own best it is. Appendix A balances the two AIV groups,
+latency (the smaller on a tie), and `best_seeds` counts the seeds whose own best it is.
+Appendix A balances the two AIV groups,
 T_count = beta N_exp / n_count against T_token = alpha K B / (n - n_count), and with
 n - n_count ~ n predicts n_count ~ (beta / alpha) n N_exp / (K B); beta / alpha is fitted over
 the rows, by least squares on the logarithms (group sizes from 1 to 16 count alike).
