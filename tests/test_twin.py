@@ -363,3 +363,39 @@ def test_no_phase_ends_before_what_it_waits_for(configs, twins):
                 for x, after in ((3, acks), (6, max(m[5] for m in marks)),
                                  (8, max(m[7] for m in marks))):
                     assert all(m[x] >= after + c["syncall"] for m in marks), (i, dst, x)
+
+
+def _climb(src, dst, npu_dies, tiers):
+    """The hop class a store takes: 0 on its own die, 1 within an NPU, then one more for each
+    switch tier it climbs (the smallest domain holding both dies)."""
+    if src == dst:
+        return 0
+    sizes = [npu_dies, *tiers]
+    return next((i + 1 for i, n in enumerate(sizes) if src // n == dst // n), len(sizes) + 1)
+
+
+def test_every_store_takes_the_hop_class_of_the_smallest_domain_holding_both_dies(configs,
+                                                                                   twins):
+    # by hand, on the three-tier fabric (2-die NPUs, 4- and 8-die switch domains)
+    assert [_climb(0, d, 2, [4, 8]) for d in (0, 1, 3, 5, 9)] == [0, 1, 2, 3, 4]
+    for i, (cfg, prof) in enumerate(configs):
+        v = PROFILES[prof].values
+        for src, stores in enumerate(twins(i)["_detail"]["stores"]):
+            for st in stores:
+                assert st["hop"] == _climb(src, st["dst"], v["npu_dies"], v["tier_sizes"])
+
+
+def test_waiting_covers_every_poll_and_barrier(configs, twins):
+    """An AIV's wait (wait_us is its mean) holds at least its phases that are nothing but
+    waiting: a token AIV's poll for the offsets; bsp's three SyncAlls."""
+    for i, (cfg, prof) in enumerate(configs):
+        out, d = twins(i), twins(i)["_detail"]
+        clock = PROFILES[prof].values["clock_ghz"] * 1000.0
+        waits = [w for die in d["waits"] for w in die]
+        assert out["wait_us"] == pytest.approx(sum(waits) / len(waits) / clock, rel=1e-12)
+        for marks, die_waits in zip(d["marks"], d["waits"]):
+            for a, (m, w) in enumerate(zip(marks, die_waits)):
+                if cfg.protocol.name == "bsp":
+                    assert w >= (m[3] - m[2]) + (m[6] - m[5]) + (m[8] - m[7])
+                elif a >= cfg.cumsum_aivs:
+                    assert w >= m[3] - m[2]

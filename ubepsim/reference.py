@@ -576,6 +576,7 @@ def simulate(cfg: Config, profile: Profile) -> dict:
                       "bound_cycles": latency_bound(c, copy_counts, bound, max(ingress_load)),
                       "latency_cycles": latency,
                       "marks": [[a.marks for a in dies[d]["aivs"]] for d in range(R)],
+                      "waits": [[a.wait for a in dies[d]["aivs"]] for d in range(R)],
                       # every die's stores as its egress port served them
                       "stores": [[{k: getattr(st, k) for k in Store.__slots__}
                                   for st in dies[d]["stores"]] for d in range(R)],
