@@ -167,3 +167,25 @@ def test_re_arming_sentinels_costs_ubep_sp_reorder_time_only():
         base, slower = model.simulate(cfg, PROFILE), model.simulate(cfg, dear)
         assert (slower["phase_reorder_us"] > base["phase_reorder_us"]) == grows, protocol
         assert slower["latency_us"] > base["latency_us"]   # bsp re-arms its count messages
+
+
+@pytest.mark.parametrize("protocol", ["bsp", "ubep"])
+def test_a_sender_loads_each_token_once_per_run_of_its_copies(protocol):
+    """Init loads a sender's tokens into UBuf, one load per run of copies of the same token in
+    its list. At batch 1 every copy is of the one token, so a slower local copy lengthens every
+    busy sender's Init by its extra cost once, however many copies the sender holds."""
+    cfg = make_config({"ranks": 4, "experts": 8, "batch": 1, "topk": 8, "aivs": 3,
+                       "cumsum_aivs": 1, "schedule": "expert_block", "protocol": protocol}, 3)
+    slow = load_profile(overrides={"aiv_copy_gbps": PROFILE.values["aiv_copy_gbps"] / 4})
+    base, dear = reference.simulate(cfg, PROFILE), reference.simulate(cfg, slow)
+    extra = dear["_detail"]["costs"]["local_copy"] - base["_detail"]["costs"]["local_copy"]
+    assert extra > 0
+    first = cfg.cumsum_aivs if protocol == "ubep" else 0
+    held = []
+    for s, stores in enumerate(base["_detail"]["stores"]):
+        for a in range(first, cfg.aivs):
+            copies = sum(st["kind"] == "copy" and st["aiv"] == a for st in stores)
+            grew = dear["_detail"]["marks"][s][a][1] - base["_detail"]["marks"][s][a][1]
+            assert grew == (extra if copies else 0), (s, a, copies)
+            held.append(copies)
+    assert max(held) > 1          # some sender holds several copies of the token
