@@ -15,7 +15,8 @@ from ..errors import InputError
 @cli.command()
 @click.argument("grid_file", metavar="GRID.toml", type=click.Path(dir_okay=False))
 @click.option("--out", "out", type=click.Path(file_okay=False), default=None,
-              help="Output directory of the Parquet dataset (overrides [sweep] out).")
+              help="Output directory of the Parquet dataset, created with its parents if missing "
+                   "(overrides [sweep] out).")
 @click.option("--profile", "profile", default=None, metavar="NAME|FILE.toml",
               help="Base hardware profile, a built-in name or a TOML file with [hardware] "
                    "(overrides [sweep] profile; the grid's [profile] table still applies on "
