@@ -358,12 +358,36 @@ def test_trace_files_are_relative_to_the_grid_file(tmp_path, monkeypatch):
     assert e.value.key == "grid.trace" and f"no such file {tmp_path}/sub/absent" in str(e.value)
 
 
+def write_trace(path, shift):
+    """A trace of 4 ranks, batch 2, top-2 over 4 experts; `shift` moves every expert."""
+    rows = [(r, t, k, (r + t + k + shift) % 4)
+            for r in range(4) for t in range(2) for k in range(2)]
+    pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(path)
+
+
+@pytest.mark.parametrize("axes", [
+    "trace = ['a.parquet', 'b.parquet']\n",
+    "[[zip]]\ntrace = ['a.parquet', 'b.parquet']\nhidden = [128, 128]\n"])
+def test_two_traces_with_the_same_routing_are_one_point_listed_twice(tmp_path, axes):
+    """A trace counts by its content, as its config_id does: a copy of a trace beside it on an
+    axis would be one configuration twice (two rows with one config_id)."""
+    for name in ("a", "b", "c"):
+        write_trace(tmp_path / f"{name}.parquet", 0 if name != "c" else 1)
+    path = write_grid(tmp_path, f'[sweep]\nname = "t"\n[grid]\nranks = 4\nbatch = 2\n'
+                                f'topk = 2\nrouting = "trace"\n{axes}')
+    with pytest.raises(InputError) as e:
+        load_grid(path)
+    assert e.value.key in ("grid.trace", "zip[0]")
+    assert "a.parquet" in str(e.value) and "b.parquet" in str(e.value)
+    assert "one configuration" in str(e.value)
+    path.write_text(path.read_text().replace("b.parquet", "c.parquet"))
+    assert load_grid(path).size == 2
+
+
 def test_a_filter_names_trace_files_as_the_grid_does(tmp_path, monkeypatch):
     (tmp_path / "sub").mkdir()
-    rows = [(r, t, k, (r + t + k) % 4) for r in range(4) for t in range(2) for k in range(2)]
-    for name in ("a", "b"):
-        pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(
-            tmp_path / "sub" / f"{name}.parquet")
+    for shift, name in enumerate("ab"):
+        write_trace(tmp_path / "sub" / f"{name}.parquet", shift)
     monkeypatch.chdir(tmp_path)  # not the grid's directory
     body = ("[grid]\nranks = 4\nbatch = 2\ntopk = 2\nrouting = 'trace'\n"
             "trace = ['a.parquet', 'b.parquet']\n")

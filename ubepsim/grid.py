@@ -31,7 +31,7 @@ import polars as pl
 
 from .errors import InputError
 from .params import (ENUMS, GATED, NAMES, PARAM_BY_NAME, PARAMS, canonical, check_rules, coerce,
-                     stable_id)
+                     stable_id, trace_digest)
 from .profile import BUILTIN, Profile, load_profile
 
 TABLES = ("sweep", "grid", "zip", "profile")
@@ -208,7 +208,7 @@ def _axes(doc: dict, sweep: dict, source: str) -> list[tuple[str, dict[str, list
         key = f"grid.{name}"
         claim(name, key)
         values = _values(name, spec, key, source)
-        _check_distinct(values, key, source)
+        _check_distinct([name], [(v,) for v in values], key, source)
         axes.append((name, {name: values}))
     for i, group in enumerate(zips):
         label = f"zip[{i}]"
@@ -223,10 +223,10 @@ def _axes(doc: dict, sweep: dict, source: str) -> list[tuple[str, dict[str, list
         if len(set(lengths.values())) > 1:
             raise InputError(label, "zipped lists must have equal lengths; got "
                              + ", ".join(f"{n} {k}" for n, k in lengths.items()), source)
-        _check_distinct(list(zip(*cols.values())), label, source)
+        _check_distinct(list(cols), list(zip(*cols.values())), label, source)
         axes.append(("+".join(cols), cols))
     seeds = _values("seed", sweep.get("seeds", [0]), "sweep.seeds", source)
-    _check_distinct(seeds, "sweep.seeds", source)
+    _check_distinct(["seed"], [(v,) for v in seeds], "sweep.seeds", source)
     axes.append(("seed", {"seed": seeds}))
     return axes
 
@@ -281,11 +281,20 @@ def _trace_path(value: str, key: str, source: str) -> str:
     return str(path)
 
 
-def _check_distinct(values: list, key: str, source: str) -> None:
-    if len(set(values)) != len(values):
-        seen = set()
-        dup = next(v for v in values if v in seen or seen.add(v))
-        raise InputError(key, f"{dup!r} appears twice; each point must be distinct", source)
+def _check_distinct(names: list[str], points: list[tuple], key: str, source: str) -> None:
+    """Every point of an axis (a tuple of the values of `names`) distinct. A trace counts by its
+    content, as its config_id does: two copies of one file would be one configuration twice."""
+    seen: dict[tuple, tuple] = {}
+    for point in points:
+        same = tuple(trace_digest(v) if n == "trace" and v else v for n, v in zip(names, point))
+        first = seen.setdefault(same, point)
+        if first is point:
+            continue
+        first, point = (repr(p[0] if len(p) == 1 else p) for p in (first, point))
+        if first == point:
+            raise InputError(key, f"{point} appears twice; each point must be distinct", source)
+        raise InputError(key, f"{first} and {point} are one configuration (their traces hold "
+                         f"the same routing); each point must be distinct", source)
 
 
 def _range(name: str, spec: dict, key: str, source: str) -> list:
