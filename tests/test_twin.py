@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 
+import numba
 import numpy as np
 import polars as pl
 import pytest
@@ -225,6 +226,7 @@ def test_timeline_marks_match_the_twin(configs, twins):
                 (cfg, prof, die, aiv)
 
 
+@pytest.mark.skipif(numba.config.DISABLE_JIT, reason="NUMBA_DISABLE_JIT: nothing is compiled")
 def test_compiled_kernels_are_cached_outside_the_package():
     """Numba's default, __pycache__ beside the kernels, outlives `pip uninstall` in
     site-packages and then shadows an editable install of the package."""
