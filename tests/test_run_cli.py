@@ -204,10 +204,15 @@ def test_profile_rejects_impossible_fabrics():
             load_profile(overrides=overrides)
 
 
+def _good_trace_rows():
+    """SMALL's routing: 8 ranks x 4 tokens x top-2, two distinct experts of 8 per token."""
+    return [(r, t, k, (r + t + k) % 8) for r in range(8) for t in range(4) for k in range(2)]
+
+
 def test_trace_routing_runs_from_a_file(tmp_path):
     path = tmp_path / "t.parquet"
-    rows = [(r, t, k, (r + t + k) % 8) for r in range(8) for t in range(4) for k in range(2)]
-    pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(path)
+    pl.DataFrame(_good_trace_rows(), schema=["rank", "token", "k", "expert"],
+                 orient="row").write_parquet(path)
     code, out, err = run_cli("run", *SMALL, "--routing", "trace", "--trace", path, "--json")
     assert code == 0, err
     assert json.loads(out)["copies_total"] == 64
@@ -223,6 +228,32 @@ def test_trace_routing_runs_from_a_file(tmp_path):
         code, _, err = run_cli("run", *SMALL, "--routing", "trace", "--trace", bad)
         assert code == 2 and "column expert must hold integers without nulls" in err, err
         assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda df: None, "cannot read"),                               # not Parquet at all
+    (lambda df: df.drop("k"), "lacks column(s) k; a trace has rank, token, k, expert"),
+    (lambda df: df.head(63), "has 63 rows; ranks x batch x topk = 64"),
+    (lambda df: df.with_columns(expert=pl.col("expert") + 1),
+     "column expert must lie in [0, 8)"),
+    (lambda df: df.with_columns(rank=pl.col("rank").clip(0, 6)),
+     "each (rank, token, k) must appear exactly once"),
+])
+def test_a_bad_trace_file_is_refused_saying_what_is_wrong(tmp_path, damage, message):
+    path = tmp_path / "t.parquet"
+    good = pl.DataFrame(_good_trace_rows(), schema=["rank", "token", "k", "expert"],
+                        orient="row")
+    bad = damage(good)
+    if bad is None:
+        path.write_bytes(b"not parquet")
+    else:
+        bad.write_parquet(path)
+    code, out, err = run_cli("run", *SMALL, "--routing", "trace", "--trace", path)
+    assert code == 2 and out == ""
+    assert err.startswith("error: trace") and message in err, err
+    assert len(err.strip().splitlines()) == 1
+    good.write_parquet(path)   # the same file, mended, runs
+    assert run_cli("run", *SMALL, "--routing", "trace", "--trace", path)[0] == 0
 
 
 def test_a_trace_is_identified_by_its_content_not_its_name(tmp_path, monkeypatch):
