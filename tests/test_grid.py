@@ -246,6 +246,7 @@ def test_fingerprint_follows_the_points_not_the_text(tmp_path):
     assert a.fingerprint == b.fingerprint != c.fingerprint
 
 
+HUGE = "1" + "0" * 400   # a TOML integer past the floats' range
 BAD = [
     # (grid body, key named in the error, a fragment of the message)
     ("[grid]\nbatch = [8]\n[extra]\n", "extra", "allowed: sweep, grid, zip, profile"),
@@ -286,6 +287,14 @@ BAD = [
     ("[grid]\naivs = 8\ncumsum_aivs = [4, 8]\n", "cumsum_aivs", "must be below aivs"),
     ("[profile]\nwarp_size = 32\n", "profile.warp_size", "unknown hardware key; allowed"),
     ("[profile]\naivs = 'many'\n", "profile.aivs", "expected an integer"),
+    ("[[zip]]\nranks = 4\nexperts = 8\n", "zip[0].ranks", "expected a list of values"),
+    # integers past the floats' range (TOML's are unbounded in tomllib) are refused, not raised
+    ("[grid]\nzipf_s = [HUGE]\n", "grid.zipf_s", "expected a finite number"),
+    ("[grid]\nbatch = { range = [1, 8], step = HUGE }\n", "grid.batch", "step 1000"),
+    ("[grid]\nhot_share = { range = [0.1, 0.5], step = HUGE }\n", "grid.hot_share",
+     "is too large"),
+    ("[profile]\negress_gbps = HUGE\n", "profile.egress_gbps", "is outside [0.001, 1e+06]"),
+    ("[profile]\ntier_sizes = [16, HUGE]\n", "profile.tier_sizes", "integers in [1, 1048576]"),
 ]
 BAD_SWEEP = [
     ('name = "t"\nseeds = []\n', "sweep.seeds", "empty axis"),
@@ -321,7 +330,30 @@ BAD_SWEEP = [
      "batch % (2 - 2): division by zero"),
     ('name = "t"\nprofile = "nowhere.toml"\n', "sweep.profile", "cannot read"),
     ('name = "t"\nprofile = "cm385"\n', "sweep.profile", "a built-in profile (cm384) or a TOML"),
+    ('name = "t"\nprofile = 3\n', "sweep.profile", "expected a string"),
+    ('name = "t"\nout = 3\n', "sweep.out", "expected a directory name"),
+    ('name = "t"\nfilter = "ranks in [topk]"\n', "sweep.filter", "unexpected 'topk'"),
+    ('name = "t"\nfilter = "trace == 3"\n', "sweep.filter", "3 is not a file name, as trace is"),
+    ('name = "t"\nfilter = "sync in \'sw\'"\n', "sweep.filter", "`in` needs a list"),
+    ('name = "t"\nfilter = "topk is 8"\n', "sweep.filter", "unsupported comparison Is"),
+    ('name = "t"\nfilter = "10 ** 400 / 3 > batch"\n', "sweep.filter", "10 ** 400 is too large"),
+    ('name = "t"\nfilter = "ranks < HUGE"\n', "sweep.filter", "0 is too large in"),
 ]
+BAD = [(body.replace("HUGE", HUGE), key, fragment) for body, key, fragment in BAD]
+BAD_SWEEP = [(body.replace("HUGE", HUGE), key, fragment) for body, key, fragment in BAD_SWEEP]
+
+
+@pytest.mark.parametrize("text, key, fragment", [
+    ('grid = 3\n[sweep]\nname = "t"\n', "grid", "expected a table ([grid])"),
+    ('zip = 3\n[sweep]\nname = "t"\n', "zip", "expected tables [[zip]]"),
+    ('[sweep]\nname = "t"\n[zip]\nranks = [4, 8]\nexperts = [8, 16]\n', "zip",
+     "expected tables [[zip]]"),
+])
+def test_a_table_of_the_wrong_kind_is_named(tmp_path, text, key, fragment):
+    path = write_grid(tmp_path, text)
+    with pytest.raises(InputError) as e:
+        load_grid(path)
+    assert e.value.key == key and fragment in str(e.value)
 
 
 @pytest.mark.parametrize("body, key, fragment", BAD)

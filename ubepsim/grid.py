@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import math
 import operator
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any, Callable
@@ -330,12 +331,15 @@ def _range(name: str, spec: dict, key: str, source: str) -> list:
                              "above 0", source)
     elif not _is_number(stride) or stride <= 0:
         raise InputError(key, f"step must be a number above 0, got {stride!r}", source)
+    if stride > sys.float_info.max:   # no range of values a float can hold takes such a step
+        raise InputError(key, f"{'factor' if geometric else 'step'} {stride} is too large",
+                         source)
     whole = p is not None and p.kind is int
     if whole:
         # before counting, so that a fractional step is refused without building its values; a
         # fractional factor can still give integers (4, 6, 9), checked on the values below
         ends = [first, last] + [stride] * (not geometric)
-        if not all(float(v).is_integer() for v in ends):
+        if not all(isinstance(v, int) or v.is_integer() for v in ends):
             raise InputError(key, f"an integer parameter needs integer range ends and steps, "
                              f"got {spec!r}", source)
         if any(isinstance(v, float) for v in ends):   # as a value 16.0 is refused
@@ -397,7 +401,9 @@ def _show(v: float) -> str:
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    # an int is finite however large (math.isfinite would raise past the floats' range)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and (
+        isinstance(v, int) or math.isfinite(v))
 
 
 def _expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Expr],
@@ -591,6 +597,8 @@ def filter_expr(text: str, source: str | None = None) -> pl.Expr:
             raise fail(f"{value!r} is not a number, as {param} is")
         elif p is not None and p.kind not in (int, float) and not isinstance(value, str):
             raise fail(f"{value!r} is not a file name, as {param} is")
+        if isinstance(value, int) and abs(value) > sys.float_info.max:
+            raise fail(f"{value} is too large")
         if isinstance(value, int) and not INT64[0] <= value <= INT64[1]:
             raise fail(f"{value} does not fit in 64 bits (write it as a float, e.g. "
                        f"{float(value):.0e})")
@@ -618,6 +626,8 @@ def filter_expr(text: str, source: str | None = None) -> pl.Expr:
                 raise fail(f"{ast.unparse(node)}: {e}") from None
             if not _is_number(v):   # a complex root, an infinite float
                 raise fail(f"{ast.unparse(node)} is not a finite real number")
+            if abs(v) > sys.float_info.max:   # an int no column value can reach or be
+                raise fail(f"{ast.unparse(node)} is too large")
             return v
         return None
 

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -299,8 +300,9 @@ def coerce(name: str, value: Any, source: str | None = None) -> Any:
             else:
                 raise InputError(name, f"expected an integer, got {_shown(value)}", source)
     elif p.kind is float:
+        # an int past the floats' range is refused before math.isfinite, which would raise
         if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                not math.isfinite(value):
+                abs(value) > sys.float_info.max or not math.isfinite(value):
             raise InputError(name, f"expected a finite number, got {_shown(value)}", source)
         value = float(value)
     elif p.kind is Path:

@@ -21,6 +21,7 @@ from .errors import InputError
 # k-hop where k is the number of switch tiers its path climbs (paper Section 2.3).
 HOP_CLASSES = ("local", "intra_npu", "one_hop", "two_hop", "three_hop")
 MAX_TIERS = len(HOP_CLASSES) - 3  # tier_sizes lists all tiers but the top one
+MAX_TIER_DIES = 1 << 20  # far above any EP size (ranks <= 16384): a larger tier is no tier
 MAX_LATENCY_NS = 1e9  # one second: far above any fabric, and cycle counts stay in int64
 
 
@@ -183,10 +184,12 @@ def _check(values: dict[str, Any], table: str, source: str | None) -> None:
         elif f.kind is float:
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise InputError(name, f"expected a number ({f.help}), got {v!r}", source)
-            values[key] = v = float(v)
+        # compared before any float(): an int past the floats' range would make that raise
         if f.kind in (int, float) and not (f.minimum <= v <= f.maximum):
             raise InputError(name, f"{v!r} is outside [{f.minimum:g}, {f.maximum:g}] ({f.help})",
                              source)
+        if f.kind is float:
+            values[key] = float(v)
     for h, ns in values["latency_ns"].items():
         if h not in HOP_CLASSES:
             raise InputError(f"{table}.latency_ns.{h}", f"unknown hop class; allowed: "
@@ -198,9 +201,10 @@ def _check(values: dict[str, Any], table: str, source: str | None) -> None:
         values["latency_ns"][h] = float(ns)
     tiers = values["tier_sizes"]
     if not isinstance(tiers, list) or len(tiers) > MAX_TIERS or not all(
-            isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tiers):
-        raise InputError(f"{table}.tier_sizes", f"expected a list of at most {MAX_TIERS} positive "
-                         f"integers, got {tiers!r}", source)
+            isinstance(t, int) and not isinstance(t, bool) and 1 <= t <= MAX_TIER_DIES
+            for t in tiers):
+        raise InputError(f"{table}.tier_sizes", f"expected a list of at most {MAX_TIERS} "
+                         f"integers in [1, {MAX_TIER_DIES}], got {tiers!r}", source)
     below = values["npu_dies"]
     for t in tiers:
         if t <= below or t % below:
