@@ -183,6 +183,9 @@ def test_a_finished_sweep_needs_resume_and_then_does_nothing(tiny_grid, tmp_path
     code, _, stderr = run_cli("sweep", tiny_grid, "--out", out)
     assert code == 2 and f"already holds all {TINY_SIZE} rows of this grid: the sweep is " \
         "complete" in stderr
+    code, stdout, _ = run_cli("sweep", tiny_grid, "--out", out, "--dry-run", "--resume")
+    assert code == 0 and stdout.splitlines()[1] == \
+        f"{out}: holds all {TINY_SIZE} rows; nothing to simulate"
     code, stdout, _ = run_cli("sweep", tiny_grid, "--out", out, "--resume", "-q")
     assert code == 0 and "simulated 0 " in stdout
     assert read_rows(out).height == TINY_SIZE
