@@ -11,4 +11,7 @@ class InputError(ValueError):
         self.key = key
         self.source = source
         where = f"{source}: " if source else ""
-        super().__init__(f"{where}{key}: {message}")
+        text = f"{where}{key}: {message}"
+        # one line, whatever a key or value the user wrote holds (a TOML key may be "\n")
+        super().__init__("".join(c if c.isprintable() else c.encode("unicode_escape").decode()
+                                 for c in text))
