@@ -32,7 +32,7 @@ import polars as pl
 
 from .errors import InputError
 from .params import (ENUMS, GATED, NAMES, PARAM_BY_NAME, PARAMS, canonical, check_rules, coerce,
-                     stable_id, trace_digest)
+                     polars_dtype, stable_id, trace_digest)
 from .profile import BUILTIN, Profile, load_profile
 
 TABLES = ("sweep", "grid", "zip", "profile")
@@ -89,7 +89,7 @@ class Grid:
         index = np.arange(start, stop) if self.kept is None else self.kept[start:stop]
         points = _build(self.values, index, self.profile)
         cols = canonical(_columns(points, GATES))
-        return points.with_columns(pl.Series(n, cols[n], _dtype(n)) for n in GATED)
+        return points.with_columns(pl.Series(n, cols[n], polars_dtype(n)) for n in GATED)
 
     def batch(self, start: int, stop: int) -> pl.DataFrame:
         """Points [start, stop) in the form simulate_table takes: enums as their names."""
@@ -156,7 +156,8 @@ def load_grid(path: str | Path, key: str = "GRID.toml", base_profile: str | None
         raise InputError("sweep.filter", f"expected a string or a list of strings "
                          f"({SWEEP_KEYS['filter']})", source)
     filters = [filter_expr(f, source) for f in filters]
-    values = [[pl.Series(name, v, _dtype(name)) for name, v in cols.items()] for _, cols in axes]
+    values = [[pl.Series(name, v, polars_dtype(name)) for name, v in cols.items()]
+              for _, cols in axes]
     product = math.prod(sizes.values())
     kept, filtered, fingerprint = _expand(values, profile, filters, product, source)
     return Grid(path, text, name, Path(out) if out else None, profile, sizes, product,
@@ -482,18 +483,11 @@ def _build(values: list[list[pl.Series]], index: np.ndarray, profile: Profile) -
     return _resolve(pl.DataFrame(columns, height=len(index)), profile)
 
 
-def _dtype(name: str) -> pl.DataType:
-    p = PARAM_BY_NAME[name]
-    if p.choices is not None:
-        return pl.Enum(p.choices)  # the names, stored as small codes
-    return {int: pl.Int64, float: pl.Float64}.get(p.kind, pl.String)
-
-
 def _resolve(frame: pl.DataFrame, profile: Profile) -> pl.DataFrame:
     """A frame of every parameter: the axes, and defaults elsewhere (experts = ranks, aivs =
     the profile's)."""
     defaults = {p.name: p.default for p in PARAMS} | {"aivs": profile.aivs}
-    frame = frame.with_columns(pl.lit(defaults[name], _dtype(name)).alias(name)
+    frame = frame.with_columns(pl.lit(defaults[name], polars_dtype(name)).alias(name)
                                for name in NAMES if name not in frame.columns
                                and name != "experts")
     if "experts" not in frame.columns:

@@ -1,15 +1,22 @@
-"""Public entry points of the model: one configuration, or a table of them.
+"""Public entry points of the model: one configuration, or many.
 
-    simulate(config, profile) -> dict          one configuration (results + parameters)
-    simulate_table(points, profile) -> frame   many configurations through the parallel kernel
+    simulate(config, profile) -> dict            one configuration (results + parameters)
+    simulate_many(configs, profile) -> frame     many, each checked, through the parallel kernel
+    simulate_table(points, profile) -> frame     many, already resolved (the sweep engine's)
 
-`points` is a polars DataFrame with one column per parameter (ubepsim.params.NAMES), values
-resolved (experts and aivs filled in, enums as their names). The result frame has the same
-rows in the same order: every parameter, `config_id`, then every field of ubepsim.results.
-A row depends only on its own parameters (never on the rest of the batch or on threads).
+A configuration is a Config or a dict of parameters (the others at their defaults, as in
+`ubepsim run`); `points` is a polars DataFrame with one column per parameter
+(ubepsim.params.NAMES), values resolved (experts and aivs filled in, enums as their names). The
+result frame has the same rows in the same order: every parameter, `config_id`, then every
+field of ubepsim.results: a sweep's rows (whose Parquet gives the enums back as strings). A row
+depends only on its own parameters (never on the rest of the batch or on threads).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -17,8 +24,8 @@ import polars as pl
 from .costs import lower
 from .errors import InputError
 from .kernels import dispatch as k
-from .params import (ENUMS, GATED, NAMES, PARAMS, Config, Routing, canonical, codes, stable_id,
-                     workload_keys)
+from .params import (ENUMS, GATED, NAMES, PARAMS, Config, Routing, canonical, codes,
+                     make_config, polars_dtype, stable_id, workload_keys)
 from .profile import HOP_CLASSES, Profile, load_profile
 from .results import RESULT_NAMES, RESULTS
 from .workload import expert_cdf, read_trace
@@ -172,13 +179,42 @@ def simulate_table(points: pl.DataFrame, profile: Profile,
                                for f in RESULTS])
 
 
-def simulate(config: Config, profile: Profile | None = None, timeline: bool = False) -> dict:
-    """One configuration: a dict of every parameter, config_id and every result.
+def _profile(profile: Profile | str | Path | None) -> Profile:
+    """A Profile as given, else the built-in or file one it names (cm384 if None)."""
+    return profile if isinstance(profile, Profile) else load_profile(profile or "cm384")
+
+
+def simulate_many(configs: Iterable[Config | Mapping[str, Any]] | pl.DataFrame,
+                  profile: Profile | str | Path | None = None,
+                  threads: int | None = None) -> pl.DataFrame:
+    """Many configurations through the parallel kernel: a frame of one row per configuration,
+    in order, with every parameter, config_id and every result.
+
+    `configs` holds Configs or dicts of parameters, or is a polars DataFrame whose columns are
+    parameters (a null is the default). Each is checked as `ubepsim run` checks its flags; the
+    first bad one raises an InputError naming it (configs[i]) and the parameter.
+    """
+    profile = _profile(profile)
+    if isinstance(configs, pl.DataFrame):
+        configs = configs.iter_rows(named=True)
+    rows = [(c if isinstance(c, Config) else make_config(dict(c), profile.aivs,
+                                                          f"configs[{i}]")).as_dict()
+            for i, c in enumerate(configs)]
+    points = pl.DataFrame(rows, schema={n: polars_dtype(n) for n in NAMES})
+    return simulate_table(points, profile, threads)
+
+
+def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path | None = None,
+             timeline: bool = False) -> dict:
+    """One configuration (a Config, or a dict of parameters, the others at their defaults): a
+    dict of every parameter, config_id and every result.
 
     With timeline=True, the key "timeline" holds a polars DataFrame with one row per
     (die, AIV, phase): die, aiv, role, phase, start_us, end_us.
     """
-    profile = profile or load_profile()
+    profile = _profile(profile)
+    if not isinstance(config, Config):
+        config = make_config(dict(config), profile.aivs)
     _keep_freed_memory()
     cols = {name: np.asarray([v]) for name, v in config.as_dict().items()}
     params, costs, chances, cdf, trace = prepare(cols, profile)
@@ -215,4 +251,5 @@ def timeline_frame(config: Config, marks: np.ndarray, profile: Profile) -> pl.Da
                                       "end_us": pl.Float64})
 
 
-__all__ = ["InputError", "PARAMS", "simulate", "simulate_columns", "simulate_table"]
+__all__ = ["InputError", "PARAMS", "simulate", "simulate_columns", "simulate_many",
+           "simulate_table"]

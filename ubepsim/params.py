@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 from .errors import InputError
 
@@ -86,9 +87,9 @@ class Param:
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
-    @property
-    def choices(self) -> list[str] | None:
-        return [m.name for m in ENUMS[self.name]] if self.name in ENUMS else None
+    @functools.cached_property   # read for every value checked
+    def choices(self) -> tuple[str, ...] | None:
+        return tuple(m.name for m in ENUMS[self.name]) if self.name in ENUMS else None
 
 
 # The paper's sensitivity setup (Section 5, Figure 7): 128 ranks, batch 64, top-8, one expert per
@@ -323,6 +324,14 @@ def _shown(value: Any) -> str:
 
 def _fmt(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def polars_dtype(name: str) -> pl.DataType:
+    """A parameter's column type in frames and Parquet: an enum as pl.Enum of its names."""
+    p = PARAM_BY_NAME[name]
+    if p.choices is not None:
+        return pl.Enum(p.choices)  # the names, stored as small codes
+    return {int: pl.Int64, float: pl.Float64}.get(p.kind, pl.String)
 
 
 def make_config(values: dict[str, Any], aivs_default: int, source: str | None = None,

@@ -1,0 +1,90 @@
+"""The Python API: ubepsim.simulate and ubepsim.simulate_many, as a notebook user calls them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import ubepsim
+from conftest import read_rows, run_cli
+from ubepsim.grid import load_grid
+from ubepsim.params import NAMES
+
+CONFIGS = [
+    {"ranks": 8, "batch": 4, "topk": 2},
+    {"ranks": 8, "batch": 4, "topk": 2, "protocol": "bsp", "sync": "sw"},
+    {"ranks": 16, "experts": 32, "batch": 8, "routing": "hot", "hot_experts": 2,
+     "schedule": "balanced", "seed": 3},
+    {"ranks": 4, "batch": 16, "topk": 1, "aivs": 8, "cumsum_aivs": 3, "sync": "dc"},
+]
+
+
+def test_simulate_takes_a_dict_with_the_rest_at_their_defaults():
+    profile = ubepsim.load_profile()
+    row = ubepsim.simulate({"ranks": 16, "batch": 8})
+    assert row == ubepsim.simulate(ubepsim.make_config({"ranks": 16, "batch": 8}, profile.aivs))
+    assert row["experts"] == 16 and row["aivs"] == profile.aivs and row["topk"] == 8
+    assert ubepsim.simulate({"ranks": 16, "batch": 8}, "cm384") == row
+    with pytest.raises(ubepsim.InputError) as e:
+        ubepsim.simulate({"ranks": 16, "topk": 17})
+    assert e.value.key == "topk"
+
+
+def test_simulate_many_gives_the_rows_of_simulate_in_order():
+    frame = ubepsim.simulate_many(CONFIGS)
+    assert frame.height == len(CONFIGS)
+    for got, config in zip(frame.iter_rows(named=True), CONFIGS):
+        assert got == ubepsim.simulate(config)
+    # Configs, dicts and a frame of parameters (a null is the default) give the same rows
+    profile = ubepsim.load_profile()
+    configs = [ubepsim.make_config(c, profile.aivs) for c in CONFIGS]
+    assert ubepsim.simulate_many(configs).equals(frame)
+    assert ubepsim.simulate_many(pl.DataFrame(CONFIGS)).equals(frame)
+
+
+def test_simulate_many_rows_are_a_sweeps_rows(tiny_grid, tmp_path):
+    """The rows a sweep writes, column for column (enums are pl.Enum in memory; a dataset
+    read back gives them as strings)."""
+    out = tmp_path / "out"
+    assert run_cli("sweep", tiny_grid, "--out", out, "-q")[0] == 0
+    swept = read_rows(out)
+    points = load_grid(tiny_grid).points.select(NAMES)
+    mine = ubepsim.simulate_many(points.with_columns(pl.col(pl.Enum).cast(pl.String)))
+    mine = mine.with_columns(pl.col(pl.Enum).cast(pl.String))
+    assert mine.schema == swept.schema
+    assert mine.sort("config_id").equals(swept)
+
+
+def test_simulate_many_does_not_depend_on_threads():
+    configs = [{**c, "seed": s} for c in CONFIGS for s in range(5)]
+    assert ubepsim.simulate_many(configs, threads=1).equals(
+        ubepsim.simulate_many(configs, threads=2))
+
+
+def test_a_bad_configuration_is_named_by_its_place():
+    with pytest.raises(ubepsim.InputError) as e:
+        ubepsim.simulate_many([{"ranks": 8}, {"ranks": 8, "sync": "fast"}])
+    assert e.value.key == "sync" and str(e.value).startswith("configs[1]: sync: 'fast'")
+    with pytest.raises(ubepsim.InputError) as e:
+        ubepsim.simulate_many(pl.DataFrame({"ranks": [8, 8], "batchsize": [4, 4]}))
+    assert e.value.key == "batchsize" and "configs[0]" in str(e.value)
+
+
+def test_no_configurations_give_an_empty_frame_with_every_column():
+    frame = ubepsim.simulate_many([])
+    assert frame.height == 0
+    assert frame.columns == ubepsim.simulate_many(CONFIGS[:1]).columns
+
+
+def test_the_documented_python_runs():
+    """README's "From Python" block, as written: its rows, pivot and timeline."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## From Python")[1].split("\n## ")[0]
+    scope: dict = {}
+    exec(re.findall(r"```python\n(.*?)```", section, re.S)[0], scope)
+    assert scope["row"]["ranks"] == 64 and scope["row"]["latency_us"] > 0
+    assert scope["frame"].height == 18
+    assert scope["tl"]["phase"].n_unique() > 1
