@@ -71,6 +71,10 @@ def test_a_bad_configuration_is_named_by_its_place():
     with pytest.raises(ubepsim.InputError) as e:
         ubepsim.simulate_many(pl.DataFrame({"ranks": [8, 8], "batchsize": [4, 4]}))
     assert e.value.key == "batchsize" and "configs[0]" in str(e.value)
+    with pytest.raises(ubepsim.InputError) as e:      # a pandas frame iterates its names
+        ubepsim.simulate_many(["ranks", "batch"])
+    assert str(e.value) == "configs[0]: expected a dict of parameters or a ubepsim.Config, " \
+        "got str"
 
 
 def test_no_configurations_give_an_empty_frame_with_every_column():

@@ -184,6 +184,16 @@ def _profile(profile: Profile | str | Path | None) -> Profile:
     return profile if isinstance(profile, Profile) else load_profile(profile or "cm384")
 
 
+def _config(config: Config | Mapping[str, Any], profile: Profile, name: str) -> Config:
+    """A Config as given, or one made (and checked) from a dict of parameters."""
+    if isinstance(config, Config):
+        return config
+    if not isinstance(config, Mapping):
+        raise InputError(name, f"expected a dict of parameters or a ubepsim.Config, got "
+                         f"{type(config).__name__}")
+    return make_config(dict(config), profile.aivs, name)
+
+
 def simulate_many(configs: Iterable[Config | Mapping[str, Any]] | pl.DataFrame,
                   profile: Profile | str | Path | None = None,
                   threads: int | None = None) -> pl.DataFrame:
@@ -197,9 +207,7 @@ def simulate_many(configs: Iterable[Config | Mapping[str, Any]] | pl.DataFrame,
     profile = _profile(profile)
     if isinstance(configs, pl.DataFrame):
         configs = configs.iter_rows(named=True)
-    rows = [(c if isinstance(c, Config) else make_config(dict(c), profile.aivs,
-                                                          f"configs[{i}]")).as_dict()
-            for i, c in enumerate(configs)]
+    rows = [_config(c, profile, f"configs[{i}]").as_dict() for i, c in enumerate(configs)]
     points = pl.DataFrame(rows, schema={n: polars_dtype(n) for n in NAMES})
     return simulate_table(points, profile, threads)
 
@@ -213,8 +221,7 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     (die, AIV, phase): die, aiv, role, phase, start_us, end_us.
     """
     profile = _profile(profile)
-    if not isinstance(config, Config):
-        config = make_config(dict(config), profile.aivs)
+    config = _config(config, profile, "config")
     _keep_freed_memory()
     cols = {name: np.asarray([v]) for name, v in config.as_dict().items()}
     params, costs, chances, cdf, trace = prepare(cols, profile)
