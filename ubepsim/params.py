@@ -327,7 +327,8 @@ def _fmt(x: float) -> str:
 
 
 def polars_dtype(name: str) -> pl.DataType:
-    """A parameter's column type in frames and Parquet: an enum as pl.Enum of its names."""
+    """A parameter's column type in frames: an enum as pl.Enum of its names (a dataset read
+    back from Parquet gives them as strings)."""
     p = PARAM_BY_NAME[name]
     if p.choices is not None:
         return pl.Enum(p.choices)  # the names, stored as small codes
