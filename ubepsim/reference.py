@@ -26,6 +26,8 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
+import numpy as np
+
 from .costs import COST_INDEX, lower
 from .params import Config, Protocol, Routing, Schedule, Sync
 from .profile import HOP_CLASSES, Profile
@@ -318,8 +320,8 @@ def latency_bound(c: dict, copy_counts: list[int], egress_max: int, ingress_max:
 
 def simulate(cfg: Config, profile: Profile) -> dict:
     """Every result of one configuration, plus `_detail` for the invariant tests."""
-    cols = {k: [v] for k, v in cfg.__dict__.items()}
-    costs, chances = lower({k: __import__("numpy").asarray(v) for k, v in cols.items()}, profile)
+    # the costs come from the lowering the kernels use, which takes columns of values
+    costs, chances = lower({k: np.asarray([v]) for k, v in cfg.__dict__.items()}, profile)
     c = {name: int(costs[0, i]) for name, i in COST_INDEX.items()}
     q_copy, q_count = float(chances[0, 0]), float(chances[0, 1])
     R, A, E = cfg.ranks, cfg.aivs, cfg.experts
