@@ -45,6 +45,12 @@ def test_bare_command_prints_the_help():
     assert out.startswith("Usage: ubepsim") and "\nCommands:\n" in out   # formatted, not one line
 
 
+def test_version_is_the_codes_the_one_datasets_record():
+    """Not the install's metadata: an editable install keeps the version it was made at."""
+    import ubepsim
+    assert run_cli("--version") == (0, f"ubepsim, version {ubepsim.__version__}\n", "")
+
+
 def test_timeline_has_a_row_per_die_aiv_and_phase(tmp_path):
     path = tmp_path / "tl.parquet"
     code, out, err = run_cli("run", *SMALL, "--json", "--timeline", path)

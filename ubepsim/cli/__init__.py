@@ -12,12 +12,15 @@ import sys
 
 import click
 
+from .. import __version__
 from ..errors import InputError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
              no_args_is_help=True)
-@click.version_option(package_name="ubepsim")
+# the code's version (the one datasets record), not the install's metadata, which an editable
+# install keeps from the day it was made
+@click.version_option(version=__version__, prog_name="ubepsim")
 def cli() -> None:
     """Cycle-approximate simulator of MoE expert-parallel dispatch on superpods (BSP / UBEP)."""
 
