@@ -263,7 +263,7 @@ def test_a_bad_trace_file_is_refused_saying_what_is_wrong(tmp_path, damage, mess
 
 
 def test_a_trace_is_identified_by_its_content_not_its_name(tmp_path, monkeypatch):
-    rows = [(r, t, k, (r + t + k) % 8) for r in range(8) for t in range(4) for k in range(2)]
+    rows = _good_trace_rows()
     (tmp_path / "sub").mkdir()
     path = tmp_path / "sub" / "t.parquet"
     pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(path)
