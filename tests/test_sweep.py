@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -280,6 +281,26 @@ def test_a_trace_grid_resumes_from_another_working_directory(tmp_path, monkeypat
     assert code == 0, err
     assert read_rows(out).equals(whole)
     assert whole["trace"].unique().to_list() == [str(sub / "t.parquet")]
+
+
+def test_a_trace_grid_moved_with_its_trace_does_not_resume_the_old_rows(tmp_path):
+    """Its points are the same configurations (a trace counts by its content), but the rows
+    record the trace's path: resuming would mix rows naming the old and the new file."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    rows = [(r, t, k, (r + t + k) % 4) for r in range(4) for t in range(2) for k in range(2)]
+    pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(
+        old / "t.parquet")
+    write_grid(old, '[sweep]\nname = "t"\nseeds = { range = [0, 7] }\n[grid]\nranks = 4\n'
+               'batch = 2\ntopk = 2\nrouting = "trace"\ntrace = "t.parquet"\n')
+    out = tmp_path / "out"
+    assert run_cli("sweep", old / "grid.toml", "--out", out, "--part-rows", 4, "-q")[0] == 0
+    parts(out)[-1].unlink()
+    shutil.copytree(old, new)
+    code, _, err = run_cli("sweep", new / "grid.toml", "--out", out, "--resume", "-q")
+    assert code == 2 and f"holds the results of another grid ('t', from {old / 'grid.toml'})" \
+        in err
+    assert run_cli("sweep", old / "grid.toml", "--out", out, "--resume", "-q")[0] == 0
 
 
 def test_a_damaged_part_is_named_with_what_to_do(tiny_grid, tmp_path):

@@ -72,7 +72,8 @@ class Grid:
     axes: dict[str, int]      # axis label -> number of values, in expansion order
     product: int              # points in the cartesian product, before the filter
     filtered: int             # points the filter keeps (product if there is none)
-    # A hash of exactly what gets simulated: the profile and the points' config_ids in order.
+    # A hash of exactly what gets simulated: the profile and the points' config_ids in order,
+    # and the trace files' paths the rows record.
     # Grid files that expand to the same points (comments, key order in a zip group, `out`) are
     # the same sweep; a resumed run must present the same fingerprint.
     fingerprint: str
@@ -450,6 +451,10 @@ def _expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Ex
             kept = first if kept is None else kept[first]
     fingerprint = hashlib.sha256(profile.to_toml().encode())
     fingerprint.update(memoryview(ids))   # not ids.tobytes(): a copy of them all
+    # rows record a trace's absolute path, which its config_id does not hold (it knows a trace
+    # by its content): a moved grid must not resume a dataset whose rows name the old paths
+    for path in sorted({p for axis in values for s in axis if s.name == "trace" for p in s}):
+        fingerprint.update(path.encode() + b"\0")
     return kept, filtered, fingerprint.hexdigest()
 
 
