@@ -1,0 +1,98 @@
+"""A kernel change, measured: this checkout's kernels against another copy, paired in one run.
+
+    git worktree add /tmp/base HEAD~1                          # the kernels before a change
+    python bench/compare_kernels.py /tmp/base/kernels [--per-setting 3] [--rounds 5]
+
+Both kernels run bench_sweep's fixed sample of sweeps/million.toml on one thread, from the
+same prepared inputs, in alternating order (A B, B A, ...), after a JIT warm-up of each. A
+host's speed drifts by tens of percent within the hour, so only runs this close together
+compare fairly; the best of each side is the least disturbed, the median is printed beside it.
+The rows of the two kernels are compared too: a change for speed must leave them identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import importlib.util
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numba
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_sweep import MILLION, PER_SETTING, stratified_sample  # noqa: E402
+
+from ubepsim import model  # noqa: E402
+from ubepsim.grid import load_grid  # noqa: E402
+from ubepsim.kernels import dispatch as ours  # noqa: E402
+from ubepsim.params import NAMES, canonical  # noqa: E402
+
+
+def load_kernels(directory: Path):
+    """The dispatch module of a kernels package at `directory`, as a package of its own (its
+    relative imports resolve inside it), compiled into an empty Numba cache of its own: a cache
+    entry names the module it was compiled in, and the directory may have been imported under
+    another name before (Numba picks the cache directory when a function is decorated)."""
+    init = directory / "__init__.py"
+    if not (directory / "dispatch.py").is_file() or not init.is_file():
+        raise SystemExit(f"{directory} is not a kernels package (no __init__.py and dispatch.py)")
+    name = "other_kernels"
+    spec = importlib.util.spec_from_file_location(name, init,
+                                                  submodule_search_locations=[str(directory)])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[name] = package
+    cache = tempfile.mkdtemp(prefix="ubepsim-compare-")
+    atexit.register(shutil.rmtree, cache, True)
+    saved, numba.config.CACHE_DIR = numba.config.CACHE_DIR, cache
+    try:
+        spec.loader.exec_module(package)
+        return importlib.import_module(f"{name}.dispatch")
+    finally:
+        numba.config.CACHE_DIR = saved
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("kernels", type=Path, help="another copy of the kernels/ directory")
+    ap.add_argument("--per-setting", type=int, default=PER_SETTING,
+                    help="sample points per setting of the cost axes (as bench_sweep)")
+    ap.add_argument("--rounds", type=int, default=5, help="runs of each kernel")
+    args = ap.parse_args()
+    theirs = load_kernels(args.kernels.resolve())
+    numba.set_num_threads(1)
+    grid = load_grid(MILLION)
+    sample = stratified_sample(grid, args.per_setting)
+    model._keep_freed_memory()
+    inputs = model.prepare(canonical({n: sample[n].to_numpy() for n in NAMES}), grid.profile)
+    kernels = {"A": ours, "B": theirs}
+    outs = {side: np.zeros((sample.height, ours.N_OUT)) for side in kernels}
+    for side, k in kernels.items():   # JIT warm-up (B always compiles: 30 s or so)
+        k._simulate_batch(*(x[:4] for x in inputs[:3]), *inputs[3:], outs[side][:4])
+    times: dict[str, list[float]] = {side: [] for side in kernels}
+    for r in range(args.rounds):
+        for side in ("A", "B") if r % 2 == 0 else ("B", "A"):
+            t = time.perf_counter()
+            kernels[side]._simulate_batch(*inputs, outs[side])
+            times[side].append(time.perf_counter() - t)
+    print(f"{sample.height:,} configurations, {args.rounds} runs each, 1 thread")
+    for side, where in (("A", "this checkout"), ("B", args.kernels)):
+        print(f"{side} ({where}): best {min(times[side]):.3f} s, "
+              f"median {statistics.median(times[side]):.3f} s")
+    print(f"B / A: best {min(times['B']) / min(times['A']):.3f}, "
+          f"median {statistics.median(times['B']) / statistics.median(times['A']):.3f}")
+    differ = np.flatnonzero((outs["A"] != outs["B"]).any(axis=1))
+    if len(differ):
+        print(f"rows differ: {len(differ):,} of {sample.height:,} (first: sample row "
+              f"{differ[0]}, {sample.row(int(differ[0]), named=True)})")
+    else:
+        print("rows identical")
+
+
+if __name__ == "__main__":
+    main()
