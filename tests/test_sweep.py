@@ -262,15 +262,20 @@ def test_resume_fills_the_gaps_and_drops_half_written_parts(tiny_grid, tmp_path)
     assert read_rows(out).equals(read_rows(ref))
 
 
-def test_a_trace_grid_resumes_from_another_working_directory(tmp_path, monkeypatch):
-    sub = tmp_path / "sub"
-    sub.mkdir()
+def write_trace_grid(directory: Path, axes: str = "") -> Path:
+    """A grid named "t" in `directory` routed by a trace file beside it (t.parquet)."""
+    directory.mkdir(exist_ok=True)
     rows = [(r, t, k, (r + t + k) % 4) for r in range(4) for t in range(2) for k in range(2)]
     pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(
-        sub / "t.parquet")
-    write_grid(sub, '[sweep]\nname = "t"\nseeds = { range = [0, 7] }\n[grid]\nranks = 4\n'
-               'batch = 2\ntopk = 2\nrouting = "trace"\ntrace = "t.parquet"\n'
-               'sync = ["sw", "sp"]\n')
+        directory / "t.parquet")
+    return write_grid(directory, '[sweep]\nname = "t"\nseeds = { range = [0, 7] }\n[grid]\n'
+                      'ranks = 4\nbatch = 2\ntopk = 2\nrouting = "trace"\ntrace = "t.parquet"\n'
+                      + axes)
+
+
+def test_a_trace_grid_resumes_from_another_working_directory(tmp_path, monkeypatch):
+    sub = tmp_path / "sub"
+    write_trace_grid(sub, 'sync = ["sw", "sp"]\n')
     out = tmp_path / "out"
     monkeypatch.chdir(tmp_path)
     assert run_cli("sweep", "sub/grid.toml", "--out", out, "--part-rows", 4, "-q")[0] == 0
@@ -287,12 +292,7 @@ def test_a_trace_grid_moved_with_its_trace_does_not_resume_the_old_rows(tmp_path
     """Its points are the same configurations (a trace counts by its content), but the rows
     record the trace's path: resuming would mix rows naming the old and the new file."""
     old, new = tmp_path / "old", tmp_path / "new"
-    old.mkdir()
-    rows = [(r, t, k, (r + t + k) % 4) for r in range(4) for t in range(2) for k in range(2)]
-    pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(
-        old / "t.parquet")
-    write_grid(old, '[sweep]\nname = "t"\nseeds = { range = [0, 7] }\n[grid]\nranks = 4\n'
-               'batch = 2\ntopk = 2\nrouting = "trace"\ntrace = "t.parquet"\n')
+    write_trace_grid(old)
     out = tmp_path / "out"
     assert run_cli("sweep", old / "grid.toml", "--out", out, "--part-rows", 4, "-q")[0] == 0
     parts(out)[-1].unlink()
