@@ -113,6 +113,28 @@ def test_expansion_in_chunks_gives_the_same_points_and_fingerprint(tmp_path, mon
     assert unfiltered.kept is None and unfiltered.size == unfiltered.product == 2
 
 
+def test_two_configurations_with_one_config_id_are_refused(tmp_path, monkeypatch):
+    """Rows are keyed on config_id, a 63-bit hash: a collision (forced here by a coarser hash)
+    must be refused rather than merge two configurations, while points that are one
+    configuration (bsp's cumsum_aivs) still merge under the same coarse hash when nothing else
+    collides."""
+    real = grid_module.stable_id
+    monkeypatch.setattr(grid_module, "stable_id", lambda cols, names: real(cols, names) % 5)
+    monkeypatch.setattr(grid_module, "CHUNK", 3)
+    path = grid_of(tmp_path, "[grid]\nbatch = [8, 16, 32]\ntopk = [1, 2]\n")   # six ids in five
+    with pytest.raises(InputError) as e:
+        load_grid(path)
+    assert e.value.key == "config_id" and "collision" in str(e.value)
+    assert re.search(r"\((batch|topk) = \d+ and \d+", str(e.value)), str(e.value)
+    code, _, err = run_cli("sweep", path, "--out", tmp_path / "out", "--quiet")
+    assert code == 2 and "config_id" in err and not (tmp_path / "out").exists()
+    # under the coarsest hash (one id for all), bsp's points of three cumsum_aivs values are
+    # one configuration: kept once, and no collision
+    monkeypatch.setattr(grid_module, "stable_id", lambda cols, names: real(cols, names) * 0)
+    gated = load_grid(grid_of(tmp_path, "[grid]\nprotocol = 'bsp'\ncumsum_aivs = [1, 2, 3]\n"))
+    assert gated.size == 1 and gated.kept.tolist() == [0]
+
+
 def _must_not_expand(*args, **kw):
     raise AssertionError("the grid was expanded before its size was refused")
 

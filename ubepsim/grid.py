@@ -32,7 +32,7 @@ import polars as pl
 
 from .errors import InputError
 from .params import (ENUMS, GATED, NAMES, PARAM_BY_NAME, PARAMS, canonical, check_rules, coerce,
-                     polars_dtype, stable_id, trace_digest)
+                     polars_dtype, same_config, stable_id, trace_digest)
 from .profile import BUILTIN, Profile, load_profile
 
 TABLES = ("sweep", "grid", "zip", "profile")
@@ -49,10 +49,10 @@ AXIS_FORMS = ("a value, a list of values, or { range = [first, last] } with an o
 # The most points a grid may expand to (before the filter), and so the longest axis. The client
 # expands the product once, a chunk at a time, and holds the config_id of each point kept and,
 # with a filter, its index (8 bytes each; the points themselves are built a batch at a time).
-# A hundred million points, measured: 27 s and 1.0 GB resident; 56 s and 3.5 GB with a filter
-# and points dropped as one configuration (their sort). That many points are days of work on
-# one 2-core machine (about 1,300 a second) and hours on a cluster. A bigger study is several
-# grid files.
+# A hundred million points, measured: 49 s and 2.6 GB resident (most of both the sort of their
+# config_ids); 61 s and 3.4 GB with a filter and 30% of them dropped as one configuration. That
+# many points are days of work on one 2-core machine (about 1,000 a second) and hours on a
+# cluster. A bigger study is several grid files.
 MAX_POINTS = 10**8
 CHUNK = 1 << 18   # points built at a time while expanding (larger chunks measured slower)
 INDEX = "__index"   # a point's index in the product, beside the parameters while filtering
@@ -88,9 +88,7 @@ class Grid:
     def frame(self, start: int, stop: int) -> pl.DataFrame:
         """Points [start, stop), resolved: one column per parameter, enums as pl.Enum."""
         index = np.arange(start, stop) if self.kept is None else self.kept[start:stop]
-        points = _build(self.values, index, self.profile)
-        cols = canonical(_columns(points, GATES))
-        return points.with_columns(pl.Series(n, cols[n], polars_dtype(n)) for n in GATED)
+        return _configs(self.values, index, self.profile)
 
     def batch(self, start: int, stop: int) -> pl.DataFrame:
         """Points [start, stop) in the form simulate_table takes: enums as their names."""
@@ -414,12 +412,14 @@ def _expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Ex
     the grid gives them), each kept point checked against the model's rules, its config_id.
     Returns the product index of each point kept (None if all are), how many the filter kept,
     and the fingerprint. A point that differs from an earlier one only in parameters its
-    protocol or routing does not read (params.GATED) is the same configuration and is dropped.
-    Memory follows the points kept (8 bytes each, 16 with a filter), not the product."""
+    protocol or routing does not read (params.GATED) is the same configuration and is dropped;
+    two configurations with one config_id (a hash collision) are an InputError.
+    Memory follows the points kept (8 bytes each, 16 with a filter, and 16 more while their
+    config_ids are sorted), not the product."""
     # filled in place: pages past the points kept are never touched, so never resident
     ids = np.empty(product, dtype=np.int64)
     kept = np.empty(product, dtype=np.int64) if filters else None
-    filtered, gated = 0, False
+    filtered = 0
     for lo in range(0, product, CHUNK):
         index = np.arange(lo, min(lo + CHUNK, product))
         points = _build(values, index, profile)
@@ -429,9 +429,7 @@ def _expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Ex
                 points = points.filter(_keep(points, expr, source))
             kept[filtered:filtered + points.height] = points[INDEX].to_numpy()
             points = points.drop(INDEX)
-        raw = _columns(points, NAMES)
-        cols = canonical(raw)
-        gated = gated or any(not np.array_equal(cols[n], raw[n]) for n in GATED)
+        cols = canonical(_columns(points, NAMES))
         _check_points(cols, source)
         ids[filtered:filtered + points.height] = stable_id(cols, NAMES)
         filtered += points.height
@@ -440,15 +438,23 @@ def _expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Ex
     ids = ids[:filtered]
     if kept is not None:
         kept = kept[:filtered]
-    if gated:   # only then can two points be one configuration: keep the first of each
-        order = np.argsort(ids, kind="stable")
-        sorted_ids = ids[order]
-        first = order[np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1]))]
-        del order, sorted_ids
-        if len(first) < filtered:
-            first.sort()
-            ids = ids[first]
-            kept = first if kept is None else kept[first]
+    # Points of one config_id: one configuration, of which the first is kept, or else a hash
+    # collision. Each point is checked against the one before it in config_id order, which
+    # covers every group of them (sameness is transitive).
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    repeat = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
+    del sorted_ids
+    if len(repeat):
+        earlier, later = order[repeat], order[repeat + 1]
+        del order
+        _check_repeats(values, profile, *(x if kept is None else kept[x] for x in (earlier, later)),
+                       source)
+        first = np.ones(filtered, dtype=bool)
+        first[later] = False
+        first = np.flatnonzero(first)
+        ids = ids[first]
+        kept = first if kept is None else kept[first]
     fingerprint = hashlib.sha256(profile.to_toml().encode())
     fingerprint.update(memoryview(ids))   # not ids.tobytes(): a copy of them all
     # rows record a trace's absolute path, which its config_id does not hold (it knows a trace
@@ -456,6 +462,24 @@ def _expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Ex
     for path in sorted({p for axis in values for s in axis if s.name == "trace" for p in s}):
         fingerprint.update(path.encode() + b"\0")
     return kept, filtered, fingerprint.hexdigest()
+
+
+def _check_repeats(values: list[list[pl.Series]], profile: Profile, earlier: np.ndarray,
+                   later: np.ndarray, source: str) -> None:
+    """Points at product indices earlier[i] and later[i] share a config_id: unless they are one
+    configuration (differing only in parameters their protocol or routing does not read), an
+    InputError. Rows are keyed on config_id, so two configurations may never share one."""
+    for lo in range(0, len(earlier), CHUNK):
+        a, b = (_configs(values, x[lo:lo + CHUNK], profile) for x in (earlier, later))
+        same = same_config(_columns(a, NAMES), _columns(b, NAMES), NAMES)
+        if not same.all():
+            i = int(np.argmin(same))
+            ra, rb = a.row(i, named=True), b.row(i, named=True)
+            differ = ", ".join(f"{n} = {ra[n]!r} and {rb[n]!r}" for n in NAMES if ra[n] != rb[n])
+            config_id = stable_id(_columns(a.slice(i, 1), NAMES), NAMES)[0]
+            raise InputError("config_id", f"two configurations of the grid ({differ}) have the "
+                             f"same config_id, {config_id}: a collision of its 63-bit hash, which "
+                             f"rows are keyed on; sweep them in separate grids", source)
 
 
 def _keep(points: pl.DataFrame, expr: pl.Expr, source: str) -> pl.Series:
@@ -486,6 +510,14 @@ def _build(values: list[list[pl.Series]], index: np.ndarray, profile: Profile) -
     columns = [s.gather((index // inner) % n)
                for axis, n, inner in zip(values, sizes, inners) for s in axis]
     return _resolve(pl.DataFrame(columns, height=len(index)), profile)
+
+
+def _configs(values: list[list[pl.Series]], index: np.ndarray, profile: Profile) -> pl.DataFrame:
+    """The configurations at product indices `index`: the points, each parameter its protocol
+    or routing does not read at its default (params.GATED)."""
+    points = _build(values, index, profile)
+    cols = canonical(_columns(points, GATES))
+    return points.with_columns(pl.Series(n, cols[n], polars_dtype(n)) for n in GATED)
 
 
 def _resolve(frame: pl.DataFrame, profile: Profile) -> pl.DataFrame:

@@ -227,6 +227,16 @@ def stable_id(cols: dict[str, Any], names: tuple[str, ...]) -> np.ndarray:
     return (h >> np.uint64(1)).astype(np.int64)
 
 
+def same_config(a: dict[str, Any], b: dict[str, Any], names: tuple[str, ...]) -> np.ndarray:
+    """Row by row, whether two sets of columns hold the same configuration: equal in every
+    named value as stable_id hashes it (a trace by its content). Equal config_ids that are not
+    the same configuration are a hash collision."""
+    same = np.ones(len(np.atleast_1d(a[names[0]])), dtype=bool)
+    for name in names:
+        same &= _as_u64(name, a[name]) == _as_u64(name, b[name])
+    return same
+
+
 def _as_u64(name: str, values: Any) -> np.ndarray:
     if name in ENUMS:
         return _NAME_DIGESTS[name][codes(name, values)]
