@@ -106,13 +106,19 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
 def results_from_kernel(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.ndarray,
                         profile: Profile) -> dict[str, np.ndarray]:
     """Result columns from kernel rows, after checking the invariants every row must hold."""
-    copies = out[:, k.O_COPIES_TOTAL]
-    bad = (out[:, k.O_SENT] != copies) | (out[:, k.O_DELIVERED] != copies) | \
-        (out[:, k.O_VIOLATIONS] != 0) | (out[:, k.O_LATENCY] < out[:, k.O_BOUND])
+    # the copies a row must account for, from its parameters rather than from the row: Numba
+    # does not report an exception raised on a worker thread of the parallel loop, and the row
+    # it left unfinished would otherwise pass (all zero)
+    copies = (np.asarray(cols["ranks"], dtype=np.int64) * np.asarray(cols["batch"], dtype=np.int64)
+              * np.asarray(cols["topk"], dtype=np.int64))
+    bad = (out[:, k.O_COPIES_TOTAL] != copies) | (out[:, k.O_SENT] != copies) | \
+        (out[:, k.O_DELIVERED] != copies) | (out[:, k.O_VIOLATIONS] != 0) | \
+        (out[:, k.O_LATENCY] < out[:, k.O_BOUND])
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise RuntimeError(f"model invariant violated ({out[i, k.O_SENT]:.0f} of "
-                           f"{copies[i]:.0f} copies sent, {out[i, k.O_DELIVERED]:.0f} delivered "
+        raise RuntimeError(f"model invariant violated ({out[i, k.O_COPIES_TOTAL]:.0f} of "
+                           f"{copies[i]} copies simulated, {out[i, k.O_SENT]:.0f} sent, "
+                           f"{out[i, k.O_DELIVERED]:.0f} delivered "
                            f"once, {out[i, k.O_VIOLATIONS]:.0f} read before visible, latency "
                            f"{out[i, k.O_LATENCY]:.0f} cycles against a bound of "
                            f"{out[i, k.O_BOUND]:.0f}) at row {i}")
