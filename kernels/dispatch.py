@@ -179,6 +179,7 @@ AIV_BITS = 13   # aivs <= 4096
 SID_SHIFT = 16  # a program word's store id lies above its destination (ranks <= 16384) and kind
 DEST_MASK = (1 << (SID_SHIFT - 2)) - 1
 RADIX_BITS = 13   # widest digit of the ingress radix sort
+KEY_BITS = 62     # bits an ingress sort key may use: arrival << slot_bits | slot, non-negative
 NEVER = 9223372036854775807   # a time after every time
 # st_arr of a store to its own die: LOCAL - kind (below every arrival << 2 | kind); of a copy
 # a receiver has taken: TAKEN, which is no copy's value, so that a second take is no delivery
@@ -404,6 +405,30 @@ def _sort_arrivals(keys, other, n, shift, bot, top, count):
         kd, ko = ko, kd
         shift += digit
     return kd
+
+
+@njit(inline="always")
+def _arrival_order(keys, other, n, slot_bits, bot, top, count, st_arr, lo, key_bits):
+    """A bucket's stores in the ingress port's order: keys[:n] (arrival << slot_bits | slot,
+    the bucket's remote stores in slot order, arrivals in [bot, top]) sorted stably by arrival.
+    Returns the array, keys or other, whose first n entries hold them (the slot in the low
+    slot_bits bits). Arrivals too late to pack beside a slot in key_bits bits (only under
+    absurdly slow profiles) are sorted by a stable comparison sort instead: the same order."""
+    if _bits(top + 1) + slot_bits <= key_bits:
+        return _sort_arrivals(keys, other, n, slot_bits, bot, top, count)
+    x = 0
+    sid = lo
+    while x < n:   # the keys wrapped: each remote store's slot and arrival again
+        v = st_arr[u(sid)]
+        if v >= 0:
+            keys[u(x)] = sid - lo
+            other[u(x)] = v >> 2
+            x += 1
+        sid += 1
+    order = np.argsort(other[:n], kind="mergesort")
+    for x in range(n):
+        other[u(x)] = keys[u(order[x])]
+    return other
 
 
 @njit
@@ -768,10 +793,10 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
 
     # ---- ingress ports: arrivals served in (arrival, source, store order) ------------------------
     # A bucket holds its stores source by source, so a stable sort by arrival alone gives the
-    # port's order; keys pack arrival | store kind | slot, the slot breaking ties. Two stores
-    # from one source never arrive together (its egress port sends one at a time, each taking
-    # at least a cycle, and they travel the same hop), so their order in the bucket, program
-    # order rather than the port's, never decides.
+    # port's order; keys pack arrival | slot, the slot breaking ties. Two stores from one source
+    # never arrive together (its egress port sends one at a time, each taking at least a cycle,
+    # and they travel the same hop), so their order in the bucket, program order rather than
+    # the port's, never decides.
     biggest = 0
     for d in range(R):
         biggest = max(biggest, bfill[d] - bstart[d])
@@ -779,7 +804,6 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     other = np.empty(biggest, np.int64)
     slot_bits = _bits(biggest + 1)
     slot_mask = (np.int64(1) << slot_bits) - 1
-    kind_shift = slot_bits + 2
     ing_of = np.empty(4, np.int64)   # ingress cost by store kind
     ing_of[K_COPY] = c[C_COPY_INGRESS]
     ing_of[K_COUNT] = c[C_COUNT_INGRESS]
@@ -795,21 +819,19 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             v = st_arr[u(sid)]
             if v >= 0:
                 arrival = v >> 2
-                keys[u(n)] = (arrival << kind_shift) | ((v & 3) << slot_bits) | (sid - lo)
+                keys[u(n)] = (arrival << slot_bits) | (sid - lo)
                 n += 1
                 top = max(top, arrival)
                 bot = min(bot, arrival)
         if n == 0:
             continue
-        if _bits(top + 1) + kind_shift > 62:
-            raise ValueError("configuration too large for the ingress sort keys")
-        kd = _sort_arrivals(keys, other, n, kind_shift, bot, top, count)
+        kd = _arrival_order(keys, other, n, slot_bits, bot, top, count, st_arr, lo, KEY_BITS)
         free = 0
         for x in range(n):
-            key = kd[u(x)]
-            arrival = key >> kind_shift
-            free = max(arrival, free) + ing_of[u((key >> slot_bits) & 3)]
-            st_vis[u(lo + (key & slot_mask))] = free
+            sid = lo + (kd[u(x)] & slot_mask)
+            v = st_arr[u(sid)]
+            free = max(v >> 2, free) + ing_of[u(v & 3)]
+            st_vis[u(sid)] = free
 
     # ---- receivers --------------------------------------------------------------------------------
     delivered = 0

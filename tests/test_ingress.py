@@ -41,3 +41,33 @@ def test_the_ingress_sort_orders_by_arrival_then_slot(stores):
     expected = sorted(range(n), key=lambda s: (stores[s][0], s))   # stable by arrival
     assert [int(k) & ((1 << slot_bits) - 1) for k in out[:n]] == expected
     assert sorted(out[:n].tolist()) == sorted(keys.tolist())       # the same keys, each once
+
+
+@settings(max_examples=200, deadline=None)
+@given(arrivals(), st.lists(st.booleans(), min_size=1, max_size=300), st.integers(0, 50))
+def test_arrivals_too_late_to_pack_are_ordered_alike(stores, local, lo):
+    """The ingress order from a bucket of st_arr values (local stores, negative, are not the
+    port's): with keys packed for the radix sort, and with too few key bits for them (the
+    comparison sort that takes over under absurdly slow profiles), the same stable order."""
+    st_arr = [-1] * lo
+    remote = []
+    for slot, (arrival, kind) in enumerate(stores):
+        if local[slot % len(local)]:
+            st_arr.append(dispatch.LOCAL - kind)
+        else:
+            st_arr.append(arrival << 2 | kind)
+            remote.append(slot)
+    if not remote:
+        return
+    st_arr = np.array(st_arr, dtype=np.int64)
+    n = len(remote)
+    slot_bits = dispatch._bits(len(stores) + 1)
+    times = [stores[s][0] for s in remote]
+    expected = sorted(remote, key=lambda s: stores[s][0])    # stable: ties in slot order
+    count = np.empty((1 << dispatch.RADIX_BITS) + 1, np.int64)
+    for key_bits in (dispatch.KEY_BITS, dispatch._bits(max(times) + 1) + slot_bits - 1):
+        keys = np.array([(stores[s][0] << slot_bits | s) & ((1 << 63) - 1) for s in remote],
+                        dtype=np.int64)
+        out = dispatch._arrival_order(keys, np.empty(n, np.int64), n, slot_bits, min(times),
+                                      max(times), count, st_arr, lo, key_bits)
+        assert [int(k) & ((1 << slot_bits) - 1) for k in out[:n]] == expected, key_bits
