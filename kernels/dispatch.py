@@ -176,6 +176,7 @@ def _poll(t, visible, period, inv_period):
 
 # Egress requests are ordered by (time, AIV): both packed in one key, the AIV in the low bits.
 AIV_BITS = 13   # aivs <= 4096
+MAX_TIME = 1 << (63 - AIV_BITS)   # times stay below it: ubepsim.model.check_time_bound
 SID_SHIFT = 16  # a program word's store id lies above its destination (ranks <= 16384) and kind
 DEST_MASK = (1 << (SID_SHIFT - 2)) - 1
 RADIX_BITS = 13   # widest digit of the ingress radix sort

@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from conftest import TINY_GRID, TINY_SIZE, run_cli, write_grid
+from ubepsim.costs import lower, time_bound
 from ubepsim.errors import InputError
 from ubepsim import grid as grid_module
 from ubepsim.grid import filter_expr, load_grid
@@ -133,6 +134,30 @@ def test_two_configurations_with_one_config_id_are_refused(tmp_path, monkeypatch
     monkeypatch.setattr(grid_module, "stable_id", lambda cols, names: real(cols, names) * 0)
     gated = load_grid(grid_of(tmp_path, "[grid]\nprotocol = 'bsp'\ncumsum_aivs = [1, 2, 3]\n"))
     assert gated.size == 1 and gated.kept.tolist() == [0]
+
+
+SLOW_PROFILE = "[profile]\negress_gbps = 0.001\ningress_gbps = 0.001\naiv_store_gbps = 0.001\n"
+
+
+def test_points_whose_times_could_pass_the_kernels_keys_are_refused_before_any_work(tmp_path):
+    """On a profile thousands of times too slow, a large point's time bound reaches the
+    kernel's MAX_TIME: refused while expanding, naming the point. The grid's corner (every
+    size at its largest) is only a first look: a grid whose corner fails but none of whose
+    points does runs (ranks and batch move together here, never both large)."""
+    path = grid_of(tmp_path, "[grid]\nranks = 64\nbatch = [8, 1024]\ntopk = 8\n"
+                   "hidden = 1048576\n" + SLOW_PROFILE)
+    with pytest.raises(InputError, match="at ranks = 64, batch = 1024") as e:
+        load_grid(path)
+    assert e.value.key == "profile" and "2^50 cycles" in str(e.value)
+    code, _, err = run_cli("sweep", path, "--out", tmp_path / "out", "--quiet")
+    assert code == 2 and "2^50 cycles" in err and not (tmp_path / "out").exists()
+    zipped = grid_of(tmp_path, "[[zip]]\nranks = [2, 64]\nexperts = [8, 64]\nbatch = [1024, 8]\n"
+                     "[grid]\ntopk = 8\nhidden = 1048576\n" + SLOW_PROFILE)
+    g = load_grid(zipped)
+    corner = grid_module._corner(g.values, g.profile)
+    assert corner["ranks"].max() == 64 and corner["batch"].max() == 1024
+    assert (time_bound(corner, lower(corner, g.profile)[0]) >= grid_module.MAX_TIME).all()
+    assert g.size == 2
 
 
 def _must_not_expand(*args, **kw):

@@ -305,6 +305,25 @@ def test_a_configuration_beyond_the_kernel_limits_is_refused_up_front():
     assert code == 2 and "batch" in err and "token copies" in err
 
 
+SLOW = "[hardware]\negress_gbps = 0.001\ningress_gbps = 0.001\naiv_store_gbps = 0.001\n"
+
+
+def test_a_configuration_whose_times_could_pass_the_kernels_keys_is_refused(tmp_path):
+    """Times are packed with an AIV into 64-bit keys, so they must stay below MAX_TIME
+    (2^50 cycles): a profile thousands of times too slow makes a large configuration's bound
+    reach it, while a small one still runs on it."""
+    slow = tmp_path / "slow.toml"
+    slow.write_text(SLOW)
+    big = ("--ranks", 64, "--batch", 1024, "--topk", 8, "--hidden", 1 << 20)
+    code, out, err = run_cli("run", *big, "--profile", slow)
+    assert code == 2 and out == "" and "profile: at ranks = 64, batch = 1024" in err
+    assert "2^50 cycles" in err
+    assert run_cli("run", *big)[0] == 0                     # the same on the built-in profile
+    code, out, _ = run_cli("run", *SMALL, "--profile", slow, "--json")
+    base = json.loads(run_cli("run", *SMALL, "--json")[1])["latency_us"]
+    assert code == 0 and json.loads(out)["latency_us"] > 1000 * base
+
+
 def test_the_documented_defaults_are_the_parameters_defaults():
     """README's parameter table against ubepsim.params, for every parameter with a plain
     default (experts and aivs follow ranks and the profile, as the table says in words)."""

@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from ubepsim import model, reference
+from ubepsim.costs import time_bound
 from ubepsim.errors import InputError
 from ubepsim.params import make_config
 from ubepsim.profile import HOP_CLASSES, load_profile
@@ -198,6 +199,18 @@ def test_kernel_and_twin_check_the_same_bound(configs, twins):
         model.k._simulate_batch(params, costs, chances, cdf, trace, out)
         assert out[:, model.k.O_BOUND].tolist() == \
             [twins(i)["_detail"]["bound_cycles"] for i in rows]
+
+
+def test_no_time_passes_the_time_bound(configs, twins):
+    """costs.time_bound, which keeps every time below the kernel's MAX_TIME, is above every
+    phase boundary of every AIV (the latest is the latency) and every ingress time."""
+    for i, (cfg, prof) in enumerate(configs):
+        cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
+        costs = model.prepare(cols, PROFILES[prof])[1]
+        bound = time_bound(model._codes(model.canonical(cols)), costs)[0]
+        d = twins(i)["_detail"]
+        latest = max(max(max(aiv) for aiv in die) for die in d["marks"])
+        assert latest == d["latency_cycles"] < bound, (cfg, prof)
 
 
 def test_bad_invariant_is_reported(monkeypatch):

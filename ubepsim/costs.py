@@ -95,3 +95,42 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
     # A polled signal collides if any of its blocks' payload equals the sentinel.
     chance = np.stack([1.0 - (1.0 - p) ** copy_blocks, 1.0 - (1.0 - p) ** count_blocks], axis=1)
     return costs.astype(np.int64), np.where(sync[:, None] == Sync.sp, chance, 0.0)
+
+
+
+
+def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
+    """An upper bound on every time the model reaches in each configuration, in cycles (float,
+    so that it cannot overflow itself), whatever the routing.
+
+    A time is the length of the longest chain of events leading to it, each event adding its
+    cost after the latest of those it waits for (a poll overshoots by less than a poll period,
+    plus a sentinel timeout on a collision). A die's sending side (Init; per copy its store and
+    at most one signal, per destination its count message and at most one signal, each store
+    waiting at most a hop for credits; bsp's first SyncAll) waits for nothing outside the die.
+    A store then travels at most the longest hop to an ingress port, which serves at most
+    every die's stores; a receiver starts from its own die's sending side and polls at most
+    every copy, each source's counts and the offsets, with the work after each, then bsp's two
+    SyncAlls and prefix sums. `cols` holds the resolved parameter columns, enums as codes.
+    """
+    c = {name: costs[:, i].astype(np.float64) for name, i in COST_INDEX.items()}
+    ranks = np.asarray(cols["ranks"], dtype=np.float64)
+    experts = np.asarray(cols["experts"], dtype=np.float64)
+    aivs = np.asarray(cols["aivs"], dtype=np.float64)
+    m = np.asarray(cols["batch"], dtype=np.float64) * np.asarray(cols["topk"], dtype=np.float64)
+    e_local = experts / ranks
+    hop = np.max([c[f"lat_{h}"] for h in HOP_CLASSES], axis=0)
+    signal = c["signal_issue"] + c["signal_egress"] + hop
+    copy = c["copy_verify"] + c["copy_issue"] + c["copy_egress"] + hop + signal
+    count = e_local * c["vcount"] + c["count_issue"] + c["count_egress"] + hop + signal
+    search = np.log2(experts) + 3   # quaternary search steps and the final count, at most
+    sending = aivs * (c["init"] + search * c["vcount"]) + m * (c["local_copy"] + copy) + \
+        ranks * count + c["syncall"]
+    ingress = ranks * (m * (c["copy_ingress"] + c["signal_ingress"])
+                       + c["count_ingress"] + c["signal_ingress"])
+    poll = c["poll"] + c["timeout"]
+    receiving = ranks * m * (poll + c["copy_verify"] + c["copy_reset"] + c["local_copy"]) + \
+        ranks * (poll + c["count_verify"] + c["count_reset"] + e_local * c["prefix"]) + \
+        aivs * poll + 2 * c["syncall"] + experts * c["prefix"] + c["signal_issue"] + \
+        c["lat_local"]
+    return sending + hop + ingress + receiving

@@ -7,12 +7,13 @@
 
 The expansion is the cartesian product of the axes (file order, first axis slowest, the seeds
 innermost), then the filter drops points, then points that differ from an earlier one only in a
-parameter their protocol or routing does not read (`params.GATED`: that parameter is recorded
-at its default) are dropped as the same configuration. Everything is checked before any work:
-each value with `params.coerce`, the cross-parameter rules with `params.check_rules` over whole
-columns of a chunk of points at a time, so a million-point grid expands and validates in about
-a second. The points are then built on demand, a batch at a time, from the axes and the kept
-indices. Every error is an InputError naming the grid file and the key.
+parameter their protocol or routing does not read (`params.GATED`: that parameter is recorded at
+its default) are dropped as the same configuration. Everything is checked before any work: each
+value with `params.coerce`, the cross-parameter rules with `params.check_rules` over whole
+columns of a chunk of points at a time, the kernel's time limit (`model.check_time_bound`) on
+the grid's corner and, only if that fails, on every point, so a million-point grid expands and
+validates in about a second. The points are then built on demand, a batch at a time, from the
+axes and the kept indices. Every error is an InputError naming the grid file and the key.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ from typing import Any, Callable
 import numpy as np
 import polars as pl
 
+from .costs import lower, time_bound
 from .errors import InputError
+from .kernels.dispatch import MAX_TIME
+from .model import check_time_bound
 from .params import (ENUMS, GATED, NAMES, PARAM_BY_NAME, PARAMS, canonical, check_rules, coerce,
                      polars_dtype, same_config, stable_id, trace_digest)
 from .profile import BUILTIN, Profile, load_profile
@@ -420,6 +424,10 @@ def _expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Ex
     ids = np.empty(product, dtype=np.int64)
     kept = np.empty(product, dtype=np.int64) if filters else None
     filtered = 0
+    # every point's time bound (model.check_time_bound), only if the grid's corner fails it:
+    # lowering every point's costs would take twice as long as the rest of the expansion
+    slow = bool(np.any(time_bound(corner := _corner(values, profile),
+                                  lower(corner, profile)[0]) >= MAX_TIME))
     for lo in range(0, product, CHUNK):
         index = np.arange(lo, min(lo + CHUNK, product))
         points = _build(values, index, profile)
@@ -431,6 +439,8 @@ def _expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Ex
             points = points.drop(INDEX)
         cols = canonical(_columns(points, NAMES))
         _check_points(cols, source)
+        if slow:
+            check_time_bound(cols, lower(cols, profile)[0], profile, source)
         ids[filtered:filtered + points.height] = stable_id(cols, NAMES)
         filtered += points.height
     if filtered == 0:
@@ -462,6 +472,30 @@ def _expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Ex
     for path in sorted({p for axis in values for s in axis if s.name == "trace" for p in s}):
         fingerprint.update(path.encode() + b"\0")
     return kept, filtered, fingerprint.hexdigest()
+
+
+def _corner(values: list[list[pl.Series]], profile: Profile) -> dict[str, np.ndarray]:
+    """Columns no point of the grid has a larger time bound than (costs.time_bound grows with
+    each size): ranks, batch, topk, hidden and aivs at their largest, experts per die at its
+    largest (an experts axis over the fewest ranks), each combination of the dtypes, syncs
+    and protocols the grid has."""
+    axis = {s.name: s for cols in values for s in cols}
+    defaults = {p.name: p.default for p in PARAMS} | {"aivs": profile.aivs}
+
+    def largest(name: str) -> int:
+        return int(axis[name].max()) if name in axis else defaults[name]
+
+    ranks = largest("ranks")
+    per_die = -(-int(axis["experts"].max()) // (int(axis["ranks"].min()) if "ranks" in axis
+                                                else ranks)) if "experts" in axis else 1
+    enums = [_codes(n, axis[n].unique()) if n in axis else
+             np.array([ENUMS[n][defaults[n]].value]) for n in ("dtype", "sync", "protocol")]
+    combos = np.array(np.meshgrid(*enums)).reshape(3, -1)
+    n = combos.shape[1]
+    cols = {name: np.full(n, largest(name), dtype=np.int64)
+            for name in ("batch", "topk", "hidden", "aivs")}
+    return cols | {"ranks": np.full(n, ranks), "experts": np.full(n, per_die * ranks),
+                   "dtype": combos[0], "sync": combos[1], "protocol": combos[2]}
 
 
 def _check_repeats(values: list[list[pl.Series]], profile: Profile, earlier: np.ndarray,

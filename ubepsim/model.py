@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .costs import lower
+from .costs import lower, time_bound
 from .errors import InputError
 from .kernels import dispatch as k
 from .params import (ENUMS, GATED, NAMES, PARAMS, Config, Routing, canonical, codes,
@@ -73,6 +73,7 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
     wkeys = workload_keys(cols)
     params[:, k.P_WKEY] = wkeys
     costs, chances = lower(coded, profile)
+    check_time_bound(coded, costs, profile)
     # Popularity weights and traces are shared by every row of the same workload.
     cdf_parts, trace_parts = [np.zeros(0)], [np.zeros(0, dtype=np.int64)]
     cdf_at: dict[tuple, tuple[int, int]] = {}
@@ -101,6 +102,24 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
         params[i, k.P_CDF_START], params[i, k.P_CDF_LEN] = cdf_at[ckey]
     return (params, costs, chances, np.concatenate(cdf_parts),
             np.concatenate(trace_parts).astype(np.int64))
+
+
+def check_time_bound(cols: dict[str, np.ndarray], costs: np.ndarray, profile: Profile,
+                     source: str | None = None) -> None:
+    """An InputError for the first configuration (columns resolved, enums as codes; `costs`
+    lowered from them) whose times could reach the kernel's MAX_TIME: the egress queue packs a
+    time with an AIV in one 64-bit key. Only a profile far slower than any fabric's meets it."""
+    over = time_bound(cols, costs) >= k.MAX_TIME
+    if over.any():
+        i = int(np.flatnonzero(over)[0])
+        point = ", ".join(f"{n} = {int(cols[n][i])}" for n in ("ranks", "batch", "topk",
+                                                                 "experts", "hidden", "aivs"))
+        days = k.MAX_TIME / (profile.clock_ghz * 1e9 * 86400)
+        raise InputError("profile", f"at {point}, simulated times could reach 2^"
+                         f"{k.MAX_TIME.bit_length() - 1} cycles ({days:.1f} days at clock_ghz "
+                         f"{profile.clock_ghz:g}), more than the model's 64-bit event keys "
+                         f"hold; its bandwidths, latencies and cycle costs are too slow for a "
+                         f"configuration this large", source)
 
 
 def results_from_kernel(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.ndarray,
