@@ -135,6 +135,10 @@ def results_from_kernel(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.
         (out[:, k.O_LATENCY] < out[:, k.O_BOUND])
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
+        if out[i, k.O_COPIES_TOTAL] != copies[i]:   # written once the configuration is done
+            raise RuntimeError(f"the kernel did not finish row {i}: an error on a worker "
+                               f"thread, which Numba does not report (out of memory?); "
+                               f"`ubepsim run` with its parameters shows it")
         raise RuntimeError(f"model invariant violated ({out[i, k.O_COPIES_TOTAL]:.0f} of "
                            f"{copies[i]} copies simulated, {out[i, k.O_SENT]:.0f} sent, "
                            f"{out[i, k.O_DELIVERED]:.0f} delivered "
