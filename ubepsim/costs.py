@@ -97,8 +97,6 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
     return costs.astype(np.int64), np.where(sync[:, None] == Sync.sp, chance, 0.0)
 
 
-
-
 def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     """An upper bound on every time the model reaches in each configuration, in cycles (float,
     so that it cannot overflow itself), whatever the routing.
