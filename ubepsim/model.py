@@ -139,9 +139,8 @@ def results_from_kernel(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.
             raise RuntimeError(f"the kernel did not finish row {i}: an error on a worker "
                                f"thread, which Numba does not report (out of memory?); "
                                f"`ubepsim run` with its parameters shows it")
-        raise RuntimeError(f"model invariant violated ({out[i, k.O_COPIES_TOTAL]:.0f} of "
-                           f"{copies[i]} copies simulated, {out[i, k.O_SENT]:.0f} sent, "
-                           f"{out[i, k.O_DELIVERED]:.0f} delivered "
+        raise RuntimeError(f"model invariant violated ({out[i, k.O_SENT]:.0f} of "
+                           f"{copies[i]} copies sent, {out[i, k.O_DELIVERED]:.0f} delivered "
                            f"once, {out[i, k.O_VIOLATIONS]:.0f} read before visible, latency "
                            f"{out[i, k.O_LATENCY]:.0f} cycles against a bound of "
                            f"{out[i, k.O_BOUND]:.0f}) at row {i}")
