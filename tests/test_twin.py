@@ -203,7 +203,7 @@ def test_kernel_and_twin_check_the_same_bound(configs, twins):
 
 def test_no_time_passes_the_time_bound(configs, twins):
     """costs.time_bound, which keeps every time below the kernel's MAX_TIME, is above every
-    phase boundary of every AIV (the latest is the latency) and every ingress time."""
+    phase boundary of every AIV (the latest of them is the latency)."""
     for i, (cfg, prof) in enumerate(configs):
         cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
         costs = model.prepare(cols, PROFILES[prof])[1]
