@@ -1,7 +1,8 @@
 """The Numba kernel against its plain-Python twin, and the invariants on every configuration.
 
 Random small configurations cover every protocol, sync variant, schedule, routing mode (traces
-included), dtype and three fabrics (two tiers, flat, three tiers with sentinel collisions).
+included), dtype and four profiles (two tiers, flat, three tiers with sentinel collisions, and
+the edges of the cost space: no latency, one block in flight, frequent collisions).
 """
 
 from __future__ import annotations
@@ -24,6 +25,16 @@ PROFILES = {
     "flat": load_profile(overrides={"npu_dies": 1, "tier_sizes": []}),
     "three_tier": load_profile(overrides={"tier_sizes": [4, 8], "blocks_in_flight": 3,
                                           "sentinel_collision_prob": 0.02}),
+    # the edges of the cost space: no latency (arrivals tie, acks come at once), one block in
+    # flight, 64 B blocks with a 1 B flag, no fixed costs, an egress port a thousand times
+    # slower than the ingress one, frequent sentinel collisions
+    "edge": load_profile(overrides={"npu_dies": 1, "tier_sizes": [], "blocks_in_flight": 1,
+                                    "block_bytes": 64, "flag_bytes": 1, "egress_gbps": 1.0,
+                                    "ingress_gbps": 1000.0, "aiv_store_gbps": 500.0,
+                                    "store_issue_cycles": 0, "init_cycles": 0,
+                                    "syncall_cycles": 0, "sentinel_collision_prob": 0.3,
+                                    "sentinel_timeout_ns": 50.0,
+                                    "latency_ns": dict.fromkeys(HOP_CLASSES, 0.0)}),
 }
 N_CONFIGS = 320
 CHUNK = 40
