@@ -376,6 +376,37 @@ def test_a_local_dask_cluster_gives_the_single_machine_rows(tiny_grid, tmp_path)
     assert not parts(tmp_path / "many")
 
 
+def test_a_lost_cluster_keeps_the_parts_and_says_how_to_finish(tiny_grid, tmp_path,
+                                                               monkeypatch):
+    """The cluster goes away once the first part is written: one line and exit code 1, that
+    part kept, and --resume (here without a cluster) gives the rows of an uninterrupted run."""
+    from distributed import LocalCluster
+
+    from ubepsim import sweep as engine
+
+    out = tmp_path / "out"
+    write = engine.write_part
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                      host="127.0.0.1", dashboard_address=None) as cluster:
+        def write_then_lose_the_cluster(*args):
+            write(*args)
+            cluster.close()   # its workers, then its scheduler
+        monkeypatch.setattr(engine, "write_part", write_then_lose_the_cluster)
+        address = cluster.scheduler_address
+        code, _, stderr = run_cli("sweep", tiny_grid, "--out", out, "--scheduler", address,
+                                  "--batch-size", 25, "--part-rows", 100, "-q")
+    assert code == 1, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        f"error: the Dask cluster at {address} failed mid-sweep (scheduler-connection-lost); "
+        f"the complete parts in {out} are kept (100 of {TINY_SIZE} rows); run the same command "
+        f"with --resume to finish")
+    assert [p.name for p in parts(out)] == ["part-000000000-000000100.parquet"]
+    monkeypatch.setattr(engine, "write_part", write)
+    assert run_cli("sweep", tiny_grid, "--out", out, "--resume", "-q")[0] == 0
+    assert run_cli("sweep", tiny_grid, "--out", tmp_path / "whole", "-q")[0] == 0
+    assert read_rows(out).equals(read_rows(tmp_path / "whole"))
+
+
 def test_an_unreachable_scheduler_is_announced_then_refused(tiny_grid, tmp_path, monkeypatch):
     from ubepsim import sweep as engine
 

@@ -258,6 +258,11 @@ def dask_client(scheduler: str, threads: int | None) -> Iterator:
 
     n = local_workers(scheduler)
     with contextlib.ExitStack() as stack:
+        # the client logs each failed reconnect with a traceback; a lost cluster is reported
+        # once, as ClusterLost, with what to do
+        client_log = logging.getLogger("distributed.client")
+        stack.callback(client_log.setLevel, client_log.level)
+        client_log.setLevel(logging.CRITICAL)
         if n:
             cluster = stack.enter_context(LocalCluster(
                 n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
@@ -281,10 +286,19 @@ def _numba_threads() -> int:
     return numba.config.NUMBA_NUM_THREADS
 
 
+class ClusterLost(RuntimeError):
+    """The Dask cluster failed mid-sweep: its scheduler went away (the client then cancels
+    every batch in flight), or every worker that took a batch died. The parts written before
+    stand, and --resume finishes the dataset."""
+
+
 def run_dask(client, grid: Grid, work: Iterable[tuple[int, int]], threads: int | None
              ) -> Iterator[tuple[int, pl.DataFrame]]:
     """Batches on a Dask cluster, a bounded number in flight; results as they complete."""
-    from distributed import as_completed
+    from concurrent.futures import CancelledError   # distributed's FutureCancelledError too
+
+    from distributed import KilledWorker, as_completed
+    from distributed.comm import CommClosedError
 
     window = 2 * max(1, sum(client.nthreads().values()))
     work = iter(work)
@@ -305,7 +319,12 @@ def run_dask(client, grid: Grid, work: Iterable[tuple[int, int]], threads: int |
         if not submit():
             break
     for future in pending:
-        frame = future.result()
+        # the model's own errors in a batch come back as they were raised, and stay so
+        try:
+            frame = future.result()
+        except (CancelledError, KilledWorker, CommClosedError) as e:
+            raise ClusterLost(getattr(e, "reason", None) or " ".join(str(e).split())
+                              or type(e).__name__) from None
         yield first_of.pop(future.key), frame
         future.release()
         submit()
