@@ -3,6 +3,7 @@ determinism across workers and batching, and a real Dask cluster."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import shutil
@@ -402,9 +403,39 @@ def test_a_lost_cluster_keeps_the_parts_and_says_how_to_finish(tiny_grid, tmp_pa
         f"with --resume to finish")
     assert [p.name for p in parts(out)] == ["part-000000000-000000100.parquet"]
     monkeypatch.setattr(engine, "write_part", write)
-    assert run_cli("sweep", tiny_grid, "--out", out, "--resume", "-q")[0] == 0
-    assert run_cli("sweep", tiny_grid, "--out", tmp_path / "whole", "-q")[0] == 0
-    assert read_rows(out).equals(read_rows(tmp_path / "whole"))
+    assert_resume_finishes(tiny_grid, out, tmp_path / "whole")
+
+
+def test_a_full_disk_keeps_the_parts_and_frees_what_it_took(tiny_grid, tmp_path, monkeypatch):
+    """The second part finds no room: one line and exit code 1, no temporary file left taking
+    space, the first part kept, and --resume (with room again) finishes the dataset."""
+    from ubepsim import sweep as engine
+
+    out = tmp_path / "out"
+    write_table = engine.pq.write_table
+
+    def fill_the_disk(table, where, **kw):
+        if not parts(out):
+            return write_table(table, where, **kw)
+        where.write(b"PAR1")   # a start, then no room
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(engine.pq, "write_table", fill_the_disk)
+    code, _, stderr = run_cli("sweep", tiny_grid, "--out", out, "--part-rows", 100, "-q")
+    assert code == 1, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        f"error: cannot write part-000000100-000000200.parquet into {out}: No space left on "
+        f"device; the complete parts in {out} are kept (100 of {TINY_SIZE} rows); run the same "
+        f"command with --resume to finish")
+    assert sorted(os.listdir(out)) == [".lock", "part-000000000-000000100.parquet"]
+    monkeypatch.setattr(engine.pq, "write_table", write_table)
+    assert_resume_finishes(tiny_grid, out, tmp_path / "whole")
+
+
+def assert_resume_finishes(grid: Path, out: Path, whole: Path) -> None:
+    """--resume completes `out` to the rows of an uninterrupted run (into `whole`)."""
+    assert run_cli("sweep", grid, "--out", out, "--resume", "-q")[0] == 0
+    assert run_cli("sweep", grid, "--out", whole, "-q")[0] == 0
+    assert read_rows(out).equals(read_rows(whole))
 
 
 def test_an_unreachable_scheduler_is_announced_then_refused(tiny_grid, tmp_path, monkeypatch):

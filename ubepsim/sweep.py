@@ -259,7 +259,7 @@ def dask_client(scheduler: str, threads: int | None) -> Iterator:
     n = local_workers(scheduler)
     with contextlib.ExitStack() as stack:
         # the client logs each failed reconnect with a traceback; a lost cluster is reported
-        # once, as ClusterLost, with what to do
+        # once, as SweepStopped, with what to do
         client_log = logging.getLogger("distributed.client")
         stack.callback(client_log.setLevel, client_log.level)
         client_log.setLevel(logging.CRITICAL)
@@ -286,15 +286,16 @@ def _numba_threads() -> int:
     return numba.config.NUMBA_NUM_THREADS
 
 
-class ClusterLost(RuntimeError):
-    """The Dask cluster failed mid-sweep: its scheduler went away (the client then cancels
-    every batch in flight), or every worker that took a batch died. The parts written before
-    stand, and --resume finishes the dataset."""
+class SweepStopped(RuntimeError):
+    """The sweep cannot go on, for a reason neither the grid nor the model gives: its Dask
+    cluster went away, or a part could not be written (a full disk, say). The parts written
+    before stand, and --resume finishes the dataset once the cause is mended."""
 
 
-def run_dask(client, grid: Grid, work: Iterable[tuple[int, int]], threads: int | None
-             ) -> Iterator[tuple[int, pl.DataFrame]]:
-    """Batches on a Dask cluster, a bounded number in flight; results as they complete."""
+def run_dask(client, scheduler: str, grid: Grid, work: Iterable[tuple[int, int]],
+             threads: int | None) -> Iterator[tuple[int, pl.DataFrame]]:
+    """Batches on the Dask cluster at `scheduler`, a bounded number in flight; results as they
+    complete."""
     from concurrent.futures import CancelledError   # distributed's FutureCancelledError too
 
     from distributed import KilledWorker, as_completed
@@ -319,12 +320,14 @@ def run_dask(client, grid: Grid, work: Iterable[tuple[int, int]], threads: int |
         if not submit():
             break
     for future in pending:
-        # the model's own errors in a batch come back as they were raised, and stay so
+        # A lost scheduler cancels every batch in flight, and a batch whose workers keep dying
+        # is given up (KilledWorker). The model's own errors come back as they were raised.
         try:
             frame = future.result()
         except (CancelledError, KilledWorker, CommClosedError) as e:
-            raise ClusterLost(getattr(e, "reason", None) or " ".join(str(e).split())
-                              or type(e).__name__) from None
+            reason = getattr(e, "reason", None) or " ".join(str(e).split()) or type(e).__name__
+            raise SweepStopped(f"the Dask cluster at {scheduler} failed mid-sweep ({reason})") \
+                from None
         yield first_of.pop(future.key), frame
         future.release()
         submit()
@@ -337,11 +340,17 @@ def write_part(out: Path, first: int, stop: int, frame: pl.DataFrame,
     table = table.replace_schema_metadata({**meta, META + "first": str(first),
                                            META + "stop": str(stop)})
     tmp = out / f".{part_name(first, stop)}.tmp"
-    with open(tmp, "wb") as f:
-        pq.write_table(table, f, row_group_size=max(1, frame.height), compression="zstd")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, out / part_name(first, stop))
+    try:
+        with open(tmp, "wb") as f:
+            pq.write_table(table, f, row_group_size=max(1, frame.height), compression="zstd")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out / part_name(first, stop))
+    except OSError as e:
+        with contextlib.suppress(OSError):   # give back the space a full disk needs
+            tmp.unlink(missing_ok=True)
+        raise SweepStopped(f"cannot write {part_name(first, stop)} into {out}: "
+                           f"{e.strerror or e}") from None
 
 
 def check_out(grid: Grid, out: Path, resume: bool) -> int:
@@ -380,7 +389,7 @@ def run_sweep(grid: Grid, out: Path, *, resume: bool = False, threads: int | Non
         summary = Summary(grid.size, sum(b - a for a, b in done))
         parts = missing(done, grid.size, part_rows)
         work = batches(parts, batch_rows)
-        results = (run_dask(client, grid, work, threads) if client
+        results = (run_dask(client, scheduler, grid, work, threads) if client
                    else run_local(grid, work, threads))
         meta = metadata(grid)
         part_of = {a: part for part in parts for a in range(*part, batch_rows)}

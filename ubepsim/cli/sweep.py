@@ -90,12 +90,11 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
         click.echo(f"\ninterrupted: the complete parts in {target} are kept; run the same "
                    f"command with --resume to finish", err=True)
         raise click.exceptions.Abort() from None
-    except engine.ClusterLost as e:   # not the user's input, nor a bug of ours: exit code 1
+    except engine.SweepStopped as e:   # neither bad input nor a bug of ours: exit code 1
         have = sum(b - a for a, b in engine.existing_parts(target, grid))
         raise click.ClickException(
-            f"the Dask cluster at {scheduler} failed mid-sweep ({e}); the complete parts in "
-            f"{target} are kept ({have:,} of {grid.size:,} rows); run the same command with "
-            f"--resume to finish") from None
+            f"{e}; the complete parts in {target} are kept ({have:,} of {grid.size:,} rows); "
+            f"run the same command with --resume to finish") from None
     rate = summary.simulated / summary.seconds if summary.seconds else 0.0
     before = f" ({summary.done_before:,} were there already)" if summary.done_before else ""
     click.echo(f"{target}: {summary.done_before + summary.simulated:,} rows{before}; simulated "
