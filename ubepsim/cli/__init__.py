@@ -2,9 +2,9 @@
 
 `main` runs click with standalone_mode=False so that every usage error and every InputError
 (bad parameter, grid, profile or trace) exits with code 2 and one message, Ctrl-C with 130, a
-failed check (`validate --strict`, `calibrate --check`) or a Dask cluster lost mid-sweep with 1,
-and anything else with 3. A bare `ubepsim` prints the help, as `ubepsim --help` does, and exits
-with 0.
+failed check (`validate --strict`, `calibrate --check`) or a sweep that cannot go on (its Dask
+cluster lost, a part that cannot be written) with 1, and anything else with 3. A bare `ubepsim`
+prints the help, as `ubepsim --help` does, and exits with 0.
 """
 
 from __future__ import annotations
