@@ -14,11 +14,12 @@ import shutil
 import sys
 
 import numpy as np
+import polars as pl
 import pytest
 
 from ubepsim import model
 from ubepsim.kernels import dispatch
-from ubepsim.params import make_config
+from ubepsim.params import NAMES, make_config, polars_dtype
 from ubepsim.profile import load_profile
 
 KERNELS = dispatch.__file__.rsplit("/", 1)[0]
@@ -114,3 +115,16 @@ def test_each_fault_trips_its_check(faulty, fault, protocol):
     with pytest.raises(RuntimeError, match="did not finish row 0" if fault == "abandoned"
                        else "invariant violated"):
         results()
+
+
+def test_a_sweeps_failed_row_names_its_configuration(faulty, monkeypatch):
+    """Through simulate_table, a sweep's path, the configuration of a row the kernel did not
+    finish is named by its parameters: its index in the batch tells a user nothing."""
+    monkeypatch.setattr(model, "k", faulty)
+    seeds = (0, SEED["abandoned"], 0)
+    points = pl.DataFrame([make_config({"ranks": DIES, "batch": 64, "topk": 4, "aivs": AIVS,
+                                        "cumsum_aivs": 1, "seed": s}, 48).as_dict()
+                           for s in seeds], schema={n: polars_dtype(n) for n in NAMES})
+    with pytest.raises(model.KernelFailure, match=rf"did not finish row 1: .*; its configuration: "
+                       rf"ranks = {DIES}, batch = 64, topk = 4, .*, seed = {seeds[1]}$"):
+        model.simulate_table(points, load_profile(), threads=1)

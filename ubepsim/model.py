@@ -122,6 +122,18 @@ def check_time_bound(cols: dict[str, np.ndarray], costs: np.ndarray, profile: Pr
                          f"configuration this large", source)
 
 
+class KernelFailure(RuntimeError):
+    """A row the kernel did not finish, or one that breaks an invariant: a bug of the model, or
+    an error Numba did not report (out of memory?). `row` is its index in the batch."""
+
+    def __init__(self, row: int, message: str):
+        super().__init__(message)
+        self.row = row
+
+    def __reduce__(self):   # as a Dask worker sends it back: pickled with its row
+        return KernelFailure, (self.row, str(self))
+
+
 def results_from_kernel(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.ndarray,
                         profile: Profile) -> dict[str, np.ndarray]:
     """Result columns from kernel rows, after checking the invariants every row must hold."""
@@ -136,14 +148,14 @@ def results_from_kernel(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         if out[i, k.O_COPIES_TOTAL] != copies[i]:   # written once the configuration is done
-            raise RuntimeError(f"the kernel did not finish row {i}: an error on a worker "
-                               f"thread, which Numba does not report (out of memory?); "
-                               f"`ubepsim run` with its parameters shows it")
-        raise RuntimeError(f"model invariant violated ({out[i, k.O_SENT]:.0f} of "
-                           f"{copies[i]} copies sent, {out[i, k.O_DELIVERED]:.0f} delivered "
-                           f"once, {out[i, k.O_VIOLATIONS]:.0f} read before visible, latency "
-                           f"{out[i, k.O_LATENCY]:.0f} cycles against a bound of "
-                           f"{out[i, k.O_BOUND]:.0f}) at row {i}")
+            raise KernelFailure(i, f"the kernel did not finish row {i}: an error on a worker "
+                                f"thread, which Numba does not report (out of memory?); "
+                                f"`ubepsim run` with its parameters shows it")
+        raise KernelFailure(i, f"model invariant violated ({out[i, k.O_SENT]:.0f} of "
+                            f"{copies[i]} copies sent, {out[i, k.O_DELIVERED]:.0f} delivered "
+                            f"once, {out[i, k.O_VIOLATIONS]:.0f} read before visible, latency "
+                            f"{out[i, k.O_LATENCY]:.0f} cycles against a bound of "
+                            f"{out[i, k.O_BOUND]:.0f}) at row {i}")
     clock = profile.values["clock_ghz"] * 1000.0   # cycles per microsecond
     res: dict[str, np.ndarray] = {}
     for name, col in _CYCLE_FIELDS.items():
@@ -198,7 +210,12 @@ def simulate_table(points: pl.DataFrame, profile: Profile,
     """Every parameter, config_id and every result for each row of `points` (same order).
     GATED parameters their protocol or routing does not read are given at their defaults."""
     cols = canonical({name: points[name].to_numpy() for name in NAMES})
-    res = simulate_columns(cols, profile, threads)
+    try:
+        res = simulate_columns(cols, profile, threads)
+    except KernelFailure as e:   # a row's place in a sweep's batch tells its user nothing
+        point = points.row(e.row, named=True)
+        given = ", ".join(f"{n} = {point[n]}" for n in NAMES if point[n] not in (None, ""))
+        raise KernelFailure(e.row, f"{e}; its configuration: {given}") from None
     frame = points.select(NAMES).with_columns(
         *(pl.Series(name, cols[name], dtype=points[name].dtype) for name in GATED),
         pl.Series("config_id", stable_id(cols, NAMES), dtype=pl.Int64))
