@@ -112,7 +112,7 @@ def test_each_fault_trips_its_check(faulty, fault, protocol):
     else:                       # one copy per die and sending AIV
         assert bad[dispatch.O_SENT] == total - DIES * token_aivs
         assert bad[dispatch.O_DELIVERED] == total - DIES * token_aivs
-    with pytest.raises(RuntimeError, match="did not finish row 0" if fault == "abandoned"
+    with pytest.raises(model.KernelFailure, match="did not finish row 0" if fault == "abandoned"
                        else "invariant violated"):
         results()
 

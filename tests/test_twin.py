@@ -233,7 +233,7 @@ def test_bad_invariant_is_reported(monkeypatch):
     out = np.zeros((1, model.k.N_OUT))
     model.k._simulate_batch(params, costs, chances, cdf, trace, out)
     out[0, model.k.O_DELIVERED] -= 1
-    with pytest.raises(RuntimeError, match="invariant"):
+    with pytest.raises(model.KernelFailure, match="invariant"):
         model.results_from_kernel(out, cols, costs, prof)
 
 
