@@ -432,6 +432,28 @@ def _arrival_order(keys, other, n, slot_bits, bot, top, count, st_arr, lo, key_b
     return other
 
 
+def working_bytes(ranks, batch, topk, experts, aivs, ubep, sync):
+    """The bytes `_simulate_dispatch` allocates for a configuration, as numbers or numpy
+    columns: its arrays whose sizes grow with the configuration (keep in step with the
+    allocations there), the ingress sort's at their largest (every copy a die can receive sent
+    to one die). Left out: what stays under a megabyte at every size (per-AIV event state, kind
+    tables, radix counts), and the comparison sort's buffers that only absurdly slow profiles
+    need. Measured against the resident set: bench/bench_memory.py."""
+    R, B, K, E, A = (np.asarray(x, dtype=np.int64) for x in (ranks, batch, topk, experts, aivs))
+    M = B * K
+    signalled = (np.asarray(sync) == SW) | (np.asarray(sync) == DC)
+    per_copy = np.where(np.asarray(ubep) & signalled, 2, 1)
+    per_count = np.where(signalled, 2, 1)
+    stores = R * M * per_copy + R * R * per_count                  # max_stores
+    bucket = R * B * np.minimum(K, E // R) * per_copy + R * per_count   # one die's stores
+    return (16 * stores                 # st_arr, st_vis
+            + 12 * R * M                # experts_of, copy_ref (int32)
+            + 4 * R * R                 # count_signal (int32)
+            + 8 * R * A * (N_MARKS + 10)   # per-AIV state across passes, marks
+            + 8 * (10 * M + 16 * R + 5 * E)   # per-die scratch, programs, expert tables
+            + 16 * bucket)              # the ingress sort's keys and buffer
+
+
 @njit
 def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     """One configuration. p: parameter row, c: cost row, chance: sentinel collision chances

@@ -34,7 +34,7 @@ import polars as pl
 from .costs import lower, time_bound
 from .errors import InputError
 from .kernels.dispatch import MAX_TIME
-from .model import check_time_bound
+from .model import check_memory, check_time_bound, working_memory
 from .params import (ENUMS, GATED, NAMES, PARAM_BY_NAME, PARAMS, canonical, check_rules, coerce,
                      polars_dtype, same_config, stable_id, trace_digest)
 from .profile import BUILTIN, Profile, load_profile
@@ -97,6 +97,25 @@ class Grid:
     def batch(self, start: int, stop: int) -> pl.DataFrame:
         """Points [start, stop) in the form simulate_table takes: enums as their names."""
         return self.frame(start, stop).with_columns(pl.col(n).cast(pl.String) for n in ENUMS)
+
+    def check_memory(self, at_once: int, available: int, where: str = "this machine",
+                     threads: str = "--workers") -> None:
+        """An InputError (model.check_memory) if any `at_once` of the grid's configurations
+        could need more than `available` bytes simulated together. The grid's corner bounds
+        them all, so only a grid whose corner does not fit is walked point by point."""
+        at_once = min(at_once, self.size)
+        if working_memory(_corner(self.values, self.profile)).max() * at_once <= available:
+            return
+        top = np.zeros(0, dtype=np.int64)
+        largest: dict[str, Any] = {}
+        for lo in range(0, self.size, CHUNK):
+            points = self.frame(lo, min(lo + CHUNK, self.size))
+            need = working_memory(_columns(points, NAMES))
+            i = int(need.argmax())
+            if not top.size or need[i] > top[0]:
+                largest = points.row(i, named=True)
+            top = np.sort(np.concatenate([top, need]))[::-1][:at_once]
+        check_memory(top, largest, available, where, threads, str(self.path))
 
     @property
     def points(self) -> pl.DataFrame:
@@ -475,10 +494,10 @@ def _expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Ex
 
 
 def _corner(values: list[list[pl.Series]], profile: Profile) -> dict[str, np.ndarray]:
-    """Columns no point of the grid has a larger time bound than (costs.time_bound grows with
-    each size): ranks, batch, topk, hidden and aivs at their largest, experts per die at its
-    largest (an experts axis over the fewest ranks), each combination of the dtypes, syncs
-    and protocols the grid has."""
+    """Columns no point of the grid has a larger time bound (costs.time_bound) or working
+    memory (model.working_memory) than, both growing with each size: ranks, batch, topk,
+    hidden and aivs at their largest, experts per die at its largest (an experts axis over the
+    fewest ranks), each combination of the dtypes, syncs and protocols the grid has."""
     axis = {s.name: s for cols in values for s in cols}
     defaults = {p.name: p.default for p in PARAMS} | {"aivs": profile.aivs}
 

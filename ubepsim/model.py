@@ -24,8 +24,8 @@ import polars as pl
 from .costs import lower, time_bound
 from .errors import InputError
 from .kernels import dispatch as k
-from .params import (ENUMS, GATED, NAMES, PARAMS, Config, Routing, canonical, codes,
-                     make_config, polars_dtype, stable_id, workload_keys)
+from .params import (ENUMS, GATED, NAMES, PARAMS, Config, Protocol, Routing, canonical,
+                     codes, make_config, polars_dtype, stable_id, workload_keys)
 from .profile import HOP_CLASSES, Profile, load_profile
 from .results import RESULT_NAMES, RESULTS
 from .workload import expert_cdf, read_trace
@@ -52,6 +52,9 @@ TIMELINE_PHASES = {
     "cumsum": ("init", "count_send", "count_poll"),
     "token": ("init", "send", "offset_poll", "reorder"),
 }
+# Peak bytes per row of a timeline while timeline_frame builds it (its lists, then the frame):
+# measured by bench/bench_memory.py --timeline, rounded up.
+TIMELINE_ROW_BYTES = 128
 
 
 def _codes(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -102,6 +105,49 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
         params[i, k.P_CDF_START], params[i, k.P_CDF_LEN] = cdf_at[ckey]
     return (params, costs, chances, np.concatenate(cdf_parts),
             np.concatenate(trace_parts).astype(np.int64))
+
+
+def working_memory(cols: dict[str, np.ndarray]) -> np.ndarray:
+    """Bytes the kernel works in while it simulates each configuration of resolved columns
+    (enums as names, members or codes): kernels.dispatch.working_bytes."""
+    return k.working_bytes(cols["ranks"], cols["batch"], cols["topk"], cols["experts"],
+                           cols["aivs"], codes("protocol", cols["protocol"]) == Protocol.ubep,
+                           codes("sync", cols["sync"]))
+
+
+def available_memory() -> int:
+    """Bytes this machine can give now without swapping (what free(1) calls available)."""
+    import psutil
+
+    return psutil.virtual_memory().available
+
+
+def check_memory(top: np.ndarray, largest: Mapping[str, Any], available: int,
+                 where: str = "this machine", threads: str = "threads",
+                 source: str | None = None) -> None:
+    """An InputError, before any work, if the configurations simulated at once could need
+    more than `available` bytes. `top`: the working memory of as many configurations as run
+    at once, the largest first; `largest`: the parameters of that one; `threads`: the key
+    that sets how many run at once."""
+    top = np.asarray(top, dtype=np.int64)
+    if top.sum() <= available:
+        return
+    shown = ", ".join(f"{n} = {largest[n]}" for n in ("ranks", "batch", "topk", "protocol",
+                                                      "sync"))
+    if top[0] > available:
+        # ranks: the count messages grow with its square, the token copies with it
+        raise InputError("ranks", f"{shown} needs about {_gib(top[0])} of memory to simulate, "
+                         f"more than the {_gib(available)} available to {where}; lower ranks "
+                         f"or batch x topk" + ("; drop such points with a [sweep] filter"
+                                                if source else ""), source)
+    fit = int(np.searchsorted(np.cumsum(top), available, side="right"))
+    raise InputError(threads, f"{len(top)} configurations simulated at once could need "
+                     f"{_gib(top.sum())} of memory ({shown}: {_gib(top[0])} alone), more than "
+                     f"the {_gib(available)} available to {where}; at most {fit} fit at once")
+
+
+def _gib(n: float) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
 
 
 def check_time_bound(cols: dict[str, np.ndarray], costs: np.ndarray, profile: Profile,
@@ -191,27 +237,34 @@ def _keep_freed_memory() -> None:
 _MALLOC_TUNED = False
 
 
-def simulate_columns(cols: dict[str, np.ndarray], profile: Profile,
-                     threads: int | None = None) -> dict[str, np.ndarray]:
-    """Result columns for resolved parameter columns, through the parallel batch kernel."""
+def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int | None = None,
+                     memory_checked: bool = False) -> dict[str, np.ndarray]:
+    """Result columns for resolved parameter columns, through the parallel batch kernel.
+    Refuses (InputError) configurations that could not fit in memory together, unless the
+    caller has checked that already (a sweep, once for its whole grid)."""
     import numba
 
+    if threads is not None:
+        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    if not memory_checked and len(cols["ranks"]):
+        need = working_memory(cols)
+        top = np.argsort(need)[::-1][:numba.get_num_threads()]   # at most one per thread
+        check_memory(need[top], {n: np.asarray(cols[n])[top[0]] for n in NAMES},
+                     available_memory())
     _keep_freed_memory()
     params, costs, chances, cdf, trace = prepare(cols, profile)
     out = np.zeros((len(params), k.N_OUT))
-    if threads is not None:
-        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
     k._simulate_batch(params, costs, chances, cdf, trace, out)
     return results_from_kernel(out, cols, costs, profile)
 
 
-def simulate_table(points: pl.DataFrame, profile: Profile,
-                   threads: int | None = None) -> pl.DataFrame:
+def simulate_table(points: pl.DataFrame, profile: Profile, threads: int | None = None,
+                   memory_checked: bool = False) -> pl.DataFrame:
     """Every parameter, config_id and every result for each row of `points` (same order).
     GATED parameters their protocol or routing does not read are given at their defaults."""
     cols = canonical({name: points[name].to_numpy() for name in NAMES})
     try:
-        res = simulate_columns(cols, profile, threads)
+        res = simulate_columns(cols, profile, threads, memory_checked)
     except KernelFailure as e:   # a row's place in a sweep's batch tells its user nothing
         point = points.row(e.row, named=True)
         given = ", ".join(f"{n} = {point[n]}" for n in NAMES if point[n] not in (None, ""))
@@ -267,8 +320,10 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     """
     profile = _profile(profile)
     config = _config(config, profile, "config")
-    _keep_freed_memory()
     cols = {name: np.asarray([v]) for name, v in config.as_dict().items()}
+    check_memory(working_memory(cols) + (timeline_bytes(config) if timeline else 0),
+                 config.as_dict(), available_memory())
+    _keep_freed_memory()
     params, costs, chances, cdf, trace = prepare(cols, profile)
     out = np.zeros(k.N_OUT)
     marks = np.zeros((config.ranks, config.aivs, k.N_MARKS) if timeline else (0, 0, 0),
@@ -282,6 +337,14 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     if timeline:
         row["timeline"] = timeline_frame(config, marks, profile)
     return row
+
+
+def timeline_bytes(config: Config) -> int:
+    """What a timeline adds to simulate's memory: the marks, and the frame's rows."""
+    roles = ((config.cumsum_aivs, "cumsum"), (config.aivs - config.cumsum_aivs, "token")) \
+        if config.protocol.name == "ubep" else ((config.aivs, "bsp"),)
+    rows = config.ranks * sum(n * len(TIMELINE_PHASES[role]) for n, role in roles)
+    return 8 * config.ranks * config.aivs * k.N_MARKS + TIMELINE_ROW_BYTES * rows
 
 
 def timeline_frame(config: Config, marks: np.ndarray, profile: Profile) -> pl.DataFrame:

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from . import __version__
 from .errors import InputError
+from . import model
 from .grid import Grid
 from .outputs import META
 from .params import NAMES
@@ -217,7 +218,8 @@ def simulate_batch(points: pl.DataFrame, profile: Profile, threads: int | None) 
     from .model import simulate_table
 
     order = np.random.default_rng(points.height).permutation(points.height)
-    rows = simulate_table(points[order], profile, threads=threads)
+    # the sweep checked its grid's memory before it began (Grid.check_memory)
+    rows = simulate_table(points[order], profile, threads=threads, memory_checked=True)
     return rows[np.argsort(order)]
 
 
@@ -284,6 +286,43 @@ def _numba_threads() -> int:
     import numba
 
     return numba.config.NUMBA_NUM_THREADS
+
+
+def local_threads(threads: int | None) -> int:
+    """The Numba threads a batch runs on here: --workers, within what Numba may use."""
+    import numba
+
+    return min(threads, _numba_threads()) if threads else numba.get_num_threads()
+
+
+def check_local_memory(grid: Grid, threads: int | None) -> None:
+    """The grid's configurations, one per thread at once, against this machine's memory."""
+    grid.check_memory(local_threads(threads), model.available_memory())
+
+
+def check_cluster_memory(client, grid: Grid, threads: int | None) -> None:
+    """The grid's configurations, as many at once as the cluster runs them, against each
+    worker's memory_limit and each host's available memory (its workers share it)."""
+    workers = client.scheduler_info()["workers"]
+    at_host: dict[str, int] = {}
+    available: dict[str, int] = {}
+    for address, (host, free, per_task) in client.run(_capacity, threads).items():
+        at_once = workers[address]["nthreads"] * per_task   # each task thread runs a batch
+        at_host[host] = at_host.get(host, 0) + at_once
+        available[host] = free
+        if workers[address].get("memory_limit"):
+            grid.check_memory(at_once, workers[address]["memory_limit"],
+                              f"Dask worker {address} (its memory_limit)")
+    for host, at_once in at_host.items():
+        grid.check_memory(at_once, available[host], f"the Dask workers on host {host}")
+
+
+def _capacity(threads: int | None) -> tuple[str, int, int]:
+    """On a worker: its host, the memory available there, and the Numba threads a batch runs
+    on."""
+    import socket
+
+    return socket.gethostname(), model.available_memory(), local_threads(threads)
 
 
 class SweepStopped(RuntimeError):
@@ -376,8 +415,12 @@ def run_sweep(grid: Grid, out: Path, *, resume: bool = False, threads: int | Non
     check_out(grid, out, resume)
     with contextlib.ExitStack() as stack:
         # the cluster before the directory: a scheduler that cannot be reached, or --workers
-        # that its workers cannot run, must not leave an empty dataset behind
+        # (or a grid) that its workers cannot run, must not leave an empty dataset behind
         client = stack.enter_context(dask_client(scheduler, threads)) if scheduler else None
+        if client:
+            check_cluster_memory(client, grid, threads)
+        else:
+            check_local_memory(grid, threads)
         try:
             out.mkdir(parents=True, exist_ok=True)
             stack.enter_context(_lock(out))

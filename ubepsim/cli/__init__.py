@@ -1,10 +1,11 @@
 """The `ubepsim` command: one root group, one thin module per command.
 
 `main` runs click with standalone_mode=False so that every usage error and every InputError
-(bad parameter, grid, profile or trace) exits with code 2 and one message, Ctrl-C with 130, a
-failed check (`validate --strict`, `calibrate --check`) or a sweep that cannot go on (its Dask
-cluster lost, a part that cannot be written) with 1, and anything else with 3. A bare `ubepsim`
-prints the help, as `ubepsim --help` does, and exits with 0.
+(bad parameter, grid, profile or trace; configurations the machine's memory cannot hold) exits
+with code 2 and one message, Ctrl-C with 130, a failed check (`validate --strict`,
+`calibrate --check`) or a sweep that cannot go on (its Dask cluster lost, a part that cannot be
+written) with 1, and anything else with 3. A bare `ubepsim` prints the help, as `ubepsim
+--help` does, and exits with 0.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def _with_flag(e: InputError) -> str:
     from ..params import PARAM_BY_NAME
     if e.key in PARAM_BY_NAME and not e.source:
         return f"{e.key} ({PARAM_BY_NAME[e.key].flag}): {str(e).split(': ', 1)[1]}"
+    if e.key == "threads":   # the model's argument, which every command sets with --workers
+        return f"{e.key} (--workers): {str(e).split(': ', 1)[1]}"
     return str(e)
 
 

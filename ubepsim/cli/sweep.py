@@ -34,8 +34,9 @@ from ..errors import InputError
 @click.option("--part-rows", type=int, default=None,
               help="Configurations per Parquet part file, one row group each (default 65536).")
 @click.option("--dry-run", is_flag=True,
-              help="Expand and check the grid and the output directory as a run would, print "
-                   "the grid's size (and the rows already there), stop.")
+              help="Expand and check the grid, the output directory and (without "
+                   "--scheduler) the memory as a run would, print the grid's size (and the rows "
+                   "already there), stop.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
           threads: int | None, scheduler: str | None, batch_rows: int | None,
@@ -71,6 +72,8 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
     if dry_run:
         have = _naming_out(lambda: engine.check_out(grid, target, resume), out, grid_file) \
             if target else 0
+        if not scheduler:   # a cluster's memory is checked once it is reached
+            engine.check_local_memory(grid, threads)
         if have == grid.size:
             click.echo(f"{target}: holds all {have:,} rows; nothing to simulate")
         elif have:

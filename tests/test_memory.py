@@ -1,0 +1,156 @@
+"""Configurations that could not fit in memory are refused before any work, naming what to
+lower: one configuration too large, or too many at once for the threads asked for.
+
+The estimate itself (kernels/dispatch.py working_bytes) is measured against the resident set by
+bench/bench_memory.py; here the machine's available memory is set by the test."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ubepsim
+from conftest import run_cli, write_grid
+from ubepsim import model
+from ubepsim.errors import InputError
+from ubepsim.grid import load_grid
+from ubepsim.params import make_config
+
+MIB = 1 << 20
+
+
+def need(**params) -> int:
+    """The model's estimate for one configuration (others at their defaults)."""
+    config = make_config(params, 48)
+    return int(model.working_memory({n: np.asarray([v]) for n, v in
+                                     config.as_dict().items()})[0])
+
+
+@pytest.fixture
+def available(monkeypatch):
+    """Set the memory this machine has available, in bytes."""
+    def set_to(n: int) -> None:
+        monkeypatch.setattr(model, "available_memory", lambda: n)
+    return set_to
+
+
+def test_the_estimate_grows_with_count_messages_and_token_copies():
+    # ranks^2 count messages, ranks x batch x topk copies, each signal of sw a store more
+    assert need(ranks=2048, batch=1, topk=1) > 3 * need(ranks=1024, batch=1, topk=1)
+    assert need(ranks=256, batch=2048, topk=8) > 1.9 * need(ranks=256, batch=1024, topk=8)
+    assert need(ranks=256, batch=1024, topk=8, sync="sw") > \
+        1.5 * need(ranks=256, batch=1024, topk=8, sync="sp")
+    # bsp signals its counts with a flag under sw, but not its copies
+    assert need(ranks=256, batch=1024, topk=8, sync="sw", protocol="bsp") < \
+        need(ranks=256, batch=1024, topk=8, sync="sw")
+
+
+def test_one_configuration_larger_than_the_memory_is_refused_naming_ranks(available):
+    config = {"ranks": 1024, "batch": 1, "topk": 1}
+    available(need(**config) - 1)
+    with pytest.raises(InputError, match=r"^ranks: ranks = 1024, batch = 1, topk = 1, protocol "
+                       r"= ubep, sync = sp needs about [\d.]+ MiB of memory to simulate, more "
+                       r"than the [\d.]+ MiB available to this machine; lower ranks or batch x "
+                       r"topk$"):
+        ubepsim.simulate(config)
+    available(need(**config))
+    assert ubepsim.simulate(config)["copies_total"] == 1024
+
+
+def test_a_timeline_counts_toward_the_memory(available):
+    config = {"ranks": 512, "batch": 1, "topk": 1}
+    available(need(**config))
+    assert ubepsim.simulate(config)["copies_total"] == 512
+    with pytest.raises(InputError, match="^ranks: "):
+        ubepsim.simulate(config, timeline=True)
+
+
+def test_too_many_at_once_is_refused_naming_threads(available):
+    big, small = {"ranks": 1024, "batch": 1, "topk": 1}, {"ranks": 16, "batch": 1, "topk": 1}
+    available(2 * need(**big) - 1)
+    with pytest.raises(InputError, match=r"^threads: 2 configurations simulated at once could "
+                       r"need [\d.]+ MiB of memory \(ranks = 1024, .*: [\d.]+ MiB alone\), "
+                       r"more than the [\d.]+ MiB available to this machine; at most 1 fit at "
+                       r"once$"):
+        ubepsim.simulate_many([big, big, small], threads=2)
+    # the largest two are what run at once: one large beside small ones fits, and so does one
+    # thread
+    assert ubepsim.simulate_many([big, small, small], threads=2).height == 3
+    assert ubepsim.simulate_many([big, big, small], threads=1).height == 3
+
+
+def test_the_cli_refuses_with_exit_2_naming_the_flag(available, tmp_path):
+    available(need(ranks=1024, batch=1, topk=1) - 1)
+    code, stdout, stderr = run_cli("run", "--ranks", 1024, "--batch", 1, "--topk", 1)
+    assert code == 2 and stdout == ""
+    assert stderr.startswith("error: ranks (--ranks): ranks = 1024, batch = 1")
+    available(2 * need(ranks=1024, batch=1, topk=1) - 1)
+    code, stdout, stderr = run_cli("tune", "--ranks", 1024, "--batch", 1, "--topk", 1,
+                                   "--max-cumsum-aivs", 2, "--workers", 2)
+    assert code == 2 and stdout == ""
+    assert stderr.startswith("error: threads (--workers): 2 configurations simulated at once")
+
+
+GRID = """\
+    [sweep]
+    name = "big"
+    seeds = [0, 1, 2]
+
+    [[zip]]
+    ranks = [16, 1024]
+    batch = [1024, 1]
+    topk = [1, 1]
+"""
+
+
+def test_a_sweep_is_refused_before_it_writes_anything(available, tmp_path):
+    grid = write_grid(tmp_path, GRID)
+    out = tmp_path / "out"
+    largest = need(ranks=1024, batch=1, topk=1)
+    available(largest - 1)
+    for args in ((), ("--dry-run",)):
+        code, _, stderr = run_cli("sweep", grid, "--out", out, "--workers", 1, *args)
+        assert code == 2, stderr
+        assert stderr.startswith(f"error: {grid}: ranks: ranks = 1024, batch = 1, topk = 1, ")
+        assert stderr.rstrip().endswith("; drop such points with a [sweep] filter")
+        assert not out.exists()
+    available(2 * largest - 1)
+    code, _, stderr = run_cli("sweep", grid, "--out", out, "--workers", 2)
+    assert code == 2 and stderr.startswith("error: --workers: 2 configurations simulated at "
+                                           "once") and "at most 1 fit at once" in stderr
+    assert not out.exists()
+    code, _, stderr = run_cli("sweep", grid, "--out", out, "--workers", 1)
+    assert code == 0, stderr
+
+
+def test_a_grid_is_checked_point_by_point_when_its_corner_does_not_fit(available, tmp_path):
+    # The corner (ranks 1024 with batch 1024) bounds every point, and is larger than any point
+    # of the zip: the grid's own points decide.
+    grid = load_grid(write_grid(tmp_path, GRID))
+    largest = need(ranks=1024, batch=1, topk=1)
+    corner = need(ranks=1024, batch=1024, topk=1)
+    assert corner > 2 * largest
+    grid.check_memory(1, largest)
+    with pytest.raises(InputError, match="^.*: ranks: ranks = 1024, batch = 1, "):
+        grid.check_memory(1, largest - 1)
+    # three seeds of the largest: three at once need three of them
+    grid.check_memory(3, 3 * largest)
+    with pytest.raises(InputError, match="at most 2 fit at once"):
+        grid.check_memory(3, 3 * largest - 1)
+
+
+def test_a_clusters_workers_are_held_to_their_memory_limit(tmp_path):
+    from distributed import Client, LocalCluster
+
+    from ubepsim.sweep import check_cluster_memory
+
+    grid = load_grid(write_grid(tmp_path, GRID))
+    largest = need(ranks=1024, batch=1, topk=1)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      memory_limit=int(1.5 * largest), dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        check_cluster_memory(client, grid, 1)
+        with pytest.raises(InputError, match=r"^--workers: 2 configurations simulated at once"
+                           r".* available to Dask worker inproc://.* \(its memory_limit\); at "
+                           r"most 1 fit at once$"):
+            check_cluster_memory(client, grid, 2)
