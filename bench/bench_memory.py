@@ -1,6 +1,6 @@
 """Working memory: the model's estimate against what a configuration really takes.
 
-    python bench/bench_memory.py [--timeline]
+    python bench/bench_memory.py [--timeline] [--config '{"ranks": 16384, "sync": "sw"}']
 
 `ubepsim` refuses, before any work, configurations that could not fit in the memory a machine
 has available together (ubepsim.model.check_memory), from an estimate of what the kernel
@@ -57,13 +57,15 @@ def estimate(config: dict, timeline: bool) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--timeline", action="store_true", help="simulate with timeline=True")
-    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--config", type=json.loads, help="measure this configuration (a JSON "
+                    "object of parameters) instead of the fixed set")
+    ap.add_argument("--child", type=json.loads, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(json.loads(args.child), args.timeline)
+        child(args.child, args.timeline)
         return
     print(f"{'configuration':70s} {'estimate':>10s} {'measured':>10s} {'ratio':>6s}")
-    for config in CONFIGS:
+    for config in [args.config] if args.config else CONFIGS:
         cmd = [sys.executable, __file__, "--child", json.dumps(config)]
         out = subprocess.run(cmd + (["--timeline"] if args.timeline else []), check=True,
                              capture_output=True, text=True).stdout
