@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -404,6 +405,28 @@ def test_a_lost_cluster_keeps_the_parts_and_says_how_to_finish(tiny_grid, tmp_pa
     assert [p.name for p in parts(out)] == ["part-000000000-000000100.parquet"]
     monkeypatch.setattr(engine, "write_part", write)
     assert_resume_finishes(tiny_grid, out, tmp_path / "whole")
+
+
+def test_a_batch_that_kills_its_workers_is_named(tiny_grid, tmp_path, monkeypatch):
+    """Dask gives up a batch once it has killed the workers allowed (here the first): one line
+    naming its points, exit code 1."""
+    import dask
+
+    from ubepsim import sweep as engine
+
+    # a lambda goes to the workers by value (cloudpickle): each worker that runs it dies
+    monkeypatch.setattr(engine, "simulate_batch", lambda *args: os._exit(1))
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        code, _, stderr = run_cli("sweep", tiny_grid, "--out", tmp_path / "out", "--scheduler",
+                                  "local:1", "--batch-size", 25, "--part-rows", 100, "-q")
+    assert code == 1, stderr
+    # whichever batch of the two in flight the worker started first
+    named = re.fullmatch(
+        rf"error: the batch of points (\d+)-(\d+) killed each Dask worker that ran it \(out of "
+        rf"memory, say\); the complete parts in {re.escape(str(tmp_path / 'out'))} are kept \(0 "
+        rf"of {TINY_SIZE} rows\); run the same command with --resume to finish",
+        stderr.strip().splitlines()[-1])
+    assert named and int(named[1]) in (0, 25) and int(named[2]) == int(named[1]) + 24
 
 
 def test_a_full_disk_keeps_the_parts_and_frees_what_it_took(tiny_grid, tmp_path, monkeypatch):

@@ -343,7 +343,7 @@ def run_dask(client, scheduler: str, grid: Grid, work: Iterable[tuple[int, int]]
     window = 2 * max(1, sum(client.nthreads().values()))
     work = iter(work)
     pending = as_completed()
-    first_of = {}
+    batch_of = {}
 
     def submit() -> bool:
         batch = next(work, None)
@@ -351,7 +351,7 @@ def run_dask(client, scheduler: str, grid: Grid, work: Iterable[tuple[int, int]]
             return False
         future = client.submit(simulate_batch, grid.batch(*batch), grid.profile, threads,
                                pure=False)
-        first_of[future.key] = batch[0]
+        batch_of[future.key] = batch
         pending.add(future)
         return True
 
@@ -363,11 +363,15 @@ def run_dask(client, scheduler: str, grid: Grid, work: Iterable[tuple[int, int]]
         # is given up (KilledWorker). The model's own errors come back as they were raised.
         try:
             frame = future.result()
-        except (CancelledError, KilledWorker, CommClosedError) as e:
+        except KilledWorker:
+            first, stop = batch_of[future.key]
+            raise SweepStopped(f"the batch of points {first}-{stop - 1} killed each Dask worker "
+                               f"that ran it (out of memory, say)") from None
+        except (CancelledError, CommClosedError) as e:
             reason = getattr(e, "reason", None) or " ".join(str(e).split()) or type(e).__name__
             raise SweepStopped(f"the Dask cluster at {scheduler} failed mid-sweep ({reason})") \
                 from None
-        yield first_of.pop(future.key), frame
+        yield batch_of.pop(future.key)[0], frame
         future.release()
         submit()
 
