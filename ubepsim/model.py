@@ -52,9 +52,9 @@ TIMELINE_PHASES = {
     "cumsum": ("init", "count_send", "count_poll"),
     "token": ("init", "send", "offset_poll", "reorder"),
 }
-# Peak bytes per row of a timeline while timeline_frame builds it (its lists, then the frame):
-# measured by bench/bench_memory.py --timeline, rounded up.
-TIMELINE_ROW_BYTES = 128
+# Bytes per row of a timeline frame: two int32, two float64 and two short strings (16-byte
+# views). bench/bench_memory.py --timeline measures the whole timeline below it.
+TIMELINE_ROW_BYTES = 56
 
 
 def _codes(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -348,22 +348,25 @@ def timeline_bytes(config: Config) -> int:
 
 
 def timeline_frame(config: Config, marks: np.ndarray, profile: Profile) -> pl.DataFrame:
+    """A row per (die, AIV, phase), die by die and AIV by AIV, each AIV's phases in order:
+    the intervals between its marks, in microseconds."""
     clock = profile.values["clock_ghz"] * 1000.0
-    rows = {"die": [], "aiv": [], "role": [], "phase": [], "start_us": [], "end_us": []}
     ubep = config.protocol.name == "ubep"
-    for d in range(config.ranks):
-        for a in range(config.aivs):
-            role = ("cumsum" if a < config.cumsum_aivs else "token") if ubep else "bsp"
-            for x, phase in enumerate(TIMELINE_PHASES[role]):
-                rows["die"].append(d)
-                rows["aiv"].append(a)
-                rows["role"].append(role)
-                rows["phase"].append(phase)
-                rows["start_us"].append(marks[d, a, x] / clock)
-                rows["end_us"].append(marks[d, a, x + 1] / clock)
-    return pl.DataFrame(rows, schema={"die": pl.Int32, "aiv": pl.Int32, "role": pl.Utf8,
-                                      "phase": pl.Utf8, "start_us": pl.Float64,
-                                      "end_us": pl.Float64})
+    # one die's rows; every die has the same
+    rows = [(a, role, phase, x) for a in range(config.aivs)
+            for role in [("cumsum" if a < config.cumsum_aivs else "token") if ubep else "bsp"]
+            for x, phase in enumerate(TIMELINE_PHASES[role])]
+    aiv, role, phase, x = zip(*rows)
+    mark = np.array(aiv) * k.N_MARKS + np.array(x)     # its start's column in a die's marks
+    per_die = marks.reshape(config.ranks, -1)
+    of_die = np.tile(np.arange(len(rows), dtype=np.uint32), config.ranks)
+    return pl.DataFrame({
+        "die": np.repeat(np.arange(config.ranks, dtype=np.int32), len(rows)),
+        "aiv": np.array(aiv, dtype=np.int32)[of_die],
+        "role": pl.Series(role, dtype=pl.Utf8).gather(of_die),
+        "phase": pl.Series(phase, dtype=pl.Utf8).gather(of_die),
+        "start_us": (per_die[:, mark] / clock).ravel(),
+        "end_us": (per_die[:, mark + 1] / clock).ravel()})
 
 
 __all__ = ["InputError", "PARAMS", "simulate", "simulate_columns", "simulate_many",
