@@ -16,12 +16,10 @@ from ubepsim.errors import InputError
 from ubepsim.grid import load_grid
 from ubepsim.params import make_config
 
-MIB = 1 << 20
-
 
 def need(**params) -> int:
     """The model's estimate for one configuration (others at their defaults)."""
-    config = make_config(params, 48)
+    config = make_config(params, model.load_profile().aivs)
     return int(model.working_memory({n: np.asarray([v]) for n, v in
                                      config.as_dict().items()})[0])
 

@@ -28,9 +28,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import __version__
+from . import __version__, model
 from .errors import InputError
-from . import model
 from .grid import Grid
 from .outputs import META
 from .params import NAMES
@@ -215,11 +214,10 @@ def simulate_batch(points: pl.DataFrame, profile: Profile, threads: int | None) 
     cost about the same (1.5x). Each row depends only on its own parameters, so the order
     changes no result; the rows come back in the points' order.
     """
-    from .model import simulate_table
-
     order = np.random.default_rng(points.height).permutation(points.height)
     # the sweep checked its grid's memory before it began (Grid.check_memory)
-    rows = simulate_table(points[order], profile, threads=threads, memory_checked=True)
+    rows = model.simulate_table(points[order], profile, threads=threads,
+                                memory_checked=True)
     return rows[np.argsort(order)]
 
 
