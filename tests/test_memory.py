@@ -16,6 +16,8 @@ from ubepsim.errors import InputError
 from ubepsim.grid import load_grid
 from ubepsim.params import make_config
 
+MIB = 1 << 20
+
 
 def need(**params) -> int:
     """The model's estimate for one configuration (others at their defaults)."""
@@ -152,3 +154,26 @@ def test_a_clusters_workers_are_held_to_their_memory_limit(tmp_path):
                            r".* available to Dask worker inproc://.* \(its memory_limit\); at "
                            r"most 1 fit at once$"):
             check_cluster_memory(client, grid, 2)
+
+
+@pytest.mark.parametrize("version", ["v2", "v1"])
+def test_a_containers_limit_bounds_the_memory_available(tmp_path, monkeypatch, version):
+    """Inside a container or a batch job the machine's memory is not the process's: its
+    cgroup's limit less its usage, reclaimable page cache aside, is what it can take."""
+    root = tmp_path / version
+    root.mkdir()
+    v2 = version == "v2"
+    limit, usage, inactive = (("memory.max", "memory.current", "inactive_file") if v2 else
+                              ("memory.limit_in_bytes", "memory.usage_in_bytes",
+                               "total_inactive_file"))
+    monkeypatch.setattr(model, "CGROUPS", ((root, limit, usage, inactive),))
+    (root / usage).write_text(f"{200 * MIB}\n")
+    (root / "memory.stat").write_text(f"active_file {90 * MIB}\n{inactive} {50 * MIB}\n"
+                                      f"anon {60 * MIB}\n")
+    (root / limit).write_text(f"{300 * MIB}\n")
+    assert model.available_memory() == 150 * MIB
+    (root / limit).write_text(f"{100 * MIB}\n")   # over its limit: nothing more to take
+    assert model.available_memory() == 0
+    # no limit: the machine's available memory, far above what this cgroup uses
+    (root / limit).write_text("max\n" if v2 else f"{(1 << 63) - 4096}\n")
+    assert model.available_memory() > 300 * MIB

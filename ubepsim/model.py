@@ -115,11 +115,30 @@ def working_memory(cols: dict[str, np.ndarray]) -> np.ndarray:
                            codes("sync", cols["sync"]))
 
 
+# A container's or batch job's memory: its cgroup's limit, usage and stat files (v2, then v1),
+# where a process in one sees them (its own cgroup at the root of the mount).
+CGROUPS = ((Path("/sys/fs/cgroup"), "memory.max", "memory.current", "inactive_file"),
+           (Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes", "memory.usage_in_bytes",
+            "total_inactive_file"))
+
+
 def available_memory() -> int:
-    """Bytes this machine can give now without swapping (what free(1) calls available)."""
+    """Bytes this process can take now without swapping: the machine's available memory
+    (psutil's, what free(1) calls available), and no more than its container's or batch job's
+    memory limit leaves (a cgroup's limit less its usage, not counting the page cache the
+    kernel would reclaim first: inactive files)."""
     import psutil
 
-    return psutil.virtual_memory().available
+    available = psutil.virtual_memory().available
+    for root, limit, usage, inactive in CGROUPS:
+        try:
+            left = int((root / limit).read_text()) - int((root / usage).read_text())
+            stat = (root / "memory.stat").read_text().split()
+        except (OSError, ValueError):   # no such cgroup, or no limit ("max")
+            continue
+        cache = dict(zip(stat[::2], stat[1::2])).get(inactive, "0")
+        available = min(available, max(0, left + int(cache)))
+    return available
 
 
 def check_memory(top: np.ndarray, largest: Mapping[str, Any], available: int,
