@@ -28,7 +28,7 @@ def need(**params) -> int:
 
 @pytest.fixture
 def available(monkeypatch):
-    """Set the memory this machine has available, in bytes."""
+    """Set the memory this process may take, in bytes."""
     def set_to(n: int) -> None:
         monkeypatch.setattr(model, "available_memory", lambda: n)
     return set_to
@@ -50,7 +50,7 @@ def test_one_configuration_larger_than_the_memory_is_refused_naming_ranks(availa
     available(need(**config) - 1)
     with pytest.raises(InputError, match=r"^ranks: ranks = 1024, batch = 1, topk = 1, protocol "
                        r"= ubep, sync = sp needs about [\d.]+ MiB of memory to simulate, more "
-                       r"than the [\d.]+ MiB available to this machine; lower ranks or batch x "
+                       r"than the [\d.]+ MiB available to this process; lower ranks or batch x "
                        r"topk$"):
         ubepsim.simulate(config)
     available(need(**config))
@@ -70,7 +70,7 @@ def test_too_many_at_once_is_refused_naming_threads(available):
     available(2 * need(**big) - 1)
     with pytest.raises(InputError, match=r"^threads: 2 configurations simulated at once could "
                        r"need [\d.]+ MiB of memory \(ranks = 1024, .*: [\d.]+ MiB alone\), "
-                       r"more than the [\d.]+ MiB available to this machine; at most 1 fit at "
+                       r"more than the [\d.]+ MiB available to this process; at most 1 fit at "
                        r"once$"):
         ubepsim.simulate_many([big, big, small], threads=2)
     # the largest two are what run at once: one large beside small ones fits, and so does one
@@ -158,22 +158,34 @@ def test_a_clusters_workers_are_held_to_their_memory_limit(tmp_path):
 
 @pytest.mark.parametrize("version", ["v2", "v1"])
 def test_a_containers_limit_bounds_the_memory_available(tmp_path, monkeypatch, version):
-    """Inside a container or a batch job the machine's memory is not the process's: its
-    cgroup's limit less its usage, reclaimable page cache aside, is what it can take."""
-    root = tmp_path / version
-    root.mkdir()
+    """Inside a container or a batch job the machine's memory is not the process's: each limit
+    of its cgroup and the cgroups above it, less their usage (reclaimable page cache aside),
+    is what it can take. Here the job's cgroup has the limit and the process sits in a step
+    below it, as under Slurm."""
     v2 = version == "v2"
+    mount = tmp_path / version
     limit, usage, inactive = (("memory.max", "memory.current", "inactive_file") if v2 else
                               ("memory.limit_in_bytes", "memory.usage_in_bytes",
                                "total_inactive_file"))
-    monkeypatch.setattr(model, "CGROUPS", ((root, limit, usage, inactive),))
-    (root / usage).write_text(f"{200 * MIB}\n")
-    (root / "memory.stat").write_text(f"active_file {90 * MIB}\n{inactive} {50 * MIB}\n"
-                                      f"anon {60 * MIB}\n")
-    (root / limit).write_text(f"{300 * MIB}\n")
+    job, step = mount / "job", mount / "job" / "step"
+    step.mkdir(parents=True)
+    monkeypatch.setattr(model, "CGROUPS", ((str(mount), "" if v2 else "memory", limit, usage,
+                                            inactive),))
+    proc = tmp_path / "cgroup"
+    proc.write_text("0::/job/step\n" if v2 else "5:cpu,cpuacct:/\n4:memory:/job/step\n")
+    monkeypatch.setattr(model, "PROC_CGROUP", proc)
+    for cgroup, limit_value in ((job, f"{300 * MIB}"), (step, "max" if v2 else f"{1 << 62}")):
+        (cgroup / limit).write_text(limit_value + "\n")
+        (cgroup / usage).write_text(f"{200 * MIB}\n")
+        (cgroup / "memory.stat").write_text(f"active_file {90 * MIB}\n{inactive} {50 * MIB}\n"
+                                            f"anon {60 * MIB}\n")
     assert model.available_memory() == 150 * MIB
-    (root / limit).write_text(f"{100 * MIB}\n")   # over its limit: nothing more to take
+    (job / limit).write_text(f"{100 * MIB}\n")   # over its limit: nothing more to take
     assert model.available_memory() == 0
-    # no limit: the machine's available memory, far above what this cgroup uses
-    (root / limit).write_text("max\n" if v2 else f"{(1 << 63) - 4096}\n")
+    # no limit anywhere: the machine's available memory, far above what the cgroups use
+    (job / limit).write_text("max\n" if v2 else f"{(1 << 63) - 4096}\n")
+    assert model.available_memory() > 300 * MIB
+    # another process's cgroup is not this one's
+    proc.write_text("0::/\n" if v2 else "4:memory:/\n")
+    (job / limit).write_text(f"{100 * MIB}\n")
     assert model.available_memory() > 300 * MIB

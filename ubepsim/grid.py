@@ -98,7 +98,7 @@ class Grid:
         """Points [start, stop) in the form simulate_table takes: enums as their names."""
         return self.frame(start, stop).with_columns(pl.col(n).cast(pl.String) for n in ENUMS)
 
-    def check_memory(self, at_once: int, available: int, where: str = "this machine",
+    def check_memory(self, at_once: int, available: int, where: str = "this process",
                      threads: str = "--workers") -> None:
         """An InputError (model.check_memory) if any `at_once` of the grid's configurations
         could need more than `available` bytes simulated together. The grid's corner bounds

@@ -115,34 +115,48 @@ def working_memory(cols: dict[str, np.ndarray]) -> np.ndarray:
                            codes("sync", cols["sync"]))
 
 
-# A container's or batch job's memory: its cgroup's limit, usage and stat files (v2, then v1),
-# where a process in one sees them (its own cgroup at the root of the mount).
-CGROUPS = ((Path("/sys/fs/cgroup"), "memory.max", "memory.current", "inactive_file"),
-           (Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes", "memory.usage_in_bytes",
+# A container's or batch job's memory: per cgroup version (v2, then v1's memory hierarchy),
+# where Linux mounts it, the controller /proc/self/cgroup names it by, and each cgroup's limit
+# and usage files and the reclaimable page cache in its memory.stat.
+CGROUPS = (("/sys/fs/cgroup", "", "memory.max", "memory.current", "inactive_file"),
+           ("/sys/fs/cgroup/memory", "memory", "memory.limit_in_bytes", "memory.usage_in_bytes",
             "total_inactive_file"))
+PROC_CGROUP = Path("/proc/self/cgroup")
 
 
 def available_memory() -> int:
     """Bytes this process can take now without swapping: the machine's available memory
-    (psutil's, what free(1) calls available), and no more than its container's or batch job's
-    memory limit leaves (a cgroup's limit less its usage, not counting the page cache the
-    kernel would reclaim first: inactive files)."""
+    (psutil's, what free(1) calls available), and no more than the memory limits of its
+    container or batch job leave: those of its cgroup and of each cgroup above it, less their
+    usage, not counting the page cache the kernel reclaims first (inactive files)."""
     import psutil
 
     available = psutil.virtual_memory().available
-    for root, limit, usage, inactive in CGROUPS:
-        try:
-            left = int((root / limit).read_text()) - int((root / usage).read_text())
-            stat = (root / "memory.stat").read_text().split()
-        except (OSError, ValueError):   # no such cgroup, or no limit ("max")
+    try:
+        lines = PROC_CGROUP.read_text().splitlines()
+    except OSError:
+        return available                # not Linux
+    where = {}                          # controller -> this process's cgroup
+    for line in lines:                  # ID:CONTROLLERS:PATH, v2's controllers empty
+        _, controllers, path = line.split(":", 2)
+        where.update((c, path) for c in controllers.split(","))
+    for mount, controller, limit, usage, inactive in CGROUPS:
+        if controller not in where:
             continue
-        cache = dict(zip(stat[::2], stat[1::2])).get(inactive, "0")
-        available = min(available, max(0, left + int(cache)))
+        group = Path(mount + where[controller])
+        for cgroup in (group, *group.parents[:len(group.relative_to(mount).parts)]):
+            try:
+                left = int((cgroup / limit).read_text()) - int((cgroup / usage).read_text())
+                stat = (cgroup / "memory.stat").read_text().split()
+            except (OSError, ValueError):   # not mounted there, or no limit ("max")
+                continue
+            cache = dict(zip(stat[::2], stat[1::2])).get(inactive, "0")
+            available = min(available, max(0, left + int(cache)))
     return available
 
 
 def check_memory(top: np.ndarray, largest: Mapping[str, Any], available: int,
-                 where: str = "this machine", threads: str = "threads",
+                 where: str = "this process", threads: str = "threads",
                  source: str | None = None) -> None:
     """An InputError, before any work, if the configurations simulated at once could need
     more than `available` bytes. `top`: the working memory of as many configurations as run

@@ -294,7 +294,8 @@ def local_threads(threads: int | None) -> int:
 
 
 def check_local_memory(grid: Grid, threads: int | None) -> None:
-    """The grid's configurations, one per thread at once, against this machine's memory."""
+    """The grid's configurations, one per thread at once, against the memory this process may
+    take."""
     grid.check_memory(local_threads(threads), model.available_memory())
 
 
