@@ -618,11 +618,14 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             for h in range(N_HOPS):
                 hsize[h] = hcounts[h + 1]
                 hcounts[h + 1] += hcounts[h]
-                hpos[h] = 0
+                # the slot of the class's first die: the walk starts at its (s + 1)-th
+                hpos[h] = -(s + 1) % hsize[h] if hsize[h] else 0
             for d in range(R):
+                # slots count up, wrapping round: no division per die (a modulo per die was 2%
+                # of the whole sample, paired)
                 h = N_HOPS - 1 - hop_row[d]
-                slot = (hpos[h] - s - 1) % hsize[h]
-                hpos[h] += 1
+                slot = hpos[h]
+                hpos[h] = slot + 1 if slot + 1 < hsize[h] else 0
                 dkey[d] = (hcounts[h] + slot - d) * EL
         else:
             for dd in range(R):
