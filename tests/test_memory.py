@@ -130,13 +130,13 @@ def test_a_grid_is_checked_point_by_point_when_its_corner_does_not_fit(available
     largest = need(ranks=1024, batch=1, topk=1)
     corner = need(ranks=1024, batch=1024, topk=1)
     assert corner > 2 * largest
-    grid.check_memory(1, largest)
+    grid.check_memory([(1, largest, "here")])
     with pytest.raises(InputError, match="^.*: ranks: ranks = 1024, batch = 1, "):
-        grid.check_memory(1, largest - 1)
-    # three seeds of the largest: three at once need three of them
-    grid.check_memory(3, 3 * largest)
-    with pytest.raises(InputError, match="at most 2 fit at once"):
-        grid.check_memory(3, 3 * largest - 1)
+        grid.check_memory([(1, largest - 1, "here")])
+    # three seeds of the largest: three at once need three of them; one walk serves every limit
+    grid.check_memory([(3, 3 * largest, "here"), (1, largest, "there")])
+    with pytest.raises(InputError, match="available to there; at most 2 fit at once"):
+        grid.check_memory([(1, largest, "here"), (3, 3 * largest - 1, "there")])
 
 
 def test_a_clusters_workers_are_held_to_their_memory_limit(tmp_path):

@@ -98,14 +98,17 @@ class Grid:
         """Points [start, stop) in the form simulate_table takes: enums as their names."""
         return self.frame(start, stop).with_columns(pl.col(n).cast(pl.String) for n in ENUMS)
 
-    def check_memory(self, at_once: int, available: int, where: str = "this process",
+    def check_memory(self, limits: list[tuple[int, int, str]],
                      threads: str = "--workers") -> None:
-        """An InputError (model.check_memory) if any `at_once` of the grid's configurations
-        could need more than `available` bytes simulated together. The grid's corner bounds
-        them all, so only a grid whose corner does not fit is walked point by point."""
-        at_once = min(at_once, self.size)
-        if working_memory(_corner(self.values, self.profile)).max() * at_once <= available:
+        """An InputError (model.check_memory) if, for some (at_once, available, where) of
+        `limits`, any `at_once` of the grid's configurations could need more than `available`
+        bytes simulated together. The grid's corner bounds them all, so only a grid whose
+        corner does not fit somewhere is walked point by point, once for every limit."""
+        limits = [(min(n, self.size), available, where) for n, available, where in limits]
+        corner = working_memory(_corner(self.values, self.profile)).max()
+        if all(corner * n <= available for n, available, _ in limits):
             return
+        most = max(n for n, _, _ in limits)
         top = np.zeros(0, dtype=np.int64)
         largest: dict[str, Any] = {}
         for lo in range(0, self.size, CHUNK):
@@ -114,8 +117,9 @@ class Grid:
             i = int(need.argmax())
             if not top.size or need[i] > top[0]:
                 largest = points.row(i, named=True)
-            top = np.sort(np.concatenate([top, need]))[::-1][:at_once]
-        check_memory(top, largest, available, where, threads, str(self.path))
+            top = np.sort(np.concatenate([top, need]))[::-1][:most]
+        for n, available, where in limits:
+            check_memory(top[:n], largest, available, where, threads, str(self.path))
 
     @property
     def points(self) -> pl.DataFrame:

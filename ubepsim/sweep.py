@@ -296,13 +296,14 @@ def local_threads(threads: int | None) -> int:
 def check_local_memory(grid: Grid, threads: int | None) -> None:
     """The grid's configurations, one per thread at once, against the memory this process may
     take."""
-    grid.check_memory(local_threads(threads), model.available_memory())
+    grid.check_memory([(local_threads(threads), model.available_memory(), "this process")])
 
 
 def check_cluster_memory(client, grid: Grid, threads: int | None) -> None:
     """The grid's configurations, as many at once as the cluster runs them, against each
     worker's memory_limit and each host's available memory (its workers share it)."""
     workers = client.scheduler_info()["workers"]
+    limits = []
     at_host: dict[str, int] = {}
     available: dict[str, int] = {}
     for address, (host, free, per_task) in client.run(_capacity, threads).items():
@@ -310,10 +311,11 @@ def check_cluster_memory(client, grid: Grid, threads: int | None) -> None:
         at_host[host] = at_host.get(host, 0) + at_once
         available[host] = free
         if workers[address].get("memory_limit"):
-            grid.check_memory(at_once, workers[address]["memory_limit"],
-                              f"Dask worker {address} (its memory_limit)")
-    for host, at_once in at_host.items():
-        grid.check_memory(at_once, available[host], f"the Dask workers on host {host}")
+            limits.append((at_once, workers[address]["memory_limit"],
+                           f"Dask worker {address} (its memory_limit)"))
+    limits += [(at_once, available[host], f"the Dask workers on host {host}")
+               for host, at_once in at_host.items()]
+    grid.check_memory(limits)
 
 
 def _capacity(threads: int | None) -> tuple[str, int, int]:
