@@ -6,6 +6,8 @@ bench/bench_memory.py; here the machine's available memory is set by the test.""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -140,20 +142,27 @@ def test_a_grid_is_checked_point_by_point_when_its_corner_does_not_fit(available
 
 
 def test_a_clusters_workers_are_held_to_their_memory_limit(tmp_path):
-    from distributed import Client, LocalCluster
+    from distributed import LocalCluster
 
-    from ubepsim.sweep import check_cluster_memory
-
-    grid = load_grid(write_grid(tmp_path, GRID))
+    grid = write_grid(tmp_path, GRID)
+    out = tmp_path / "out"
     largest = need(ranks=1024, batch=1, topk=1)
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      memory_limit=int(1.5 * largest), dashboard_address=None) as cluster, \
-            Client(cluster) as client:
-        check_cluster_memory(client, grid, 1)
-        with pytest.raises(InputError, match=r"^--workers: 2 configurations simulated at once"
-                           r".* available to Dask worker inproc://.* \(its memory_limit\); at "
-                           r"most 1 fit at once$"):
-            check_cluster_memory(client, grid, 2)
+    # workers in this process, reached over TCP as a remote cluster would be
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                      host="127.0.0.1", memory_limit=int(1.5 * largest),
+                      dashboard_address=None) as cluster:
+        sweep = ("sweep", grid, "--out", out, "--scheduler", cluster.scheduler_address)
+        for args in ((), ("--dry-run",)):
+            code, _, stderr = run_cli(*sweep, "--workers", 2, *args)
+            assert code == 2, stderr
+            error = stderr.splitlines()[-1]   # after the wait's announcement
+            assert error.startswith("error: --workers: 2 configurations simulated at once")
+            assert re.search(r"available to Dask worker tcp://127\.0\.0\.1:\d+ \(its "
+                             r"memory_limit\); at most 1 fit at once$", error)
+        code, stdout, stderr = run_cli(*sweep, "--workers", 1, "--dry-run")
+        assert code == 0, stderr
+        assert stdout.startswith("big: ")
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("version", ["v2", "v1"])

@@ -465,15 +465,16 @@ def test_an_unreachable_scheduler_is_announced_then_refused(tiny_grid, tmp_path,
     from ubepsim import sweep as engine
 
     monkeypatch.setattr(engine, "CONNECT_TIMEOUT_S", 1)
-    code, _, stderr = run_cli("sweep", tiny_grid, "--out", tmp_path / "out", "--scheduler",
-                              "tcp://127.0.0.1:1", "-q")
-    assert code == 2
-    lines = stderr.strip().splitlines()
-    assert lines[0] == ("connecting to the Dask scheduler at tcp://127.0.0.1:1 (giving up "
-                        "after 1 s)")
-    assert lines[1].startswith("error: --scheduler: cannot reach a Dask scheduler at "
-                               "tcp://127.0.0.1:1")
-    assert not (tmp_path / "out").exists()    # not even an empty directory with its lock
+    for args in ((), ("--dry-run",)):   # a dry run tries the cluster as a run would
+        code, _, stderr = run_cli("sweep", tiny_grid, "--out", tmp_path / "out", "--scheduler",
+                                  "tcp://127.0.0.1:1", "-q", *args)
+        assert code == 2
+        lines = stderr.strip().splitlines()
+        assert lines[0] == ("connecting to the Dask scheduler at tcp://127.0.0.1:1 (giving up "
+                            "after 1 s)")
+        assert lines[1].startswith("error: --scheduler: cannot reach a Dask scheduler at "
+                                   "tcp://127.0.0.1:1")
+        assert not (tmp_path / "out").exists()    # not even an empty directory with its lock
 
 
 def test_ctrl_c_says_what_was_kept_and_how_to_finish(tiny_grid, tmp_path, monkeypatch):

@@ -318,6 +318,13 @@ def check_cluster_memory(client, grid: Grid, threads: int | None) -> None:
     grid.check_memory(limits)
 
 
+def check_cluster(grid: Grid, scheduler: str, threads: int | None) -> None:
+    """What a run on the cluster at `scheduler` checks before it starts, for a dry run: that
+    the scheduler answers, that --workers fits its workers and the grid their memory."""
+    with dask_client(scheduler, threads) as client:
+        check_cluster_memory(client, grid, threads)
+
+
 def _capacity(threads: int | None) -> tuple[str, int, int]:
     """On a worker: its host, the memory available there, and the Numba threads a batch runs
     on."""

@@ -34,9 +34,10 @@ from ..errors import InputError
 @click.option("--part-rows", type=int, default=None,
               help="Configurations per Parquet part file, one row group each (default 65536).")
 @click.option("--dry-run", is_flag=True,
-              help="Expand and check the grid, the output directory and (without "
-                   "--scheduler) the memory as a run would, print the grid's size (and the rows "
-                   "already there), stop.")
+              help="Expand and check the grid, the output directory and the memory as a "
+                   "run would (with --scheduler, on the cluster: it connects, or starts a "
+                   "local:N cluster), print the grid's size (and the rows already there), "
+                   "stop.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
           threads: int | None, scheduler: str | None, batch_rows: int | None,
@@ -72,7 +73,10 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
     if dry_run:
         have = _naming_out(lambda: engine.check_out(grid, target, resume), out, grid_file) \
             if target else 0
-        if not scheduler:   # a cluster's memory is checked once it is reached
+        if scheduler:
+            _connecting(scheduler)
+            engine.check_cluster(grid, scheduler, threads)
+        else:
             engine.check_local_memory(grid, threads)
         if have == grid.size:
             click.echo(f"{target}: holds all {have:,} rows; nothing to simulate")
@@ -80,9 +84,8 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
             click.echo(f"{target}: holds {have:,} of the {grid.size:,} rows; --resume "
                        f"simulates the other {grid.size - have:,}")
         return
-    if scheduler and engine.local_workers(scheduler) is None:
-        click.echo(f"connecting to the Dask scheduler at {scheduler} (giving up after "
-                   f"{engine.CONNECT_TIMEOUT_S} s)", err=True)
+    if scheduler:
+        _connecting(scheduler)
     try:
         summary = _naming_out(lambda: engine.run_sweep(
             grid, target, resume=resume, threads=threads, scheduler=scheduler,
@@ -103,6 +106,16 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
     click.echo(f"{target}: {summary.done_before + summary.simulated:,} rows{before}; simulated "
                f"{summary.simulated:,} in {summary.seconds:.1f} s ({rate:,.0f}/s) into "
                f"{summary.parts} part(s), Parquet writing {summary.write_s:.2f} s")
+
+
+def _connecting(scheduler: str) -> None:
+    """Announce the wait for a remote scheduler (a local:N cluster is started, not waited
+    for)."""
+    from .. import sweep as engine
+
+    if engine.local_workers(scheduler) is None:
+        click.echo(f"connecting to the Dask scheduler at {scheduler} (giving up after "
+                   f"{engine.CONNECT_TIMEOUT_S} s)", err=True)
 
 
 def _naming_out(run, out: str | None, grid_file: str):
