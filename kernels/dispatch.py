@@ -1,15 +1,16 @@
 """The dispatch kernel: one configuration, every AIV of every die, in integer cycles.
 
-`_simulate_dispatch` runs one configuration; `_simulate_batch` runs many in parallel (one
-configuration per prange iteration, rows written only by their own iteration). The model is the
-one of ubepsim/reference.py, which this file must match exactly; it is organised for speed
-instead of clarity:
+`_simulate_dispatch` runs one configuration; `_simulate_batch` runs many in parallel (one run of
+configurations that share a schedule per prange iteration, rows written only by their own
+iteration). The model is the one of ubepsim/reference.py, which this file must match exactly; it
+is organised for speed instead of clarity:
 
-1. per die: routing (counter-based draws), schedule of copies to AIVs, each AIV's program of
-   stores, and an event loop over its AIVs replaying them (`_egress_phase`) that arbitrates
-   the egress port in time order;
-2. per destination: the ingress port, serving arrivals in (arrival, source, store order);
-3. per die: receivers (polls in closed form, counts, CalCumSum, reordering) and the phases.
+1. `_schedule`, what the sync variants of a configuration share: routing (counter-based draws)
+   and each die's copies dealt to its AIVs;
+2. `_dispatch`, per die: each AIV's program of stores, and an event loop over its AIVs replaying
+   them (`_egress_phase`) that arbitrates the egress port in time order;
+3. per destination: the ingress port, serving arrivals in (arrival, source, store order);
+4. per die: receivers (polls in closed form, counts, CalCumSum, reordering) and the phases.
 """
 
 import numpy as np
@@ -433,12 +434,12 @@ def _arrival_order(keys, other, n, slot_bits, bot, top, count, st_arr, lo, key_b
 
 
 def working_bytes(ranks, batch, topk, experts, aivs, ubep, sync):
-    """The bytes `_simulate_dispatch` allocates for a configuration, as numbers or numpy
-    columns: its arrays whose sizes grow with the configuration (keep in step with the
-    allocations there), the ingress sort's at their largest (every copy a die can receive sent
-    to one die). Left out: what stays under a megabyte at every size (per-AIV event state, kind
-    tables, radix counts), and the comparison sort's buffers that only absurdly slow profiles
-    need. Measured against the resident set: bench/bench_memory.py."""
+    """The bytes `_simulate_dispatch` (_schedule and _dispatch) allocates for a configuration,
+    as numbers or numpy columns: its arrays whose sizes grow with the configuration (keep in
+    step with the allocations there), the ingress sort's at their largest (every copy a die can
+    receive sent to one die). Left out: what stays under a megabyte at every size (per-AIV
+    event state, kind tables, radix counts), and the comparison sort's buffers that only
+    absurdly slow profiles need. Measured against the resident set: bench/bench_memory.py."""
     R, B, K, E, A = (np.asarray(x, dtype=np.int64) for x in (ranks, batch, topk, experts, aivs))
     M = B * K
     signalled = (np.asarray(sync) == SW) | (np.asarray(sync) == DC)
@@ -447,33 +448,32 @@ def working_bytes(ranks, batch, topk, experts, aivs, ubep, sync):
     stores = R * M * per_copy + R * R * per_count                  # max_stores
     bucket = R * B * np.minimum(K, E // R) * per_copy + R * per_count   # one die's stores
     return (16 * stores                 # st_arr, st_vis
-            + 12 * R * M                # experts_of, copy_ref (int32)
-            + 4 * R * R                 # count_signal (int32)
-            + 8 * R * A * (N_MARKS + 10)   # per-AIV state across passes, marks
+            + 20 * R * M                # experts_of, copy_ref, the AIV lists (int32)
+            + 5 * R * R                 # count_signal (int32), hop classes (int8)
+            + 8 * R * A * (N_MARKS + 13)   # per-AIV state across passes, marks, Init
             + 8 * (10 * M + 16 * R + 5 * E)   # per-die scratch, programs, expert tables
             + 16 * bucket)              # the ingress sort's keys and buffer
 
 
 @njit
-def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
-    """One configuration. p: parameter row, c: cost row, chance: sentinel collision chances
-    (copy, count message), cdf: cumulative expert weights (empty: uniform), trace: routing
-    [ranks * batch * topk] (empty unless routing = trace). Writes out[N_OUT]; if marks_out has
-    shape [ranks, aivs, N_MARKS], every AIV's phase boundaries too."""
+def _schedule(p, c, cdf, trace):
+    """What a configuration's sync variants share: routing, and each die's copies dealt to its
+    token AIVs in order. Nothing here reads `sync`, and of the costs only the hop classes' die
+    counts, so a batch computes it once for consecutive rows that differ in nothing else
+    (_same_schedule). Returns, with R ranks, M copies per die and NS token AIVs:
+    ecnt[e]: where expert e's received copies start in receive order (expert, source, copy);
+    hops[s * R + d]: the hop class from die s to die d;
+    xdest, xslot[s * M + x]: die s's AIV lists, position by position: the copy's destination and
+    its slot in the receive order; aoff[s * (NS + 1) + j]: where token AIV j's list starts;
+    loads, searches[s * NS + j]: its Init's token loads and VectorCount steps;
+    copies_hop[h]: copies of hop class h; the most remote copies into one die and out of one
+    die; the longest quaternary search."""
     R, B, K, E, A = p[P_RANKS], p[P_BATCH], p[P_TOPK], p[P_EXPERTS], p[P_AIVS]
     ubep = p[P_PROTOCOL] == UBEP
-    sync = p[P_SYNC]
     sched = p[P_SCHEDULE]
-    C = p[P_CUMSUM] if ubep else 0
-    NS = A - C
+    NS = A - (p[P_CUMSUM] if ubep else 0)
     M = B * K
     EL = E // R
-    cap = c[C_IN_FLIGHT]
-    lat = c[C_LAT0:C_LAT0 + N_HOPS]
-    lat_local = lat[0]
-    period = c[C_POLL]
-    inv_period = 1.0 / period
-    q_copy, q_count = chance[0], chance[1]
 
     # ---- routing of every die ---------------------------------------------------------------
     experts_of = np.empty(R * M, np.int32)
@@ -492,19 +492,6 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     for i in range(M):
         token_of[i] = i // K
 
-    # ---- per-AIV state that lives across passes ----------------------------------------------
-    t_aiv = np.zeros((R, A), np.int64)
-    bucket = np.zeros((R, A, 5), np.int64)
-    wait = np.zeros((R, A), np.int64)
-    first_copy = np.full((R, A), -1, np.int64)
-    last_copy_ack = np.full((R, A), -1, np.int64)
-    marks = np.empty((R, A, N_MARKS), np.int64)     # every AIV's phase boundaries
-    nmarks = np.empty((R, A), np.int64)
-
-    per_copy = 2 if (ubep and (sync == SW or sync == DC)) else 1
-    per_count = 2 if (sync == SW or sync == DC) else 1
-    max_stores = R * M * per_copy + R * R * per_count
-
     # received copies of every die in output order (expert, source, copy index): ecnt[e] is
     # where expert e's start; each copy's slot there is handed out as its source is scheduled
     ecnt = np.zeros(E + 1, np.int64)
@@ -514,72 +501,29 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         ecnt[e + 1] += ecnt[e]
     rcur = ecnt[:E].copy()
 
-    # Stores are kept destination-major: each destination's stores in one bucket, source by
-    # source, sized before the dies issue them (its copies, each with at most one flag or
-    # checksum, and the count messages with theirs). The ingress port then sorts a small bucket
-    # and receivers read their own bucket only. A store id is its slot, handed out as the
-    # programs are built, so that the receivers' references are known before the event loop.
-    bfill = np.empty(R, np.int64)
-    bstart = np.empty(R + 1, np.int64)
-    x = 0
-    for d in range(R):
-        bstart[d] = x
-        bfill[d] = x
-        x += (ecnt[(d + 1) * EL] - ecnt[d * EL]) * per_copy + R * per_count
-    bstart[R] = x
-    # arrival at the ingress port << 2 | store kind; LOCAL - kind: a local store
-    st_arr = np.empty(max_stores, np.int64)
-    st_vis = np.empty(max_stores, np.int64)
-    # per copy, in receive order: the store carrying it, and the store a receiver polls
-    copy_ref = np.empty((R * M, 2), np.int32)
-    count_signal = np.empty(R * R, np.int32)   # [d * R + s]: store polled for s's counts to d
-
+    hops = np.empty(R * R, np.int8)
+    xdest = np.empty(R * M, np.int32)
+    xslot = np.empty(R * M, np.int32)
+    aoff_all = np.empty(R * (NS + 1), np.int64)
+    loads = np.empty(R * NS, np.int64)
+    searches = np.empty(R * NS, np.int64)
     copies_hop = np.zeros(N_HOPS, np.int64)
-    sent = 0                           # copy stores the egress loops served
+    into = np.zeros(R, np.int64)       # remote copies into each die
+    max_out = 0
     qsteps_max = 0
-    bound = 0
-    ingress_load = np.zeros(R, np.int64)
 
     # Per-die scratch.
-    hop_row = np.empty(R, np.int64)
     place = np.empty(M, np.int64)
-    aoff = np.zeros(NS + 1, np.int64)
-    steps = np.zeros(NS, np.int64)
     key_at = np.empty(M, np.int64)     # per position in key order: the copy's key
+    xtoken = np.empty(M, np.int64)     # per position of the AIV lists: the copy's token
     qsteps_of = _qsteps_table(E) if sched != EXPERT_BLOCK else np.zeros(0, np.int64)
     cnt = np.zeros(E + 1, np.int64)
     fill = np.zeros(E + 1, np.int64)
     dkey = np.empty(R, np.int64)       # per die: its experts' key minus the expert id
     key_c = np.empty(M, np.int64)      # per copy: its expert's key
-    xdest = np.empty(M, np.int64)      # per position of the AIV lists: the copy's destination
-    xslot = np.empty(M, np.int64)      # its slot in the receive order
-    xtoken = np.empty(M, np.int64)     # and its token
-    cur_sig = np.empty(R, np.int64)    # dc: per destination, the checksum an AIV sends there
-    seen_dest = np.full(R, -1, np.int64)
-    # Each AIV's program for a phase: the stores it issues, in order, a word each (_new_store).
-    n_prog = 2 * M + 2 * R
-    prog = np.empty(n_prog, np.int64)
-    st = np.zeros((A, S_WIDTH), np.int64)      # per-AIV state of the event loop (S_*)
-    fifo = np.zeros(2 * A * cap, np.int64)     # outstanding stores per AIV, in issue order:
-                                               # (ack, blocks) pairs, a ring of cap per AIV
-    lat_row = np.empty(R, np.int64)            # per destination of the die: hop latency
-    kc = np.zeros(4 * KC_WIDTH, np.int64)
-    _set_kind(kc, K_COPY, c[C_COPY_VERIFY] if (ubep and sync == DC) else 0,   # dc: markers
-              c[C_COPY_ISSUE], c[C_COPY_BLOCKS], c[C_COPY_EGRESS])
-    _set_kind(kc, K_COUNT, EL * c[C_VCOUNT],   # VectorCount per expert of the destination
-              c[C_COUNT_ISSUE], c[C_COUNT_BLOCKS], c[C_COUNT_EGRESS])
-    for kind in (K_FLAG, K_CHECKSUM):
-        _set_kind(kc, kind, 0, c[C_SIGNAL_ISSUE], 1, c[C_SIGNAL_EGRESS])
-    signal_kind = K_FLAG if sync == SW else K_CHECKSUM
-    signalled = sync == SW or sync == DC       # count messages carry a flag or checksum
-    qsize = 1
-    while qsize < A:
-        qsize *= 2
-    queue = np.empty((2, qsize), np.int64)   # the egress requests: two rings kept sorted
     hcounts = np.zeros(N_HOPS + 1, np.int64)
     hsize = np.zeros(N_HOPS, np.int64)
     hpos = np.zeros(N_HOPS, np.int64)
-    count_bucket = B_CUMSUM if ubep else B_SYNC
 
     # each die's NPU and switch domains, so that a hop class is a few comparisons
     npu_of = np.empty(R, np.int64)
@@ -591,6 +535,8 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
         dom2[d] = d // c[C_TIER2] if c[C_TIER2] else 0
     for s in range(R):
         base = s * M
+        hop_row = hops[s * R:(s + 1) * R]
+        aoff = aoff_all[s * (NS + 1):(s + 1) * (NS + 1)]
         for d in range(R):
             if d == s:
                 hop_row[d] = 0
@@ -677,46 +623,136 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
             key_at[u(q)] = r
             x = u(place[u(q)] if homog else q)
             e = experts_of[u(base + i)]
-            xdest[x] = die_of[u(e)]
-            xslot[x] = rcur[u(e)]
+            xdest[u(base) + x] = die_of[u(e)]
+            xslot[u(base) + x] = rcur[u(e)]
             rcur[u(e)] += 1
             xtoken[x] = token_of[u(i)]
-        # each AIV's search (balanced, homogenized) for its first copy's position in key
-        # order, which ends on that copy's key
+        # each AIV's Init: a token load per run of its copies of one token, and (balanced,
+        # homogenized) the search for its first copy's position in key order, which ends on
+        # that copy's key
         for j in range(NS):
-            if sched == EXPERT_BLOCK or aoff[j + 1] == aoff[j]:
-                steps[j] = 0
-            else:
-                steps[j] = qsteps_of[u(key_at[u(aoff[j] if sched == BALANCED else j)])]
-                qsteps_max = max(qsteps_max, steps[j])
+            lo, hi = aoff[j], aoff[j + 1]
+            n = 0
+            for x in range(lo, hi):
+                if x == lo or xtoken[u(x)] != xtoken[u(x - 1)]:
+                    n += 1
+            loads[s * NS + j] = n
+            steps = 0
+            if sched != EXPERT_BLOCK and hi > lo:
+                steps = qsteps_of[u(key_at[u(lo if sched == BALANCED else j)])]
+                qsteps_max = max(qsteps_max, steps)
+                steps += 1                     # the VectorCount before the first step
+            searches[s * NS + j] = steps
 
-        # per destination: hop latency, and the copies sent there (a die's experts have
-        # consecutive keys), for the hop counts and the latency bound
+        # per destination: the copies sent there (a die's experts have consecutive keys), for
+        # the hop counts and the latency bound
         n_local = 0
         for d in range(R):
             h = hop_row[d]
-            lat_row[d] = lat[h]
             r = dkey[d] + d * EL
             n_to = cnt[r + EL] - cnt[r]
             copies_hop[h] += n_to
             if h:
-                ingress_load[d] += n_to * c[C_COPY_INGRESS]
+                into[d] += n_to
             else:
                 n_local = n_to
-        bound = max(bound, (M - n_local) * c[C_COPY_EGRESS])
+        max_out = max(max_out, M - n_local)
+    return (ecnt, hops, xdest, xslot, aoff_all, loads, searches, copies_hop, into.max(),
+            max_out, qsteps_max)
+
+
+@njit
+def _dispatch(p, c, chance, schedule, out, marks_out):
+    """One configuration on its schedule (_schedule). p: parameter row, c: cost row, chance:
+    sentinel collision chances (copy, count message). Writes out[N_OUT]; if marks_out has
+    shape [ranks, aivs, N_MARKS], every AIV's phase boundaries too."""
+    (ecnt, hops, xdest, xslot, aoff_all, loads, searches, copies_hop, max_in, max_out,
+     qsteps_max) = schedule
+    R, B, K, E, A = p[P_RANKS], p[P_BATCH], p[P_TOPK], p[P_EXPERTS], p[P_AIVS]
+    ubep = p[P_PROTOCOL] == UBEP
+    sync = p[P_SYNC]
+    C = p[P_CUMSUM] if ubep else 0
+    NS = A - C
+    M = B * K
+    EL = E // R
+    cap = c[C_IN_FLIGHT]
+    lat = c[C_LAT0:C_LAT0 + N_HOPS]
+    lat_local = lat[0]
+    period = c[C_POLL]
+    inv_period = 1.0 / period
+    q_copy, q_count = chance[0], chance[1]
+
+    # ---- per-AIV state that lives across passes ----------------------------------------------
+    t_aiv = np.zeros((R, A), np.int64)
+    bucket = np.zeros((R, A, 5), np.int64)
+    wait = np.zeros((R, A), np.int64)
+    first_copy = np.full((R, A), -1, np.int64)
+    last_copy_ack = np.full((R, A), -1, np.int64)
+    marks = np.empty((R, A, N_MARKS), np.int64)     # every AIV's phase boundaries
+    nmarks = np.empty((R, A), np.int64)
+
+    per_copy = 2 if (ubep and (sync == SW or sync == DC)) else 1
+    per_count = 2 if (sync == SW or sync == DC) else 1
+    max_stores = R * M * per_copy + R * R * per_count
+
+    # Stores are kept destination-major: each destination's stores in one bucket, source by
+    # source, sized before the dies issue them (its copies, each with at most one flag or
+    # checksum, and the count messages with theirs). The ingress port then sorts a small bucket
+    # and receivers read their own bucket only. A store id is its slot, handed out as the
+    # programs are built, so that the receivers' references are known before the event loop.
+    bfill = np.empty(R, np.int64)
+    bstart = np.empty(R + 1, np.int64)
+    x = 0
+    for d in range(R):
+        bstart[d] = x
+        bfill[d] = x
+        x += (ecnt[(d + 1) * EL] - ecnt[d * EL]) * per_copy + R * per_count
+    bstart[R] = x
+    # arrival at the ingress port << 2 | store kind; LOCAL - kind: a local store
+    st_arr = np.empty(max_stores, np.int64)
+    st_vis = np.empty(max_stores, np.int64)
+    # per copy, in receive order: the store carrying it, and the store a receiver polls
+    copy_ref = np.empty((R * M, 2), np.int32)
+    count_signal = np.empty(R * R, np.int32)   # [d * R + s]: store polled for s's counts to d
+    sent = 0                           # copy stores the egress loops served
+
+    # Per-die scratch.
+    cur_sig = np.empty(R, np.int64)    # dc: per destination, the checksum an AIV sends there
+    seen_dest = np.full(R, -1, np.int64)
+    # Each AIV's program for a phase: the stores it issues, in order, a word each (_new_store).
+    n_prog = 2 * M + 2 * R
+    prog = np.empty(n_prog, np.int64)
+    st = np.zeros((A, S_WIDTH), np.int64)      # per-AIV state of the event loop (S_*)
+    fifo = np.zeros(2 * A * cap, np.int64)     # outstanding stores per AIV, in issue order:
+                                               # (ack, blocks) pairs, a ring of cap per AIV
+    lat_row = np.empty(R, np.int64)            # per destination of the die: hop latency
+    kc = np.zeros(4 * KC_WIDTH, np.int64)
+    _set_kind(kc, K_COPY, c[C_COPY_VERIFY] if (ubep and sync == DC) else 0,   # dc: markers
+              c[C_COPY_ISSUE], c[C_COPY_BLOCKS], c[C_COPY_EGRESS])
+    _set_kind(kc, K_COUNT, EL * c[C_VCOUNT],   # VectorCount per expert of the destination
+              c[C_COUNT_ISSUE], c[C_COUNT_BLOCKS], c[C_COUNT_EGRESS])
+    for kind in (K_FLAG, K_CHECKSUM):
+        _set_kind(kc, kind, 0, c[C_SIGNAL_ISSUE], 1, c[C_SIGNAL_EGRESS])
+    signal_kind = K_FLAG if sync == SW else K_CHECKSUM
+    signalled = sync == SW or sync == DC       # count messages carry a flag or checksum
+    qsize = 1
+    while qsize < A:
+        qsize *= 2
+    queue = np.empty((2, qsize), np.int64)   # the egress requests: two rings kept sorted
+    count_bucket = B_CUMSUM if ubep else B_SYNC
+
+    for s in range(R):
+        for d in range(R):
+            lat_row[d] = lat[hops[s * R + d]]
+        aoff = aoff_all[s * (NS + 1):(s + 1) * (NS + 1)]
+        xd = xdest[s * M:(s + 1) * M]
+        xs = xslot[s * M:(s + 1) * M]
 
         # ---- Init -----------------------------------------------------------------------------
         for j in range(NS):
             a = C + j
-            lo, hi = aoff[j], aoff[j + 1]
-            loads = 0
-            for x in range(lo, hi):
-                if x == lo or xtoken[u(x)] != xtoken[u(x - 1)]:
-                    loads += 1
-            search = 0
-            if sched != EXPERT_BLOCK and hi > lo:
-                search = (steps[j] + 1) * c[C_VCOUNT]
-            cyc = c[C_INIT] + search + loads * c[C_LOCAL_COPY]
+            cyc = c[C_INIT] + searches[s * NS + j] * c[C_VCOUNT] + \
+                loads[s * NS + j] * c[C_LOCAL_COPY]
             t_aiv[s, a] = cyc
             bucket[s, a, B_INIT] = cyc
             marks[s, a, 0] = 0
@@ -758,22 +794,22 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
                     n += 2 * (hi - lo)
                     start = n
                     for x in range(hi - 1, lo - 1, -1):
-                        d = xdest[u(x)]
+                        d = np.int64(xd[u(x)])
                         if seen_dest[u(d)] != s * A + a:
                             seen_dest[u(d)] = s * A + a
                             start -= 1
                             cur_sig[u(d)] = _new_store(prog, start, bfill, d, K_CHECKSUM)
                         start -= 1
                         sid = _new_store(prog, start, bfill, d, K_COPY)
-                        g = u(xslot[u(x)])
+                        g = u(xs[u(x)])
                         copy_ref[g, 0] = sid
                         copy_ref[g, 1] = cur_sig[u(d)]
                 elif phase == 0 and a >= C:
                     for x in range(aoff[a - C], aoff[a - C + 1]):
-                        d = xdest[u(x)]
+                        d = np.int64(xd[u(x)])
                         sid = _new_store(prog, n, bfill, d, K_COPY)
                         n += 1
-                        g = u(xslot[u(x)])
+                        g = u(xs[u(x)])
                         copy_ref[g, 0] = sid
                         if ubep and sync == SW:
                             sid = _new_store(prog, n, bfill, d, K_FLAG)
@@ -1027,9 +1063,33 @@ def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
     out[O_SENT] = sent
     out[O_DELIVERED] = delivered
     out[O_VIOLATIONS] = violations
-    out[O_BOUND] = _latency_bound(c, copies_hop, bound, ingress_load.max())
+    out[O_BOUND] = _latency_bound(c, copies_hop, max_out * c[C_COPY_EGRESS],
+                                  max_in * c[C_COPY_INGRESS])
     if marks_out.shape[0] == R:
         marks_out[:, :, :] = marks
+
+
+@njit
+def _simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
+    """One configuration: _dispatch on its own schedule. cdf: cumulative expert weights
+    (empty: uniform), trace: routing [ranks * batch * topk] (empty unless routing = trace)."""
+    _dispatch(p, c, chance, _schedule(p, c, cdf, trace), out, marks_out)
+
+
+# What _schedule reads besides the parameters (all of them but sync).
+SCHEDULE_COSTS = (C_NPU_DIES, C_TIER1, C_TIER2)
+
+
+@njit
+def _same_schedule(params, costs, i, j):
+    """Whether rows i and j have one schedule: they differ in nothing _schedule reads."""
+    for col in range(N_PARAMS):
+        if col != P_SYNC and params[i, col] != params[j, col]:
+            return False
+    for col in SCHEDULE_COSTS:
+        if costs[i, col] != costs[j, col]:
+            return False
+    return True
 
 
 
@@ -1063,15 +1123,28 @@ def _bits(v):
 
 @njit(parallel=True)
 def _simulate_batch(params, costs, chances, cdf_values, trace_values, out):
-    """Many configurations: row i of `out` from row i of the inputs only."""
+    """Many configurations: row i of `out` from row i of the inputs only. Consecutive rows with
+    one schedule (_same_schedule: a configuration's sync variants, which a caller puts side by
+    side) share its computation, a sixth of a configuration's time; one prange iteration runs
+    each such run of rows and writes only theirs."""
     n = params.shape[0]
+    starts = np.empty(n + 1, np.int64)
+    runs = 0
+    for i in range(n):
+        if i == 0 or not _same_schedule(params, costs, i - 1, i):
+            starts[runs] = i
+            runs += 1
+    starts[runs] = n
     no_marks = np.zeros((0, 0, 0), np.int64)
-    for i in numba.prange(n):
-        p = params[i]
+    for r in numba.prange(runs):
+        lo = starts[r]
+        p = params[lo]
         cdf = cdf_values[p[P_CDF_START]:p[P_CDF_START] + p[P_CDF_LEN]]
         if p[P_ROUTING] == TRACE:
             m = p[P_RANKS] * p[P_BATCH] * p[P_TOPK]
             tr = trace_values[p[P_TRACE]:p[P_TRACE] + m]
         else:
             tr = trace_values[0:0]
-        _simulate_dispatch(p, costs[i], chances[i], cdf, tr, out[i], no_marks)
+        schedule = _schedule(p, costs[lo], cdf, tr)
+        for i in range(lo, starts[r + 1]):
+            _dispatch(params[i], costs[i], chances[i], schedule, out[i], no_marks)

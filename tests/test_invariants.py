@@ -37,10 +37,11 @@ FAULTS = {
     "miskind": ("sid = _new_store(prog, n, bfill, d, K_COPY)",
                 "sid = _new_store(prog, n, bfill, d, "
                 "K_FLAG if ON and x + 1 == aoff[a - C + 1] else K_COPY)"),
-    # the configuration is abandoned before any work, its row left as it was (zero): what an
+    # the configuration is abandoned before its dispatch, its row left as it was (zero): what an
     # exception raised on a worker thread of the parallel loop leaves, which Numba drops
-    "abandoned": ("    # ---- routing of every die ---", "    if ON:\n        return\n"
-                  "    # ---- routing of every die ---"),
+    "abandoned": ("    # ---- per-AIV state that lives across passes ---",
+                  "    if ON:\n        return\n"
+                  "    # ---- per-AIV state that lives across passes ---"),
 }
 SEED = {name: i for i, name in enumerate(FAULTS, 1)}
 DIES, AIVS = 8, 8

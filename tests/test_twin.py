@@ -132,6 +132,29 @@ def test_the_batch_kernel_matches_the_twin_row_by_row(configs, twins):
             assert kernel["config_id"] == configs[i][0].config_id
 
 
+
+def test_sync_variants_on_one_schedule_equal_each_alone(configs):
+    """The batch kernel computes one schedule for a run of rows that differ only in sync: every
+    configuration's four sync variants, in one table per profile, equal the same configurations
+    simulated one at a time (each on its own schedule, which the twin checks)."""
+    k = model.k
+    for prof in PROFILES:
+        mine = [c for c, p in configs if p == prof][:12]
+        variants = [{**c.as_dict(), "sync": sync} for c in mine
+                    for sync in ("sw", "tff", "dc", "sp")]
+        cols = {name: np.asarray([v[name] for v in variants]) for name in variants[0]}
+        params, costs, chances, cdf, trace = model.prepare(cols, PROFILES[prof])
+        # the variants of a configuration lie side by side (kernel_order): one run each
+        order = model.kernel_order(params)
+        runs = 1 + sum(not k._same_schedule(params, costs, i, j)
+                       for i, j in zip(order, order[1:]))
+        assert runs == len(mine)
+        table = model.simulate_table(pl.DataFrame(variants), PROFILES[prof])
+        for v, row in zip(variants, table.iter_rows(named=True)):
+            alone = model.simulate(make_config(v, 48), PROFILES[prof])
+            assert {n: row[n] for n in alone if n != "_detail"} == \
+                {n: alone[n] for n in alone if n != "_detail"}, (v, prof)
+
 def test_random_configurations_cover_every_mode(configs, twins):
     seen = {(c.protocol.name, c.sync.name, c.schedule.name) for c, _ in configs}
     assert len(seen) == 2 * 4 * 3

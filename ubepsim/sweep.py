@@ -23,7 +23,6 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -207,18 +206,9 @@ def batches(parts: list[tuple[int, int]], batch_rows: int) -> Iterator[tuple[int
 
 
 def simulate_batch(points: pl.DataFrame, profile: Profile, threads: int | None) -> pl.DataFrame:
-    """One batch through the model (also the task Dask workers run).
-
-    The kernel gives each thread one contiguous block of rows, and grid order puts the large
-    configurations together (fig14: 1.2x on 2 threads); in a fixed shuffled order the blocks
-    cost about the same (1.5x). Each row depends only on its own parameters, so the order
-    changes no result; the rows come back in the points' order.
-    """
-    order = np.random.default_rng(points.height).permutation(points.height)
+    """One batch through the model (also the task Dask workers run)."""
     # the sweep checked its grid's memory before it began (Grid.check_memory)
-    rows = model.simulate_table(points[order], profile, threads=threads,
-                                memory_checked=True)
-    return rows[np.argsort(order)]
+    return model.simulate_table(points, profile, threads=threads, memory_checked=True)
 
 
 def run_local(grid: Grid, work: Iterable[tuple[int, int]], threads: int | None
