@@ -37,6 +37,7 @@ import polars as pl
 
 from ubepsim.grid import load_grid
 from ubepsim.model import simulate_table
+from ubepsim.params import NAMES
 from ubepsim.sweep import PART_ROWS, metadata, provenance, write_part
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,16 +97,21 @@ def main() -> None:
 
 
 def stratified_sample(grid, per_setting: int) -> pl.DataFrame:
-    """per_setting points of each setting of COST_AXES, drawn with a fixed seed, shuffled."""
+    """per_setting configurations of each setting of COST_AXES, drawn with a fixed seed, each
+    with its sync variants (the grid's points that differ from it only in sync), which a sweep's
+    batch holds too and simulates on one schedule; shuffled."""
     points = grid.batch(0, grid.size).with_row_index("point")
-    settings = points.group_by(COST_AXES, maintain_order=True).agg("point")["point"]
+    families = points.group_by([n for n in NAMES if n != "sync"], maintain_order=True).agg(
+        "point")
+    settings = families.group_by(COST_AXES, maintain_order=True).agg(pl.col("point"))["point"]
     sizes = {len(s) for s in settings}
     if len(sizes) != 1:
         raise SystemExit(f"the grid's settings of {COST_AXES} are not equal in size: {sizes}")
     if not 1 <= per_setting <= min(sizes):
         raise SystemExit(f"--per-setting must lie in [1, {min(sizes)}], got {per_setting}")
     rng = np.random.default_rng(0)
-    index = np.concatenate([rng.choice(s.to_numpy(), size=per_setting, replace=False)
+    index = np.concatenate([np.concatenate(rng.choice(s.to_numpy(), size=per_setting,
+                                                      replace=False))
                             for s in settings])
     return points[rng.permutation(index)].drop("point")
 
