@@ -40,7 +40,7 @@ PART = re.compile(r"part-(\d+)-(\d+)\.parquet")
 # One row group per part: large enough for polars.scan_parquet to read fast and prune by
 # statistics, small enough that a run killed mid-part loses little work.
 PART_ROWS = 65536
-BATCH_ROWS = 1024
+BATCH_ROWS = 4096
 CONNECT_TIMEOUT_S = 20   # how long a client waits for a scheduler address to answer
 
 

@@ -29,7 +29,7 @@ from ..errors import InputError
               help="Run the batches on a Dask cluster: a scheduler address "
                    "(tcp://host:8786), or local:N to start N local worker processes.")
 @click.option("--batch-size", "batch_rows", type=int, default=None,
-              help="Configurations per kernel call (default 1024); not the `batch` parameter "
+              help="Configurations per kernel call (default 4096); not the `batch` parameter "
                    "(tokens per rank).")
 @click.option("--part-rows", type=int, default=None,
               help="Configurations per Parquet part file, one row group each (default 65536).")
