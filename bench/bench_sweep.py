@@ -5,11 +5,12 @@
 
 1. Throughput: a fixed sample of the million grid through `simulate_table`, with 1 and 2
    threads, after a JIT warm-up, the best of --repeat alternating runs: configurations per
-   second and token copies per second per core. The sample is stratified: --per-setting points
-   (a seeded draw, in random order) of each setting of the axes that decide a configuration's
-   cost (COST_AXES). Each setting holds the same share of the grid, so the sample's rate
-   estimates the whole grid's without the luck of drawing its few costliest configurations: a
-   plain draw of 2,000 points overstated the whole run's rate by 15%.
+   second and token copies per second per core. The sample is stratified: --per-setting
+   configurations (a seeded draw, in random order) of each setting of the axes that decide a
+   configuration's cost (COST_AXES), each with its sync variants, which a sweep's batch
+   simulates on one schedule. Each setting holds the same share of the grid, so the sample's
+   rate estimates the whole grid's without the luck of drawing its few costliest
+   configurations: a plain draw of 2,000 points overstated the whole run's rate by 15%.
 2. Overheads: expanding and validating the whole grid (load_grid), and writing a full
    million-row dataset in parts (the sample's result rows repeated to the grid's size, written
    by the engine's own write_part), against the sweep time the measured rate predicts.
@@ -49,7 +50,8 @@ PER_SETTING = 3
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-setting", type=int, default=PER_SETTING,
-                    help="sample points per setting of " + ", ".join(COST_AXES))
+                    help="sample configurations per setting of " + ", ".join(COST_AXES)
+                    + ", each with its sync variants")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per thread count")
     ap.add_argument("--full", type=float, default=None, metavar="SECONDS",
                     help="also run the whole million grid, stopping it after SECONDS")
@@ -65,7 +67,7 @@ def main() -> None:
     sample = stratified_sample(grid, args.per_setting)
     n = sample.height
     print(f"sample: {n:,} configurations, {args.per_setting} per setting of "
-          f"{', '.join(COST_AXES)}")
+          f"{', '.join(COST_AXES)} with their sync variants")
     simulate_table(sample[:16], grid.profile, threads=1)  # JIT warm-up (or cache load)
     seconds = {1: [], 2: []}
     for _ in range(args.repeat):  # alternate, keep the best: other load only slows a run down

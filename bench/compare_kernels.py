@@ -61,7 +61,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("kernels", type=Path, help="another copy of the kernels/ directory")
     ap.add_argument("--per-setting", type=int, default=PER_SETTING,
-                    help="sample points per setting of the cost axes (as bench_sweep)")
+                    help="sample configurations per setting of the cost axes (as bench_sweep)")
     ap.add_argument("--rounds", type=int, default=5, help="runs of each kernel")
     args = ap.parse_args()
     theirs = load_kernels(args.kernels.resolve())

@@ -78,7 +78,7 @@ def kernel_functions() -> list[tuple[int, int, str]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-setting", type=int, default=PER_SETTING,
-                    help="sample points per setting of the cost axes (as bench_sweep)")
+                    help="sample configurations per setting of the cost axes (as bench_sweep)")
     ap.add_argument("--repeat", type=int, default=10, help="runs of the sample")
     ap.add_argument("--dump", type=Path, help="write each kernel function's machine code here")
     args = ap.parse_args()
