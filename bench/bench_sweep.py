@@ -66,8 +66,8 @@ def main() -> None:
 
     sample = stratified_sample(grid, args.per_setting)
     n = sample.height
-    print(f"sample: {n:,} configurations, {args.per_setting} per setting of "
-          f"{', '.join(COST_AXES)} with their sync variants")
+    print(f"sample: {n:,} configurations: per setting of {', '.join(COST_AXES)}, "
+          f"{args.per_setting} drawn, each with its sync variants")
     simulate_table(sample[:16], grid.profile, threads=1)  # JIT warm-up (or cache load)
     seconds = {1: [], 2: []}
     for _ in range(args.repeat):  # alternate, keep the best: other load only slows a run down
