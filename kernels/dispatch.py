@@ -1092,7 +1092,6 @@ def _same_schedule(params, costs, i, j):
     return True
 
 
-
 @njit
 def _latency_bound(c, copies_hop, egress_max, ingress_max):
     """A latency no configuration can beat, in cycles. No copy is requested before Init and its

@@ -132,7 +132,6 @@ def test_the_batch_kernel_matches_the_twin_row_by_row(configs, twins):
             assert kernel["config_id"] == configs[i][0].config_id
 
 
-
 def test_sync_variants_on_one_schedule_equal_each_alone(configs):
     """The batch kernel computes one schedule for a run of rows that differ only in sync: every
     configuration's four sync variants, in one table per profile, equal the same configurations
@@ -154,6 +153,7 @@ def test_sync_variants_on_one_schedule_equal_each_alone(configs):
             alone = model.simulate(make_config(v, 48), PROFILES[prof])
             assert {n: row[n] for n in alone if n != "_detail"} == \
                 {n: alone[n] for n in alone if n != "_detail"}, (v, prof)
+
 
 def test_random_configurations_cover_every_mode(configs, twins):
     seen = {(c.protocol.name, c.sync.name, c.schedule.name) for c, _ in configs}
