@@ -11,7 +11,7 @@ import pytest
 from conftest import run_cli
 from ubepsim.params import NAMES
 from ubepsim.profile import load_profile
-from ubepsim.results import RESULT_NAMES
+from ubepsim.result_fields import RESULT_NAMES
 
 SMALL = ("--ranks", 8, "--batch", 4, "--topk", 2, "--aivs", 8, "--cumsum-aivs", 2)
 

@@ -26,7 +26,7 @@ from ubepsim import __version__
 from ubepsim.grid import load_grid
 from ubepsim.model import simulate_table
 from ubepsim.params import NAMES
-from ubepsim.results import RESULT_NAMES
+from ubepsim.result_fields import RESULT_NAMES
 from ubepsim.sweep import missing, provenance, run_sweep
 
 TINY_KEPT = (f"the filter keeps {TINY_FILTERED}; {TINY_SIZE} distinct configurations (the others "

@@ -8,7 +8,7 @@ A configuration is a Config or a dict of parameters (the others at their default
 `ubepsim run`); `points` is a polars DataFrame with one column per parameter
 (ubepsim.params.NAMES), values resolved (experts and aivs filled in, enums as their names). The
 result frame has the same rows in the same order: every parameter, `config_id`, then every
-field of ubepsim.results: a sweep's rows (whose Parquet gives the enums back as strings). A row
+field of ubepsim.result_fields: a sweep's rows (whose Parquet gives the enums back as strings). A row
 depends only on its own parameters (never on the rest of the batch or on threads).
 """
 
@@ -27,7 +27,7 @@ from .kernels import dispatch as k
 from .params import (ENUMS, GATED, NAMES, PARAMS, Config, Protocol, Routing, canonical,
                      codes, make_config, polars_dtype, stable_id, workload_keys)
 from .profile import HOP_CLASSES, Profile, load_profile
-from .results import RESULT_NAMES, RESULTS
+from .result_fields import RESULT_NAMES, RESULTS
 from .workload import expert_cdf, read_trace
 
 # Kernel output columns, in the order of RESULTS where they are cycles or counts.

@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from .errors import InputError
-from .outputs import replacing
+from .files import replacing
 from .params import NAMES, Sync
 
 KINDS = ("heatmap", "breakdown", "aiv", "sync", "timeline")

@@ -29,11 +29,11 @@ import pyarrow.parquet as pq
 
 from . import __version__, model
 from .errors import InputError
+from .files import META
 from .grid import Grid
-from .outputs import META
 from .params import NAMES
 from .profile import Profile
-from .results import RESULT_NAMES
+from .result_fields import RESULT_NAMES
 
 COLUMNS = (*NAMES, "config_id", *RESULT_NAMES)
 PART = re.compile(r"part-(\d+)-(\d+)\.parquet")

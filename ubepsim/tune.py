@@ -21,7 +21,7 @@ import polars as pl
 
 from . import __version__
 from .errors import InputError
-from .outputs import toml_value, write_parquet, write_text
+from .files import toml_value, write_parquet, write_text
 from .params import NAMES, make_config
 from .profile import Profile
 

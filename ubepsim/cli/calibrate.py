@@ -9,7 +9,7 @@ import click
 from . import cli
 from .options import CheckFailed, WORKERS, check_threads, split_list, workers_option
 from ..errors import InputError
-from ..outputs import check_out, write_text
+from ..files import check_out, write_text
 
 PAPER_COMMAND = "ubepsim calibrate --paper --out ubepsim/profiles/cm384.toml"
 

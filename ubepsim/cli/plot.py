@@ -45,7 +45,7 @@ def plot(datasets: tuple[str, ...], kind: str, out: Path | None, where: str | No
     Example: ubepsim plot results/fig14_cumsum_groups --kind heatmap --out fig14.png
     """
     from .. import plot as figures
-    from ..outputs import check_out
+    from ..files import check_out
 
     if kind not in KINDS:
         raise InputError("--kind", f"{kind!r} is not a figure; choose one of {', '.join(KINDS)}")

@@ -9,9 +9,9 @@ import click
 
 from . import cli
 from .options import config_from_flags, model_options
-from ..outputs import check_out, write_parquet
+from ..files import check_out, write_parquet
 from ..params import NAMES
-from ..results import RESULTS
+from ..result_fields import RESULTS
 
 
 @cli.command()

@@ -45,7 +45,7 @@ def tune(grid_file: str | None, max_cumsum_aivs: int | None, out: Path | None, a
     Example: ubepsim tune --ranks 64,128,256 --batch 8,16,32,64,128 --out cumsum.toml
     """
     from .. import tune as engine
-    from ..outputs import check_out
+    from ..files import check_out
     from ..profile import load_profile
 
     if max_cumsum_aivs is not None and max_cumsum_aivs < 1:
