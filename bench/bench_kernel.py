@@ -18,7 +18,7 @@ import time
 import numba
 import numpy as np
 
-from ubepsim import model, reference
+from ubepsim import kernel_io, memory, model, reference
 from ubepsim.params import make_config
 from ubepsim.profile import load_profile
 
@@ -26,9 +26,9 @@ from ubepsim.profile import load_profile
 def kernel_seconds(config, profile, repeat: int) -> tuple[float, float]:
     """(best, median) of `repeat` timed runs."""
     cols = {k: np.asarray([v]) for k, v in config.as_dict().items()}
-    params, costs, chances, cdf, trace = model.prepare(cols, profile)
+    params, costs, chances, cdf, trace = kernel_io.prepare(cols, profile)
     out = np.zeros((1, model.k.N_OUT))
-    model._keep_freed_memory()
+    memory.keep_freed_memory()
     model.k._simulate_batch(params, costs, chances, cdf, trace, out)    # warm-up (JIT)
     times = []
     for _ in range(repeat):

@@ -3,7 +3,7 @@
     python bench/bench_memory.py [--timeline] [--config '{"ranks": 16384, "sync": "sw"}']
 
 `ubepsim` refuses, before any work, configurations that could not fit in the memory a machine
-has available together (ubepsim.model.check_memory), from an estimate of what the kernel
+has available together (ubepsim.memory.check_memory), from an estimate of what the kernel
 allocates (kernels/dispatch.py working_bytes; with --timeline, simulate's marks and frame too).
 This measures each configuration of a fixed set in a fresh process: its peak resident set
 (ru_maxrss, the kernel's high-water mark, so no peak between samples is missed) after
@@ -46,12 +46,13 @@ def child(config: dict, timeline: bool) -> None:
 def estimate(config: dict, timeline: bool) -> int:
     import numpy as np
 
-    from ubepsim import model
+    from ubepsim import memory, model
     from ubepsim.params import make_config
+    from ubepsim.profile import load_profile
 
-    c = make_config(dict(config), model.load_profile().aivs)
+    c = make_config(dict(config), load_profile().aivs)
     cols = {n: np.asarray([v]) for n, v in c.as_dict().items()}
-    return int(model.working_memory(cols)[0]) + (model.timeline_bytes(c) if timeline else 0)
+    return int(memory.working_memory(cols)[0]) + (model.timeline_bytes(c) if timeline else 0)
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sweep import MILLION, PER_SETTING, stratified_sample  # noqa: E402
 
-from ubepsim import model  # noqa: E402
+from ubepsim import kernel_io, memory  # noqa: E402
 from ubepsim.grid import load_grid  # noqa: E402
 from ubepsim.kernels import dispatch as ours  # noqa: E402
 from ubepsim.params import NAMES, canonical  # noqa: E402
@@ -68,10 +68,10 @@ def main() -> None:
     numba.set_num_threads(1)
     grid = load_grid(MILLION)
     sample = stratified_sample(grid, args.per_setting)
-    model._keep_freed_memory()
-    params, costs, chances, cdf, trace = model.prepare(
+    memory.keep_freed_memory()
+    params, costs, chances, cdf, trace = kernel_io.prepare(
         canonical({n: sample[n].to_numpy() for n in NAMES}), grid.profile)
-    order = model.kernel_order(params)        # as the model hands rows to the kernel
+    order = kernel_io.kernel_order(params)        # as the model hands rows to the kernel
     sample = sample[order]
     inputs = (params[order], costs[order], chances[order], cdf, trace)
     kernels = {"A": ours, "B": theirs}

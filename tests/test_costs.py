@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ubepsim.costs import COST_INDEX, lower
-from ubepsim.model import _codes
+from ubepsim.kernel_io import _codes
 from ubepsim.params import make_config
 from ubepsim.profile import load_profile
 

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from conftest import run_cli, write_grid
-from ubepsim import model
+from ubepsim import kernel_io, model
 from ubepsim.grid import load_grid
 from ubepsim.kernels import dispatch
 from ubepsim.params import GATED, PARAM_BY_NAME, make_config
@@ -24,7 +24,7 @@ def kernel_row(cfg, **poke):
     """The kernel's output row for cfg, with params columns overwritten after canonicalization:
     what the kernel itself reads, bypassing the recording at defaults."""
     cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
-    params, costs, chances, cdf, trace = model.prepare(cols, load_profile())
+    params, costs, chances, cdf, trace = kernel_io.prepare(cols, load_profile())
     for col, value in poke.items():
         params[0, getattr(dispatch, col)] = value
     out = np.zeros((1, dispatch.N_OUT))
@@ -44,7 +44,7 @@ def test_bsp_never_reads_cumsum_aivs_and_only_weighted_routing_has_a_popularity_
     for routing in ("uniform", "zipf", "hot"):
         cfg = make_config({**SMALL, "routing": routing, "hot_experts": 2}, 8)
         cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
-        params = model.prepare(cols, load_profile())[0]
+        params = kernel_io.prepare(cols, load_profile())[0]
         assert (params[0, dispatch.P_CDF_LEN] > 0) == (routing != "uniform")
     zipf = make_config({**SMALL, "routing": "zipf", "zipf_s": 3.0}, 8)
     assert not np.array_equal(kernel_row(zipf), kernel_row(make_config(SMALL, 8)))

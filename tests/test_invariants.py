@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ubepsim import model
+from ubepsim import kernel_io, model
 from ubepsim.kernels import dispatch
 from ubepsim.params import NAMES, make_config, polars_dtype
 from ubepsim.profile import load_profile
@@ -76,10 +76,10 @@ def run(kernel, **values):
     cfg = make_config({"ranks": DIES, "batch": 64, "topk": 4, "aivs": AIVS, "cumsum_aivs": 1,
                        **values}, 48)
     cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
-    params, costs, chances, cdf, trace = model.prepare(cols, profile)
+    params, costs, chances, cdf, trace = kernel_io.prepare(cols, profile)
     out = np.zeros((1, dispatch.N_OUT))
     kernel._simulate_batch(params, costs, chances, cdf, trace, out)
-    return out[0], lambda: model.results_from_kernel(out, cols, costs, profile)
+    return out[0], lambda: kernel_io.result_columns(out, cols, costs, profile)
 
 
 @pytest.mark.parametrize("protocol", ["bsp", "ubep"])
@@ -113,7 +113,7 @@ def test_each_fault_trips_its_check(faulty, fault, protocol):
     else:                       # one copy per die and sending AIV
         assert bad[dispatch.O_SENT] == total - DIES * token_aivs
         assert bad[dispatch.O_DELIVERED] == total - DIES * token_aivs
-    with pytest.raises(model.KernelFailure, match="did not finish row 0" if fault == "abandoned"
+    with pytest.raises(kernel_io.KernelFailure, match="did not finish row 0" if fault == "abandoned"
                        else "invariant violated"):
         results()
 
@@ -126,6 +126,7 @@ def test_a_sweeps_failed_row_names_its_configuration(faulty, monkeypatch):
     points = pl.DataFrame([make_config({"ranks": DIES, "batch": 64, "topk": 4, "aivs": AIVS,
                                         "cumsum_aivs": 1, "seed": s}, 48).as_dict()
                            for s in seeds], schema={n: polars_dtype(n) for n in NAMES})
-    with pytest.raises(model.KernelFailure, match=rf"did not finish row 1: .*; its configuration: "
-                       rf"ranks = {DIES}, batch = 64, topk = 4, .*, seed = {seeds[1]}$"):
+    with pytest.raises(kernel_io.KernelFailure, match=rf"did not finish row 1: .*; its "
+                       rf"configuration: ranks = {DIES}, batch = 64, topk = 4, .*, seed = "
+                       rf"{seeds[1]}$"):
         model.simulate_table(points, load_profile(), threads=1)

@@ -13,26 +13,27 @@ import pytest
 
 import ubepsim
 from conftest import run_cli, write_grid
-from ubepsim import model
+from ubepsim import memory
 from ubepsim.errors import InputError
 from ubepsim.grid import load_grid
 from ubepsim.params import make_config
+from ubepsim.profile import load_profile
 
 MIB = 1 << 20
 
 
 def need(**params) -> int:
     """The model's estimate for one configuration (others at their defaults)."""
-    config = make_config(params, model.load_profile().aivs)
-    return int(model.working_memory({n: np.asarray([v]) for n, v in
-                                     config.as_dict().items()})[0])
+    config = make_config(params, load_profile().aivs)
+    return int(memory.working_memory({n: np.asarray([v]) for n, v in
+                                      config.as_dict().items()})[0])
 
 
 @pytest.fixture
 def available(monkeypatch):
     """Set the memory this process may take, in bytes."""
     def set_to(n: int) -> None:
-        monkeypatch.setattr(model, "available_memory", lambda: n)
+        monkeypatch.setattr(memory, "available_memory", lambda: n)
     return set_to
 
 
@@ -179,23 +180,23 @@ def test_a_containers_limit_bounds_the_memory_available(tmp_path, monkeypatch, v
                                "total_inactive_file"))
     job, step = mount / "job", mount / "job" / "step"
     step.mkdir(parents=True)
-    monkeypatch.setattr(model, "CGROUPS", ((str(mount), "" if v2 else "memory", limit, usage,
-                                            inactive),))
+    monkeypatch.setattr(memory, "CGROUPS", ((str(mount), "" if v2 else "memory", limit, usage,
+                                             inactive),))
     proc = tmp_path / "cgroup"
     proc.write_text("0::/job/step\n" if v2 else "5:cpu,cpuacct:/\n4:memory:/job/step\n")
-    monkeypatch.setattr(model, "PROC_CGROUP", proc)
+    monkeypatch.setattr(memory, "PROC_CGROUP", proc)
     for cgroup, limit_value in ((job, f"{300 * MIB}"), (step, "max" if v2 else f"{1 << 62}")):
         (cgroup / limit).write_text(limit_value + "\n")
         (cgroup / usage).write_text(f"{200 * MIB}\n")
         (cgroup / "memory.stat").write_text(f"active_file {90 * MIB}\n{inactive} {50 * MIB}\n"
                                             f"anon {60 * MIB}\n")
-    assert model.available_memory() == 150 * MIB
+    assert memory.available_memory() == 150 * MIB
     (job / limit).write_text(f"{100 * MIB}\n")   # over its limit: nothing more to take
-    assert model.available_memory() == 0
+    assert memory.available_memory() == 0
     # no limit anywhere: the machine's available memory, far above what the cgroups use
     (job / limit).write_text("max\n" if v2 else f"{(1 << 63) - 4096}\n")
-    assert model.available_memory() > 300 * MIB
+    assert memory.available_memory() > 300 * MIB
     # another process's cgroup is not this one's
     proc.write_text("0::/\n" if v2 else "4:memory:/\n")
     (job / limit).write_text(f"{100 * MIB}\n")
-    assert model.available_memory() > 300 * MIB
+    assert memory.available_memory() > 300 * MIB

@@ -14,10 +14,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ubepsim import model, reference
+from ubepsim import kernel_io, model, reference
 from ubepsim.costs import time_bound
 from ubepsim.errors import InputError
-from ubepsim.params import make_config
+from ubepsim.params import canonical, make_config
 from ubepsim.profile import HOP_CLASSES, load_profile
 
 PROFILES = {
@@ -142,9 +142,9 @@ def test_sync_variants_on_one_schedule_equal_each_alone(configs):
         variants = [{**c.as_dict(), "sync": sync} for c in mine
                     for sync in ("sw", "tff", "dc", "sp")]
         cols = {name: np.asarray([v[name] for v in variants]) for name in variants[0]}
-        params, costs, chances, cdf, trace = model.prepare(cols, PROFILES[prof])
+        params, costs, chances, cdf, trace = kernel_io.prepare(cols, PROFILES[prof])
         # the variants of a configuration lie side by side (kernel_order): one run each
-        order = model.kernel_order(params)
+        order = kernel_io.kernel_order(params)
         runs = 1 + sum(not k._same_schedule(params, costs, i, j)
                        for i, j in zip(order, order[1:]))
         assert runs == len(mine)
@@ -228,7 +228,7 @@ def test_kernel_and_twin_check_the_same_bound(configs, twins):
         rows = [i for i, (_, p) in enumerate(configs) if p == prof][::4]
         dicts = [configs[i][0].as_dict() for i in rows]
         cols = {k: np.asarray([d[k] for d in dicts]) for k in dicts[0]}
-        params, costs, chances, cdf, trace = model.prepare(cols, PROFILES[prof])
+        params, costs, chances, cdf, trace = kernel_io.prepare(cols, PROFILES[prof])
         out = np.zeros((len(rows), model.k.N_OUT))
         model.k._simulate_batch(params, costs, chances, cdf, trace, out)
         assert out[:, model.k.O_BOUND].tolist() == \
@@ -240,8 +240,8 @@ def test_no_time_passes_the_time_bound(configs, twins):
     phase boundary of every AIV (the latest of them is the latency)."""
     for i, (cfg, prof) in enumerate(configs):
         cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
-        costs = model.prepare(cols, PROFILES[prof])[1]
-        bound = time_bound(model._codes(model.canonical(cols)), costs)[0]
+        costs = kernel_io.prepare(cols, PROFILES[prof])[1]
+        bound = time_bound(kernel_io._codes(canonical(cols)), costs)[0]
         d = twins(i)["_detail"]
         latest = max(max(max(aiv) for aiv in die) for die in d["marks"])
         assert latest == d["latency_cycles"] < bound, (cfg, prof)
@@ -252,12 +252,12 @@ def test_bad_invariant_is_reported(monkeypatch):
     cfg = make_config({"ranks": 4, "batch": 4, "topk": 2, "aivs": 4, "cumsum_aivs": 1}, 48)
     prof = PROFILES["cm384"]
     cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
-    params, costs, chances, cdf, trace = model.prepare(cols, prof)
+    params, costs, chances, cdf, trace = kernel_io.prepare(cols, prof)
     out = np.zeros((1, model.k.N_OUT))
     model.k._simulate_batch(params, costs, chances, cdf, trace, out)
     out[0, model.k.O_DELIVERED] -= 1
-    with pytest.raises(model.KernelFailure, match="invariant"):
-        model.results_from_kernel(out, cols, costs, prof)
+    with pytest.raises(kernel_io.KernelFailure, match="invariant"):
+        kernel_io.result_columns(out, cols, costs, prof)
 
 
 def test_timeline_marks_match_the_twin(configs, twins):

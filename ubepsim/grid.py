@@ -10,7 +10,7 @@ innermost), then the filter drops points, then points that differ from an earlie
 parameter their protocol or routing does not read (`params.GATED`: that parameter is recorded at
 its default) are dropped as the same configuration. Everything is checked before any work: each
 value with `params.coerce`, the cross-parameter rules with `params.check_rules` over whole
-columns of a chunk of points at a time, the kernel's time limit (`model.check_time_bound`) on
+columns of a chunk of points at a time, the kernel's time limit (`kernel_io.check_time_bound`) on
 the grid's corner and, only if that fails, on every point, so a million-point grid expands and
 validates in about a second. The points are then built on demand, a batch at a time, from the
 axes and the kept indices. Every error is an InputError naming the grid file and the key.
@@ -33,8 +33,9 @@ import polars as pl
 
 from .costs import lower, time_bound
 from .errors import InputError
+from .kernel_io import check_time_bound
 from .kernels.dispatch import MAX_TIME
-from .model import check_memory, check_time_bound, working_memory
+from .memory import check_memory, working_memory
 from .params import (ENUMS, GATED, NAMES, PARAM_BY_NAME, PARAMS, canonical, check_rules, coerce,
                      polars_dtype, same_config, stable_id, trace_digest)
 from .profile import BUILTIN, Profile, load_profile
@@ -100,7 +101,7 @@ class Grid:
 
     def check_memory(self, limits: list[tuple[int, int, str]],
                      threads: str = "--workers") -> None:
-        """An InputError (model.check_memory) if, for some (at_once, available, where) of
+        """An InputError (memory.check_memory) if, for some (at_once, available, where) of
         `limits`, any `at_once` of the grid's configurations could need more than `available`
         bytes simulated together. The grid's corner bounds them all, so only a grid whose
         corner does not fit somewhere is walked point by point, once for every limit."""
@@ -447,7 +448,7 @@ def _expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Ex
     ids = np.empty(product, dtype=np.int64)
     kept = np.empty(product, dtype=np.int64) if filters else None
     filtered = 0
-    # every point's time bound (model.check_time_bound), only if the grid's corner fails it:
+    # every point's time bound (kernel_io.check_time_bound), only if the grid's corner fails it:
     # lowering every point's costs would take twice as long as the rest of the expansion
     slow = bool(np.any(time_bound(corner := _corner(values, profile),
                                   lower(corner, profile)[0]) >= MAX_TIME))
@@ -499,7 +500,7 @@ def _expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Ex
 
 def _corner(values: list[list[pl.Series]], profile: Profile) -> dict[str, np.ndarray]:
     """Columns no point of the grid has a larger time bound (costs.time_bound) or working
-    memory (model.working_memory) than, both growing with each size: ranks, batch, topk,
+    memory (memory.working_memory) than, both growing with each size: ranks, batch, topk,
     hidden and aivs at their largest, experts per die at its largest (an experts axis over the
     fewest ranks), each combination of the dtypes, syncs and protocols the grid has."""
     axis = {s.name: s for cols in values for s in cols}

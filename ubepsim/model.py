@@ -8,8 +8,10 @@ A configuration is a Config or a dict of parameters (the others at their default
 `ubepsim run`); `points` is a polars DataFrame with one column per parameter
 (ubepsim.params.NAMES), values resolved (experts and aivs filled in, enums as their names). The
 result frame has the same rows in the same order: every parameter, `config_id`, then every
-field of ubepsim.result_fields: a sweep's rows (whose Parquet gives the enums back as strings). A row
-depends only on its own parameters (never on the rest of the batch or on threads).
+field of ubepsim.result_fields: a sweep's rows (whose Parquet gives the enums back as
+strings). A row depends only on its own parameters (never on the rest of the batch or on
+threads). The kernel's inputs and outputs are packed and read in ubepsim.kernel_io, the memory
+a simulation needs is checked in ubepsim.memory.
 """
 
 from __future__ import annotations
@@ -21,28 +23,15 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .costs import lower, time_bound
+from . import memory
 from .errors import InputError
+from .kernel_io import KernelFailure, kernel_order, prepare, result_columns
 from .kernels import dispatch as k
-from .params import (ENUMS, GATED, NAMES, PARAMS, Config, Protocol, Routing, canonical,
-                     codes, make_config, polars_dtype, stable_id, workload_keys)
-from .profile import HOP_CLASSES, Profile, load_profile
-from .result_fields import RESULT_NAMES, RESULTS
-from .workload import expert_cdf, read_trace
+from .params import (GATED, NAMES, PARAMS, Config, Routing, canonical, make_config, polars_dtype,
+                     stable_id)
+from .profile import Profile, load_profile
+from .result_fields import RESULTS
 
-# Kernel output columns, in the order of RESULTS where they are cycles or counts.
-_CYCLE_FIELDS = {
-    "latency_us": k.O_LATENCY, "latency_mean_us": k.O_LATENCY_MEAN,
-    "send_max_aiv_us": k.O_SEND_MAX, "send_mean_aiv_us": k.O_SEND_MEAN,
-    "send_spread_aiv_us": k.O_SEND_SPREAD, "wait_us": k.O_WAIT,
-    "phase_init_us": k.O_PH_INIT, "phase_send_us": k.O_PH_SEND, "phase_sync_us": k.O_PH_SYNC,
-    "phase_cumsum_us": k.O_PH_CUMSUM, "phase_reorder_us": k.O_PH_REORDER,
-}
-_COUNT_FIELDS = {
-    "copies_total": k.O_COPIES_TOTAL, "qsearch_steps": k.O_QSTEPS,
-    "sentinel_collisions": k.O_COLLISIONS,
-    **{f"copies_{h}": k.O_COPIES_HOP0 + i for i, h in enumerate(HOP_CLASSES)},
-}
 # Timeline phases per AIV role, in the order of their boundaries (kernels/dispatch.py marks).
 # One name per piece of work whichever protocol does it: bsp's SendFlag & Count and flag
 # verification are the same count_send and count_poll as UBEP's CalCumSum group's.
@@ -57,219 +46,6 @@ TIMELINE_PHASES = {
 TIMELINE_ROW_BYTES = 56
 
 
-def _codes(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Enum columns (names, members or codes) as integer codes."""
-    return {**cols, **{name: codes(name, cols[name]) for name in ENUMS}}
-
-
-def prepare(cols: dict[str, np.ndarray], profile: Profile):
-    """Kernel inputs for resolved parameter columns: (params, costs, chances, cdf, trace)."""
-    cols = canonical(cols)
-    coded = _codes(cols)
-    n = len(coded["ranks"])
-    params = np.zeros((n, k.N_PARAMS), dtype=np.int64)
-    for col, name in ((k.P_RANKS, "ranks"), (k.P_BATCH, "batch"), (k.P_TOPK, "topk"),
-                      (k.P_EXPERTS, "experts"), (k.P_AIVS, "aivs"), (k.P_CUMSUM, "cumsum_aivs"),
-                      (k.P_PROTOCOL, "protocol"), (k.P_SYNC, "sync"), (k.P_SCHEDULE, "schedule"),
-                      (k.P_ROUTING, "routing"), (k.P_SEED, "seed")):
-        params[:, col] = np.asarray(coded[name], dtype=np.int64)
-    wkeys = workload_keys(cols)
-    params[:, k.P_WKEY] = wkeys
-    costs, chances = lower(coded, profile)
-    check_time_bound(coded, costs, profile)
-    # Popularity weights and traces are shared by every row of the same workload.
-    cdf_parts, trace_parts = [np.zeros(0)], [np.zeros(0, dtype=np.int64)]
-    cdf_at: dict[tuple, tuple[int, int]] = {}
-    trace_at: dict[tuple, int] = {}
-    cdf_end, trace_end = 0, 0
-    routing = coded["routing"]
-    for i in np.flatnonzero(routing != Routing.uniform):
-        if routing[i] == Routing.trace:
-            tkey = (str(cols["trace"][i]), *(int(coded[x][i]) for x in
-                                             ("ranks", "batch", "topk", "experts")))
-            if tkey not in trace_at:
-                trace_at[tkey] = trace_end
-                arr = read_trace(*tkey).ravel()
-                trace_parts.append(arr)
-                trace_end += len(arr)
-            params[i, k.P_TRACE] = trace_at[tkey]
-            continue
-        ckey = (int(routing[i]), int(coded["experts"][i]), float(coded["zipf_s"][i]),
-                int(coded["hot_experts"][i]), float(coded["hot_share"][i]),
-                int(coded["seed"][i]), int(wkeys[i]))
-        if ckey not in cdf_at:
-            cdf = expert_cdf(*ckey)
-            cdf_at[ckey] = (cdf_end, len(cdf))
-            cdf_parts.append(cdf)
-            cdf_end += len(cdf)
-        params[i, k.P_CDF_START], params[i, k.P_CDF_LEN] = cdf_at[ckey]
-    return (params, costs, chances, np.concatenate(cdf_parts),
-            np.concatenate(trace_parts).astype(np.int64))
-
-
-def working_memory(cols: dict[str, np.ndarray]) -> np.ndarray:
-    """Bytes the kernel works in while it simulates each configuration of resolved columns
-    (enums as names, members or codes): kernels.dispatch.working_bytes."""
-    return k.working_bytes(cols["ranks"], cols["batch"], cols["topk"], cols["experts"],
-                           cols["aivs"], codes("protocol", cols["protocol"]) == Protocol.ubep,
-                           codes("sync", cols["sync"]))
-
-
-# A container's or batch job's memory: per cgroup version (v2, then v1's memory hierarchy),
-# where Linux mounts it, the controller /proc/self/cgroup names it by, and each cgroup's limit
-# and usage files and the reclaimable page cache in its memory.stat.
-CGROUPS = (("/sys/fs/cgroup", "", "memory.max", "memory.current", "inactive_file"),
-           ("/sys/fs/cgroup/memory", "memory", "memory.limit_in_bytes", "memory.usage_in_bytes",
-            "total_inactive_file"))
-PROC_CGROUP = Path("/proc/self/cgroup")
-
-
-def available_memory() -> int:
-    """Bytes this process can take now without swapping: the machine's available memory
-    (psutil's, what free(1) calls available), and no more than the memory limits of its
-    container or batch job leave: those of its cgroup and of each cgroup above it, less their
-    usage, not counting the page cache the kernel reclaims first (inactive files)."""
-    import psutil
-
-    available = psutil.virtual_memory().available
-    try:
-        lines = PROC_CGROUP.read_text().splitlines()
-    except OSError:
-        return available                # not Linux
-    where = {}                          # controller -> this process's cgroup
-    for line in lines:                  # ID:CONTROLLERS:PATH, v2's controllers empty
-        _, controllers, path = line.split(":", 2)
-        where.update((c, path) for c in controllers.split(","))
-    for mount, controller, limit, usage, inactive in CGROUPS:
-        if controller not in where:
-            continue
-        group = Path(mount + where[controller])
-        for cgroup in (group, *group.parents[:len(group.relative_to(mount).parts)]):
-            try:
-                left = int((cgroup / limit).read_text()) - int((cgroup / usage).read_text())
-                stat = (cgroup / "memory.stat").read_text().split()
-            except (OSError, ValueError):   # not mounted there, or no limit ("max")
-                continue
-            cache = dict(zip(stat[::2], stat[1::2])).get(inactive, "0")
-            available = min(available, max(0, left + int(cache)))
-    return available
-
-
-def check_memory(top: np.ndarray, largest: Mapping[str, Any], available: int,
-                 where: str = "this process", threads: str = "threads",
-                 source: str | None = None) -> None:
-    """An InputError, before any work, if the configurations simulated at once could need
-    more than `available` bytes. `top`: the working memory of as many configurations as run
-    at once, the largest first; `largest`: the parameters of that one; `threads`: the key
-    that sets how many run at once."""
-    top = np.asarray(top, dtype=np.int64)
-    if top.sum() <= available:
-        return
-    shown = ", ".join(f"{n} = {largest[n]}" for n in ("ranks", "batch", "topk", "protocol",
-                                                      "sync"))
-    if top[0] > available:
-        # ranks: the count messages grow with its square, the token copies with it
-        raise InputError("ranks", f"{shown} needs about {_gib(top[0])} of memory to simulate, "
-                         f"more than the {_gib(available)} available to {where}; lower ranks "
-                         f"or batch x topk" + ("; drop such points with a [sweep] filter"
-                                                if source else ""), source)
-    fit = int(np.searchsorted(np.cumsum(top), available, side="right"))
-    raise InputError(threads, f"{len(top)} configurations simulated at once could need "
-                     f"{_gib(top.sum())} of memory ({shown}: {_gib(top[0])} alone), more than "
-                     f"the {_gib(available)} available to {where}; at most {fit} fit at once")
-
-
-def _gib(n: float) -> str:
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
-
-
-def check_time_bound(cols: dict[str, np.ndarray], costs: np.ndarray, profile: Profile,
-                     source: str | None = None) -> None:
-    """An InputError for the first configuration (columns resolved, enums as codes; `costs`
-    lowered from them) whose times could reach the kernel's MAX_TIME: the egress queue packs a
-    time with an AIV in one 64-bit key. Only a profile far slower than any fabric's meets it."""
-    over = time_bound(cols, costs) >= k.MAX_TIME
-    if over.any():
-        i = int(np.flatnonzero(over)[0])
-        point = ", ".join(f"{n} = {int(cols[n][i])}" for n in ("ranks", "batch", "topk",
-                                                                 "experts", "hidden", "aivs"))
-        days = k.MAX_TIME / (profile.clock_ghz * 1e9 * 86400)
-        raise InputError("profile", f"at {point}, simulated times could reach 2^"
-                         f"{k.MAX_TIME.bit_length() - 1} cycles ({days:.1f} days at clock_ghz "
-                         f"{profile.clock_ghz:g}), more than the model's 64-bit event keys "
-                         f"hold; its bandwidths, latencies and cycle costs are too slow for a "
-                         f"configuration this large", source)
-
-
-class KernelFailure(RuntimeError):
-    """A row the kernel did not finish, or one that breaks an invariant: a bug of the model, or
-    an error Numba did not report (out of memory?). `row` is its index in the batch."""
-
-    def __init__(self, row: int, message: str):
-        super().__init__(message)
-        self.row = row
-
-    def __reduce__(self):   # as a Dask worker sends it back: pickled with its row
-        return KernelFailure, (self.row, str(self))
-
-
-def results_from_kernel(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.ndarray,
-                        profile: Profile) -> dict[str, np.ndarray]:
-    """Result columns from kernel rows, after checking the invariants every row must hold."""
-    # the copies a row must account for, from its parameters rather than from the row: Numba
-    # does not report an exception raised on a worker thread of the parallel loop, and the row
-    # it left unfinished would otherwise pass (all zero)
-    copies = (np.asarray(cols["ranks"], dtype=np.int64) * np.asarray(cols["batch"], dtype=np.int64)
-              * np.asarray(cols["topk"], dtype=np.int64))
-    bad = (out[:, k.O_COPIES_TOTAL] != copies) | (out[:, k.O_SENT] != copies) | \
-        (out[:, k.O_DELIVERED] != copies) | (out[:, k.O_VIOLATIONS] != 0) | \
-        (out[:, k.O_LATENCY] < out[:, k.O_BOUND])
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        if out[i, k.O_COPIES_TOTAL] != copies[i]:   # written once the configuration is done
-            raise KernelFailure(i, f"the kernel did not finish row {i}: an error on a worker "
-                                f"thread, which Numba does not report (out of memory?); "
-                                f"`ubepsim run` with its parameters shows it")
-        raise KernelFailure(i, f"model invariant violated ({out[i, k.O_SENT]:.0f} of "
-                            f"{copies[i]} copies sent, {out[i, k.O_DELIVERED]:.0f} delivered "
-                            f"once, {out[i, k.O_VIOLATIONS]:.0f} read before visible, latency "
-                            f"{out[i, k.O_LATENCY]:.0f} cycles against a bound of "
-                            f"{out[i, k.O_BOUND]:.0f}) at row {i}")
-    clock = profile.values["clock_ghz"] * 1000.0   # cycles per microsecond
-    res: dict[str, np.ndarray] = {}
-    for name, col in _CYCLE_FIELDS.items():
-        res[name] = out[:, col] / clock
-    for name, col in _COUNT_FIELDS.items():
-        res[name] = out[:, col].astype(np.int64)
-    token_bytes = costs[:, 0]
-    res["bytes_per_rank"] = (np.asarray(cols["batch"], dtype=np.int64)
-                             * np.asarray(cols["topk"], dtype=np.int64) * token_bytes)
-    res["bw_gbps"] = res["bytes_per_rank"] / (res["latency_us"] * 1000.0)
-    return {name: res[name] for name in RESULT_NAMES}
-
-
-def _keep_freed_memory() -> None:
-    """Ask glibc to keep freed memory instead of returning it to the kernel.
-
-    Each configuration allocates tens of MB of scratch arrays; with glibc's defaults they are
-    mmap'd and unmapped every time and the page faults cost ~15% of a simulation.
-    """
-    global _MALLOC_TUNED
-    if _MALLOC_TUNED:
-        return
-    _MALLOC_TUNED = True
-    try:
-        import ctypes
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-1, 1 << 30)   # M_TRIM_THRESHOLD
-        libc.mallopt(-3, 1 << 30)   # M_MMAP_THRESHOLD
-    except (OSError, AttributeError):
-        pass                        # not glibc: slower, same results
-
-
-_MALLOC_TUNED = False
-
-
 def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int | None = None,
                      memory_checked: bool = False) -> dict[str, np.ndarray]:
     """Result columns for resolved parameter columns, through the parallel batch kernel.
@@ -280,31 +56,18 @@ def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int
     if threads is not None:
         numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
     if not memory_checked and len(cols["ranks"]):
-        need = working_memory(cols)
+        need = memory.working_memory(cols)
         top = np.argsort(need)[::-1][:numba.get_num_threads()]   # at most one per thread
-        check_memory(need[top], {n: np.asarray(cols[n])[top[0]] for n in NAMES},
-                     available_memory())
-    _keep_freed_memory()
+        memory.check_memory(need[top], {n: np.asarray(cols[n])[top[0]] for n in NAMES},
+                            memory.available_memory())
+    memory.keep_freed_memory()
     params, costs, chances, cdf, trace = prepare(cols, profile)
     order = kernel_order(params)
     done = np.zeros((len(params), k.N_OUT))
     k._simulate_batch(params[order], costs[order], chances[order], cdf, trace, done)
     out = np.empty_like(done)
     out[order] = done
-    return results_from_kernel(out, cols, costs, profile)
-
-
-def kernel_order(params: np.ndarray) -> np.ndarray:
-    """The order in which the batch kernel takes rows: a configuration's sync variants side
-    by side, where they share one schedule (kernels.dispatch._simulate_batch), and those runs
-    in a fixed shuffled order. The kernel gives each thread one contiguous block of runs, and
-    in the order given the large configurations may come together (a sweep's grid order, fig14:
-    1.2x on 2 threads); shuffled, the blocks cost about the same. Each row depends only on its
-    own inputs, so the order changes no result."""
-    _, run = np.unique(np.delete(params, k.P_SYNC, axis=1), axis=0, return_inverse=True)
-    run = run.ravel()
-    shuffled = np.random.default_rng(len(params)).permutation(run.max() + 1 if run.size else 0)
-    return np.argsort(shuffled[run], kind="stable")
+    return result_columns(out, cols, costs, profile)
 
 
 def simulate_table(points: pl.DataFrame, profile: Profile, threads: int | None = None,
@@ -370,9 +133,9 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     profile = _profile(profile)
     config = _config(config, profile, "config")
     cols = {name: np.asarray([v]) for name, v in config.as_dict().items()}
-    check_memory(working_memory(cols) + (timeline_bytes(config) if timeline else 0),
-                 config.as_dict(), available_memory())
-    _keep_freed_memory()
+    memory.check_memory(memory.working_memory(cols) + (timeline_bytes(config) if timeline else 0),
+                        config.as_dict(), memory.available_memory())
+    memory.keep_freed_memory()
     params, costs, chances, cdf, trace = prepare(cols, profile)
     out = np.zeros(k.N_OUT)
     marks = np.zeros((config.ranks, config.aivs, k.N_MARKS) if timeline else (0, 0, 0),
@@ -380,7 +143,7 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     tr = trace if config.routing is Routing.trace else trace[:0]
     k._simulate_dispatch(params[0], costs[0], chances[0], cdf[params[0, k.P_CDF_START]:
                          params[0, k.P_CDF_START] + params[0, k.P_CDF_LEN]], tr, out, marks)
-    res = results_from_kernel(out[None, :], cols, costs, profile)
+    res = result_columns(out[None, :], cols, costs, profile)
     row = {**config.as_dict(), "config_id": config.config_id,
            **{name: v[0].item() for name, v in res.items()}}
     if timeline:

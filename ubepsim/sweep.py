@@ -27,7 +27,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import __version__, model
+from . import __version__, memory, model
 from .errors import InputError
 from .files import META
 from .grid import Grid
@@ -286,7 +286,7 @@ def local_threads(threads: int | None) -> int:
 def check_local_memory(grid: Grid, threads: int | None) -> None:
     """The grid's configurations, one per thread at once, against the memory this process may
     take."""
-    grid.check_memory([(local_threads(threads), model.available_memory(), "this process")])
+    grid.check_memory([(local_threads(threads), memory.available_memory(), "this process")])
 
 
 def check_cluster_memory(client, grid: Grid, threads: int | None) -> None:
@@ -320,7 +320,7 @@ def _capacity(threads: int | None) -> tuple[str, int, int]:
     on."""
     import socket
 
-    return socket.gethostname(), model.available_memory(), local_threads(threads)
+    return socket.gethostname(), memory.available_memory(), local_threads(threads)
 
 
 class SweepStopped(RuntimeError):

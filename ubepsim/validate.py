@@ -180,7 +180,7 @@ QSEARCH = ((128, 128), (160, 160), (128, 256))   # (ranks, experts): Table 3's e
 def search_claims(profile: Profile, threads: int | None) -> list[Check]:
     """Section 3.3: the quaternary search converges in 4-5 steps and stays under 1 us."""
     from .costs import COST_INDEX
-    from .model import prepare
+    from .kernel_io import prepare
     rows = [_config(ranks=r, experts=e) for r, e in QSEARCH]
     steps = _simulate(rows, profile, threads)["qsearch_steps"]
     costs = prepare(cal.config_columns(rows), profile)[1]

@@ -1,0 +1,165 @@
+"""The batch kernel's inputs and outputs, on the host side.
+
+    prepare(cols, profile)      parameter columns packed into the kernel's input arrays
+    check_time_bound(...)       configurations whose times the kernel's event keys cannot hold
+    kernel_order(params)        the order in which the batch kernel takes the rows
+    result_columns(out, ...)    the kernel's output rows, checked, as result columns
+
+`cols` are resolved parameter columns (ubepsim.params.NAMES; experts and aivs filled in, enums
+as names, members or codes); the result columns are the fields of ubepsim.result_fields.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .costs import lower, time_bound
+from .errors import InputError
+from .kernels import dispatch as k
+from .params import ENUMS, Routing, canonical, codes, workload_keys
+from .profile import HOP_CLASSES, Profile
+from .result_fields import RESULT_NAMES
+from .workload import expert_cdf, read_trace
+
+# Kernel output columns, in the order of RESULTS where they are cycles or counts.
+_CYCLE_FIELDS = {
+    "latency_us": k.O_LATENCY, "latency_mean_us": k.O_LATENCY_MEAN,
+    "send_max_aiv_us": k.O_SEND_MAX, "send_mean_aiv_us": k.O_SEND_MEAN,
+    "send_spread_aiv_us": k.O_SEND_SPREAD, "wait_us": k.O_WAIT,
+    "phase_init_us": k.O_PH_INIT, "phase_send_us": k.O_PH_SEND, "phase_sync_us": k.O_PH_SYNC,
+    "phase_cumsum_us": k.O_PH_CUMSUM, "phase_reorder_us": k.O_PH_REORDER,
+}
+_COUNT_FIELDS = {
+    "copies_total": k.O_COPIES_TOTAL, "qsearch_steps": k.O_QSTEPS,
+    "sentinel_collisions": k.O_COLLISIONS,
+    **{f"copies_{h}": k.O_COPIES_HOP0 + i for i, h in enumerate(HOP_CLASSES)},
+}
+
+
+def _codes(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Enum columns (names, members or codes) as integer codes."""
+    return {**cols, **{name: codes(name, cols[name]) for name in ENUMS}}
+
+
+def prepare(cols: dict[str, np.ndarray], profile: Profile):
+    """Kernel inputs for resolved parameter columns: (params, costs, chances, cdf, trace)."""
+    cols = canonical(cols)
+    coded = _codes(cols)
+    n = len(coded["ranks"])
+    params = np.zeros((n, k.N_PARAMS), dtype=np.int64)
+    for col, name in ((k.P_RANKS, "ranks"), (k.P_BATCH, "batch"), (k.P_TOPK, "topk"),
+                      (k.P_EXPERTS, "experts"), (k.P_AIVS, "aivs"), (k.P_CUMSUM, "cumsum_aivs"),
+                      (k.P_PROTOCOL, "protocol"), (k.P_SYNC, "sync"), (k.P_SCHEDULE, "schedule"),
+                      (k.P_ROUTING, "routing"), (k.P_SEED, "seed")):
+        params[:, col] = np.asarray(coded[name], dtype=np.int64)
+    wkeys = workload_keys(cols)
+    params[:, k.P_WKEY] = wkeys
+    costs, chances = lower(coded, profile)
+    check_time_bound(coded, costs, profile)
+    # Popularity weights and traces are shared by every row of the same workload.
+    cdf_parts, trace_parts = [np.zeros(0)], [np.zeros(0, dtype=np.int64)]
+    cdf_at: dict[tuple, tuple[int, int]] = {}
+    trace_at: dict[tuple, int] = {}
+    cdf_end, trace_end = 0, 0
+    routing = coded["routing"]
+    for i in np.flatnonzero(routing != Routing.uniform):
+        if routing[i] == Routing.trace:
+            tkey = (str(cols["trace"][i]), *(int(coded[x][i]) for x in
+                                             ("ranks", "batch", "topk", "experts")))
+            if tkey not in trace_at:
+                trace_at[tkey] = trace_end
+                arr = read_trace(*tkey).ravel()
+                trace_parts.append(arr)
+                trace_end += len(arr)
+            params[i, k.P_TRACE] = trace_at[tkey]
+            continue
+        ckey = (int(routing[i]), int(coded["experts"][i]), float(coded["zipf_s"][i]),
+                int(coded["hot_experts"][i]), float(coded["hot_share"][i]),
+                int(coded["seed"][i]), int(wkeys[i]))
+        if ckey not in cdf_at:
+            cdf = expert_cdf(*ckey)
+            cdf_at[ckey] = (cdf_end, len(cdf))
+            cdf_parts.append(cdf)
+            cdf_end += len(cdf)
+        params[i, k.P_CDF_START], params[i, k.P_CDF_LEN] = cdf_at[ckey]
+    return (params, costs, chances, np.concatenate(cdf_parts),
+            np.concatenate(trace_parts).astype(np.int64))
+
+
+
+def check_time_bound(cols: dict[str, np.ndarray], costs: np.ndarray, profile: Profile,
+                     source: str | None = None) -> None:
+    """An InputError for the first configuration (columns resolved, enums as codes; `costs`
+    lowered from them) whose times could reach the kernel's MAX_TIME: the egress queue packs a
+    time with an AIV in one 64-bit key. Only a profile far slower than any fabric's meets it."""
+    over = time_bound(cols, costs) >= k.MAX_TIME
+    if over.any():
+        i = int(np.flatnonzero(over)[0])
+        point = ", ".join(f"{n} = {int(cols[n][i])}" for n in ("ranks", "batch", "topk",
+                                                                 "experts", "hidden", "aivs"))
+        days = k.MAX_TIME / (profile.clock_ghz * 1e9 * 86400)
+        raise InputError("profile", f"at {point}, simulated times could reach 2^"
+                         f"{k.MAX_TIME.bit_length() - 1} cycles ({days:.1f} days at clock_ghz "
+                         f"{profile.clock_ghz:g}), more than the model's 64-bit event keys "
+                         f"hold; its bandwidths, latencies and cycle costs are too slow for a "
+                         f"configuration this large", source)
+
+
+def kernel_order(params: np.ndarray) -> np.ndarray:
+    """The order in which the batch kernel takes rows: a configuration's sync variants side
+    by side, where they share one schedule (kernels.dispatch._simulate_batch), and those runs
+    in a fixed shuffled order. The kernel gives each thread one contiguous block of runs, and
+    in the order given the large configurations may come together (a sweep's grid order, fig14:
+    1.2x on 2 threads); shuffled, the blocks cost about the same. Each row depends only on its
+    own inputs, so the order changes no result."""
+    _, run = np.unique(np.delete(params, k.P_SYNC, axis=1), axis=0, return_inverse=True)
+    run = run.ravel()
+    shuffled = np.random.default_rng(len(params)).permutation(run.max() + 1 if run.size else 0)
+    return np.argsort(shuffled[run], kind="stable")
+
+
+class KernelFailure(RuntimeError):
+    """A row the kernel did not finish, or one that breaks an invariant: a bug of the model, or
+    an error Numba did not report (out of memory?). `row` is its index in the batch."""
+
+    def __init__(self, row: int, message: str):
+        super().__init__(message)
+        self.row = row
+
+    def __reduce__(self):   # as a Dask worker sends it back: pickled with its row
+        return KernelFailure, (self.row, str(self))
+
+
+def result_columns(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.ndarray,
+                   profile: Profile) -> dict[str, np.ndarray]:
+    """Result columns from kernel rows, after checking the invariants every row must hold."""
+    # the copies a row must account for, from its parameters rather than from the row: Numba
+    # does not report an exception raised on a worker thread of the parallel loop, and the row
+    # it left unfinished would otherwise pass (all zero)
+    copies = (np.asarray(cols["ranks"], dtype=np.int64) * np.asarray(cols["batch"], dtype=np.int64)
+              * np.asarray(cols["topk"], dtype=np.int64))
+    bad = (out[:, k.O_COPIES_TOTAL] != copies) | (out[:, k.O_SENT] != copies) | \
+        (out[:, k.O_DELIVERED] != copies) | (out[:, k.O_VIOLATIONS] != 0) | \
+        (out[:, k.O_LATENCY] < out[:, k.O_BOUND])
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        if out[i, k.O_COPIES_TOTAL] != copies[i]:   # written once the configuration is done
+            raise KernelFailure(i, f"the kernel did not finish row {i}: an error on a worker "
+                                f"thread, which Numba does not report (out of memory?); "
+                                f"`ubepsim run` with its parameters shows it")
+        raise KernelFailure(i, f"model invariant violated ({out[i, k.O_SENT]:.0f} of "
+                            f"{copies[i]} copies sent, {out[i, k.O_DELIVERED]:.0f} delivered "
+                            f"once, {out[i, k.O_VIOLATIONS]:.0f} read before visible, latency "
+                            f"{out[i, k.O_LATENCY]:.0f} cycles against a bound of "
+                            f"{out[i, k.O_BOUND]:.0f}) at row {i}")
+    clock = profile.values["clock_ghz"] * 1000.0   # cycles per microsecond
+    res: dict[str, np.ndarray] = {}
+    for name, col in _CYCLE_FIELDS.items():
+        res[name] = out[:, col] / clock
+    for name, col in _COUNT_FIELDS.items():
+        res[name] = out[:, col].astype(np.int64)
+    token_bytes = costs[:, 0]
+    res["bytes_per_rank"] = (np.asarray(cols["batch"], dtype=np.int64)
+                             * np.asarray(cols["topk"], dtype=np.int64) * token_bytes)
+    res["bw_gbps"] = res["bytes_per_rank"] / (res["latency_us"] * 1000.0)
+    return {name: res[name] for name in RESULT_NAMES}
