@@ -10,10 +10,12 @@ import polars as pl
 import pytest
 
 from conftest import TINY_GRID, TINY_SIZE, run_cli, write_grid
+from ubepsim import expand
+from ubepsim import grid as grid_module
 from ubepsim.costs import lower, time_bound
 from ubepsim.errors import InputError
-from ubepsim import grid as grid_module
-from ubepsim.grid import filter_expr, load_grid
+from ubepsim.filters import filter_expr
+from ubepsim.grid import load_grid
 from ubepsim.params import NAMES
 
 SWEEPS = Path(__file__).resolve().parent.parent / "sweeps"
@@ -103,7 +105,7 @@ def test_expansion_in_chunks_gives_the_same_points_and_fingerprint(tmp_path, mon
                    "protocol = ['bsp', 'ubep']\ncumsum_aivs = [1, 2]\n",
                    'name = "t"\nseeds = [0, 1, 2]\nfilter = "topk % 3 != 0 or protocol == \'bsp\'"')
     whole = load_grid(path)
-    monkeypatch.setattr(grid_module, "CHUNK", 7)
+    monkeypatch.setattr(expand, "CHUNK", 7)
     chunked = load_grid(path)
     assert chunked.points.equals(whole.points) and chunked.fingerprint == whole.fingerprint
     assert whole.kept.dtype == np.int64 and whole.size == len(whole.kept)
@@ -119,9 +121,9 @@ def test_two_configurations_with_one_config_id_are_refused(tmp_path, monkeypatch
     must be refused rather than merge two configurations, while points that are one
     configuration (bsp's cumsum_aivs) still merge under the same coarse hash when nothing else
     collides."""
-    real = grid_module.stable_id
-    monkeypatch.setattr(grid_module, "stable_id", lambda cols, names: real(cols, names) % 5)
-    monkeypatch.setattr(grid_module, "CHUNK", 3)
+    real = expand.stable_id
+    monkeypatch.setattr(expand, "stable_id", lambda cols, names: real(cols, names) % 5)
+    monkeypatch.setattr(expand, "CHUNK", 3)
     path = grid_of(tmp_path, "[grid]\nbatch = [8, 16, 32]\ntopk = [1, 2]\n")   # six ids in five
     with pytest.raises(InputError) as e:
         load_grid(path)
@@ -131,7 +133,7 @@ def test_two_configurations_with_one_config_id_are_refused(tmp_path, monkeypatch
     assert code == 2 and "config_id" in err and not (tmp_path / "out").exists()
     # under the coarsest hash (one id for all), bsp's points of three cumsum_aivs values are
     # one configuration: kept once, and no collision
-    monkeypatch.setattr(grid_module, "stable_id", lambda cols, names: real(cols, names) * 0)
+    monkeypatch.setattr(expand, "stable_id", lambda cols, names: real(cols, names) * 0)
     gated = load_grid(grid_of(tmp_path, "[grid]\nprotocol = 'bsp'\ncumsum_aivs = [1, 2, 3]\n"))
     assert gated.size == 1 and gated.kept.tolist() == [0]
 
@@ -154,9 +156,9 @@ def test_points_whose_times_could_pass_the_kernels_keys_are_refused_before_any_w
     zipped = grid_of(tmp_path, "[[zip]]\nranks = [2, 64]\nexperts = [8, 64]\nbatch = [1024, 8]\n"
                      "[grid]\ntopk = 8\nhidden = 1048576\n" + SLOW_PROFILE)
     g = load_grid(zipped)
-    corner = grid_module._corner(g.values, g.profile)
+    corner = expand.corner(g.values, g.profile)
     assert corner["ranks"].max() == 64 and corner["batch"].max() == 1024
-    assert (time_bound(corner, lower(corner, g.profile)[0]) >= grid_module.MAX_TIME).all()
+    assert (time_bound(corner, lower(corner, g.profile)[0]) >= expand.MAX_TIME).all()
     assert g.size == 2
 
 
@@ -185,7 +187,7 @@ def test_absurd_sizes_are_refused_at_once_by_arithmetic(tmp_path, monkeypatch):
          f"holds at most {top}: narrow an axis or split the grid into several files"),
     ]
     # refused by counting, before any point is built
-    monkeypatch.setattr(grid_module, "_expand", _must_not_expand)
+    monkeypatch.setattr(grid_module, "expand", _must_not_expand)
     for sweep, body, key, fragment in cases:
         with pytest.raises(InputError) as e:
             load_grid(grid_of(tmp_path, body, f'name = "t"\n{sweep}'))

@@ -34,8 +34,7 @@ import numpy as np
 import polars as pl
 
 from .errors import InputError
-from .files import toml_value
-from .grid import beside
+from .files import beside, toml_value
 from .params import ENUMS, NAMES, PARAM_BY_NAME, make_config
 from .profile import FIELDS, HOP_CLASSES, Profile, load_profile
 

@@ -1,4 +1,5 @@
-"""Writing result files whole or not at all, and TOML values, for the analysis commands."""
+"""Files: a file named in another (relative to it), files written whole or not at all, and TOML
+values."""
 
 from __future__ import annotations
 
@@ -12,6 +13,13 @@ from typing import Any
 from .errors import InputError
 
 META = "ubepsim."   # the prefix of ubepsim's keys in a Parquet file's key-value metadata
+
+
+def beside(source: str, value: str) -> str:
+    """A file named in a grid (a trace, a profile) or in a measurement file: relative to that
+    file, as an absolute path, so that the points (the rows' `trace`, the fingerprint a resume
+    checks) do not depend on the directory the sweep was started from."""
+    return str((Path(source).parent / value).resolve())
 
 
 def check_out(path: Path, formats: tuple[str, ...], flag: str = "--out") -> None:
@@ -80,3 +88,10 @@ def toml_value(v: Any) -> str:
     if isinstance(v, float):
         return repr(v) if math.isfinite(v) else "nan"
     return str(v)
+
+
+def is_number(v: Any) -> bool:
+    """A number as a TOML file or a filter writes one: an int, or a finite float; not a bool."""
+    # an int is finite however large (math.isfinite would raise past the floats' range)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and (
+        isinstance(v, int) or math.isfinite(v))
