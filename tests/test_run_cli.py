@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 import polars as pl
@@ -43,6 +44,19 @@ def test_bare_command_prints_the_help():
     assert code == 0 and err == ""
     assert out == run_cli("--help")[1]
     assert out.startswith("Usage: ubepsim") and "\nCommands:\n" in out   # formatted, not one line
+
+
+def test_a_command_module_that_fails_to_import_fails_every_command(monkeypatch):
+    """Not a command missing from --help: a module that cannot be imported (blocked here, as a
+    module missing from an install is) stops `ubepsim` with exit 3, naming it."""
+    import ubepsim.cli
+    monkeypatch.delattr(ubepsim.cli, "plot", raising=False)   # imported by an earlier run
+    monkeypatch.setitem(sys.modules, "ubepsim.cli.plot", None)
+    for args in (("--help",), ("run", "--help")):
+        code, out, err = run_cli(*args)
+        assert code == 3 and out == ""
+        assert err.startswith("internal error: ModuleNotFoundError: ") and \
+            "ubepsim.cli.plot" in err
 
 
 def test_version_is_the_codes_the_one_datasets_record():

@@ -28,13 +28,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from . import run  # noqa: F401  (each module adds its command to `cli`)
-    for name in ("sweep", "query", "tune", "calibrate", "validate", "plot"):
-        try:
-            __import__(f"{__name__}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
+    """Each command's module adds its command to `cli` as it is imported. One that fails to
+    import fails every command (exit 3, naming the error) rather than vanish from --help."""
+    from . import calibrate, plot, query, run, sweep, tune, validate  # noqa: F401
 
 
 def _with_flag(e: InputError) -> str:
@@ -53,8 +49,8 @@ _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
 def main(argv: list[str] | None = None) -> int:
-    _register()
     try:
+        _register()
         cli.main(args=argv, prog_name="ubepsim", standalone_mode=False)
     except InputError as e:
         click.echo(f"error: {_with_flag(e)}", err=True)
