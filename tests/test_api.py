@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import polars as pl
 import pytest
 
@@ -81,14 +78,3 @@ def test_no_configurations_give_an_empty_frame_with_every_column():
     frame = ubepsim.simulate_many([])
     assert frame.height == 0
     assert frame.columns == ubepsim.simulate_many(CONFIGS[:1]).columns
-
-
-def test_the_documented_python_runs():
-    """README's "From Python" block, as written: its rows, pivot and timeline."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme.split("## From Python")[1].split("\n## ")[0]
-    scope: dict = {}
-    exec(re.findall(r"```python\n(.*?)```", section, re.S)[0], scope)
-    assert scope["row"]["ranks"] == 64 and scope["row"]["latency_us"] > 0
-    assert scope["frame"].height == 18
-    assert scope["tl"]["phase"].n_unique() > 1

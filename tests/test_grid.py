@@ -277,10 +277,10 @@ def test_the_million_grid_covers_the_papers_ranges():
 
 
 @pytest.mark.parametrize("path", sorted(SWEEPS.glob("*.toml")), ids=lambda p: p.name)
-def test_every_ready_grid_loads_with_the_size_readme_gives(path):
+def test_every_ready_grid_loads_with_the_size_the_docs_give(path):
     g = load_grid(path)
     assert g.size > 0 and g.out is not None
-    doc = (SWEEPS.parent / "README.md").read_text()
+    doc = (SWEEPS.parent / "docs" / "sweeps.md").read_text()
     (row,) = [line for line in doc.splitlines() if line.startswith(f"| `sweeps/{path.name}` |")]
     assert row.rstrip(" |").rsplit("| ", 1)[1] == f"{g.size:,}"
 
@@ -504,7 +504,7 @@ def test_filter_is_never_evaluated_as_python():
 
 
 def test_the_documented_example_is_complete_and_its_size_is_as_documented(tmp_path):
-    doc = (SWEEPS.parent / "README.md").read_text()
+    doc = (SWEEPS.parent / "docs" / "sweeps.md").read_text()
     example = re.findall(r"```toml\n(\[sweep\].*?)```", doc, re.S)[0]
     code, stdout, stderr = run_cli("sweep", write_grid(tmp_path, example), "--dry-run")
     assert code == 0, stderr

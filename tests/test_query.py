@@ -1,10 +1,9 @@
-"""`ubepsim query`: Polars SQL over a dataset, printed or written; and the documented queries,
-run from the documentation itself, SQL and Polars Python alike."""
+"""`ubepsim query`: Polars SQL over a dataset, printed or written; and the queries of
+docs/sweeps.md, run from the documentation itself, SQL and Polars Python alike."""
 
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 
 import polars as pl
@@ -211,35 +210,11 @@ def test_a_query_over_an_interrupted_sweep_warns_and_still_answers(dataset, tmp_
 
 def documented_queries() -> list[tuple[str, str]]:
     """(SQL, Polars Python) pairs from the sweep documentation, in order of appearance."""
-    for doc in (ROOT / "README.md",):
-        text = doc.read_text() if doc.exists() else ""
-        sql = [b for b in re.findall(r"```sql\n(.*?)```", text, re.S) if "FROM results" in b]
-        python = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "answer = " in b]
-        if sql:
-            assert len(sql) == len(python) == 3, doc
-            return list(zip(sql, python))
-    raise AssertionError("no documented queries found")
-
-
-def test_the_documented_fabric_comparison_runs(tmp_path, monkeypatch):
-    """README's "Another fabric": its two sweeps, then its Polars code on their datasets. A
-    third tier above 64-die pods costs nothing at 64 ranks and adds latency beyond."""
-    section = (ROOT / "README.md").read_text().split("**Another fabric**")[1]
-    commands = re.findall(r"```\n(.*?)```", section, re.S)[0]
-    python = re.findall(r"```python\n(.*?)```", section, re.S)[0]
-    monkeypatch.chdir(tmp_path)
-    for line in commands.splitlines():
-        args = shlex.split(line)
-        assert args[:2] == ["ubepsim", "sweep"]
-        code, _, err = run_cli(*(ROOT / a if a.startswith("sweeps/") else a for a in args[1:]),
-                               "-q")
-        assert code == 0, err
-    scope: dict = {}
-    exec(python, scope)
-    cost = scope["cost"]
-    assert sorted(set(cost["ranks"])) == [64, 128, 256]
-    assert (cost.filter(pl.col("ranks") == 64)["cost_pct"] == 0).all()
-    assert (cost.filter(pl.col("ranks") > 64)["cost_pct"] > 0).all()
+    text = (ROOT / "docs" / "sweeps.md").read_text()
+    sql = [b for b in re.findall(r"```sql\n(.*?)```", text, re.S) if "FROM results" in b]
+    python = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "answer = " in b]
+    assert len(sql) == len(python) == 3
+    return list(zip(sql, python))
 
 
 @pytest.mark.parametrize("index", range(3))

@@ -338,17 +338,20 @@ def test_a_configuration_whose_times_could_pass_the_kernels_keys_is_refused(tmp_
     assert code == 0 and json.loads(out)["latency_us"] > 1000 * base
 
 
-def test_the_documented_defaults_are_the_parameters_defaults():
-    """README's parameter table against ubepsim.params, for every parameter with a plain
-    default (experts and aivs follow ranks and the profile, as the table says in words)."""
+def test_the_documented_defaults_are_what_run_simulates():
+    """docs/reference.md's default of every parameter is what `ubepsim run` records when given
+    no flag (experts and aivs follow ranks and the profile, as the table says in words)."""
     import re
     from pathlib import Path
 
-    from ubepsim.params import PARAMS
-    doc = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = doc.split("| parameter | meaning | default |")[1].split("\n\n")[0]
-    table = dict(re.findall(r"^\| `(\w+)` \| [^|]* \| ([^|]*) \|$", section, re.M))
-    plain = [p for p in PARAMS if p.default not in (None, "") and p.name in table]
-    assert len(plain) >= 10
-    for p in plain:
-        assert table[p.name].strip() == str(p.default), p.name
+    from ubepsim.params import NAMES
+    from ubepsim.profile import load_profile
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "reference.md").read_text()
+    section = doc.split("## Parameters")[1].split("\n## ")[0]
+    table = dict(re.findall(r"^\| `(\w+)` \| `--[\w-]+` \| \w+ \| ([^|]*) \|", section, re.M))
+    ran = json.loads(run_cli("run", "--json")[1])
+    assert list(table) == list(NAMES)
+    words = {"one per rank": ran["ranks"], "the profile's": load_profile().aivs, "none": ""}
+    for name, default in table.items():
+        default = default.strip().strip("`")
+        assert str(ran[name]) == str(words.get(default, default)), name

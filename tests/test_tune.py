@@ -193,11 +193,13 @@ def test_default_largest_group_fits_a_profile_with_few_aivs(tmp_path):
 
 
 def test_the_default_group_size_is_the_best_of_the_default_workload():
-    """README: the default cumsum_aivs is what `tune --ranks 128 --batch 64 --seed 0,...,19`
-    finds for the default configuration, so that `ubepsim run` starts from a tuned UBEP."""
+    """docs/calibration.md: the default cumsum_aivs is what `tune --ranks 128 --batch 64 --seed
+    0,...,19` finds for the default configuration, so that `ubepsim run` starts from a tuned
+    UBEP."""
     from ubepsim.params import PARAM_BY_NAME
-    doc = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert "`ubepsim tune --ranks 128 --batch 64\n--seed $(seq -s, 0 19)`" in doc
+    doc = " ".join((Path(__file__).resolve().parent.parent / "docs" / "calibration.md")
+                   .read_text().split())
+    assert "`ubepsim tune --ranks 128 --batch 64 --seed $(seq -s, 0 19)`" in doc
     seeds = ",".join(map(str, range(20)))
     (row,) = tune_json("--ranks", "128", "--batch", "64", "--seed", seeds)
     assert row["best_cumsum_aivs"] == PARAM_BY_NAME["cumsum_aivs"].default

@@ -1,5 +1,5 @@
 """`ubepsim validate`: every calibration point and claim, in text and JSON; the claims are checks
-that can fail; the calibration residuals written in README.md are the model's."""
+that can fail; the calibration residuals written in docs/calibration.md are the model's."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ubepsim import calibrate as cal
 from ubepsim import validate as v
 from ubepsim.profile import load_profile
 
-DOC = Path(__file__).resolve().parent.parent / "README.md"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "calibration.md"
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +116,7 @@ def test_bad_input(args, words):
 
 
 def _documented_rows() -> dict[str, list[str]]:
-    """README.md's four-column table rows, by their first cell."""
+    """docs/calibration.md's four-column table rows, by their first cell."""
     rows = {}
     for line in DOC.read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -126,7 +126,7 @@ def _documented_rows() -> dict[str, list[str]]:
 
 
 def test_the_documented_residuals_are_the_models(checks):
-    """README.md's table of calibration points matches `ubepsim validate`."""
+    """docs/calibration.md's table of calibration points matches `ubepsim validate`."""
     rows = _documented_rows()
     points = [c for c in checks if c["kind"] == "point"]
     for c in points:
@@ -136,7 +136,7 @@ def test_the_documented_residuals_are_the_models(checks):
 
 
 def test_the_documented_claims_are_the_models(checks):
-    """README.md's table of claims matches `ubepsim validate`, pass or fail."""
+    """docs/calibration.md's table of claims matches `ubepsim validate`, pass or fail."""
     rows = _documented_rows()
     for c in checks:
         if c["kind"] == "claim":

@@ -517,7 +517,7 @@ def paper_profile_toml(result: Fit) -> str:
         "(CANN EP latency, 16-256 ranks), Figure 3(b) (Token-Sending efficiency, 8-48 AIVs) and",
         "the SyncAll share (Section 2.3), starting from the provisional values in",
         f"ubepsim/calibrate.py; rms error {result.rms_error:.2%} over the {result.table.height} "
-        "points fitted (README.md, \"The calibrated cm384 profile\").",
+        "points fitted (docs/calibration.md, \"The calibrated cm384 profile\").",
         "Every key is documented in ubepsim/profile.py (FIELDS); a profile file or a grid's",
         "[profile] table may override any of them.",
     ]

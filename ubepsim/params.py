@@ -1,7 +1,7 @@
 """The model's parameters: one name per concept, shared by TOML keys, CLI flags and Parquet columns.
 
-Each parameter carries its own help text, the single source for `--help`, the README and the
-validation messages. Variants are IntEnums whose values are the integer codes the kernels use.
+Each parameter carries its own help text, the single source for `--help`, docs/reference.md
+(ubepsim.docs) and the validation messages. Variants are IntEnums whose values are the integer codes the kernels use.
 """
 
 from __future__ import annotations
@@ -172,6 +172,9 @@ class Config:
 
     @property
     def config_id(self) -> int:
+        """A stable 63-bit hash of every parameter (a trace by its file's content, not its
+        path), the same on every run and machine. The hardware profile is not in it, so one
+        grid swept on two profiles gives rows that join on it."""
         return int(stable_id(self.as_dict(), NAMES)[0])
 
     @property

@@ -20,7 +20,7 @@ from ..result_fields import RESULTS
               help="Print one JSON object with every parameter and result.")
 @click.option("--timeline", type=click.Path(path_type=Path), default=None,
               help="Write the per-AIV timeline (die, aiv, role, phase, start_us, end_us) "
-                   "to this Parquet file (its phases: README, Timelines).")
+                   "to this Parquet file (its phases: docs/model.md, Timelines).")
 def run(as_json: bool, timeline: Path | None, **flags) -> None:
     """Simulate one dispatch configuration and print its results."""
     from ..model import simulate
