@@ -2,7 +2,7 @@
 
     python -m ubepsim.docs > docs/reference.md
 
-Parameters come from ubepsim.params.PARAMS, result columns from ubepsim.results.RESULTS (with
+Parameters come from ubepsim.params.PARAMS, result columns from ubepsim.result_fields.RESULTS (with
 config_id, whose help is its property's docstring), hardware keys from ubepsim.profile.FIELDS
 with the built-in profile's values. A test holds docs/reference.md equal to `reference()`.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .params import PARAMS, Config
 from .profile import FIELDS, HOP_CLASSES, MAX_LATENCY_NS, MAX_TIER_DIES, MAX_TIERS, builtin_values
-from .results import RESULTS
+from .result_fields import RESULTS
 
 KINDS = {int: "integer", float: "number", str: "name", Path: "file", list: "list of integers",
          dict: "table"}
