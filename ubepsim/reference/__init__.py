@@ -38,7 +38,7 @@ from .sync import syncall
 
 def simulate(cfg: Config, profile: Profile) -> dict:
     """Every result of one configuration, plus `_detail` for the invariant tests."""
-    run = Run.lower(cfg, profile)
+    run = Run.of(cfg, profile)
     plan = schedule(run, route(cfg))
     dies = [Die(run, s, plan.dies[s].copies) for s in range(run.ranks)]
     C = run.cumsum_aivs

@@ -56,7 +56,7 @@ class Run:
     clock: float                # cycles per microsecond
 
     @classmethod
-    def lower(cls, cfg: Config, profile: Profile) -> Run:
+    def of(cls, cfg: Config, profile: Profile) -> Run:
         # the lowering takes columns of values: a column of one
         costs, chances = lower({k: np.asarray([v]) for k, v in cfg.__dict__.items()}, profile)
         c = {name: int(costs[0, i]) for name, i in COST_INDEX.items()}

@@ -1,9 +1,14 @@
 """Data-as-Flag (paper Section 3.4), decoded once into a table, and SyncAll.
 
+sw, stop-and-wait: payload, fence, a separate flag the receiver polls. tff, token-flag fusion: a
+flag inside every block. dc, data-for-checksum: the blocks, then one checksum per destination
+that the receiver polls and verifies. sp, sentinel polling: the receiver polls the blocks
+themselves, pre-filled with a sentinel, and re-arms them after use.
+
 A signalled store is one whose receiver must learn that it has landed: the count messages under
 both protocols, and the token copies under ubep only. bsp's copies carry no signal (its SyncAll
-orders them before the counts), so they get `UNSIGNALLED`. The stages read the variant's row
-of `POLICY`; none asks which variant it is.
+orders them before the counts), so they get `UNSIGNALLED`. The stages read the variant's
+`POLICY`; none asks which variant it is.
 """
 
 from __future__ import annotations
@@ -36,35 +41,21 @@ class DataAsFlag:
                                     # timeout (chance: costs.lower's collision chances)
 
 
-UNSIGNALLED = DataAsFlag(flag_per_store=False, fence_before_flag=False,
-                         checksum_per_destination=False, marker_work_per_copy=False,
-                         in_block_flag=False, verify_per_block=False, rearm_sentinel=False,
-                         timeout_on_collision=False)
-
-POLICY: dict[Sync, DataAsFlag] = {
-    # stop-and-wait: payload, fence, separate flag; the receiver polls the flag
-    Sync.sw: DataAsFlag(flag_per_store=True, fence_before_flag=True,
-                        checksum_per_destination=False, marker_work_per_copy=False,
-                        in_block_flag=False, verify_per_block=False, rearm_sentinel=False,
-                        timeout_on_collision=False),
-    # token-flag fusion: a flag inside every block; the receiver polls and checks the blocks
-    Sync.tff: DataAsFlag(flag_per_store=False, fence_before_flag=False,
-                         checksum_per_destination=False, marker_work_per_copy=False,
-                         in_block_flag=True, verify_per_block=True, rearm_sentinel=False,
-                         timeout_on_collision=False),
-    # data-for-checksum: blocks, then one checksum per destination that the receiver polls and
-    # verifies
-    Sync.dc: DataAsFlag(flag_per_store=False, fence_before_flag=False,
-                        checksum_per_destination=True, marker_work_per_copy=True,
-                        in_block_flag=False, verify_per_block=True, rearm_sentinel=False,
-                        timeout_on_collision=False),
-    # sentinel polling: the receiver polls the blocks themselves, pre-filled with a sentinel,
-    # and re-arms them after use
-    Sync.sp: DataAsFlag(flag_per_store=False, fence_before_flag=False,
-                        checksum_per_destination=False, marker_work_per_copy=False,
-                        in_block_flag=False, verify_per_block=True, rearm_sentinel=True,
-                        timeout_on_collision=True),
+# What each variant adds: an effect a row, a variant a column (in Sync's order).
+#                                sw     tff    dc     sp
+EFFECTS = {
+    "flag_per_store":           (True,  False, False, False),
+    "fence_before_flag":        (True,  False, False, False),
+    "checksum_per_destination": (False, False, True,  False),
+    "marker_work_per_copy":     (False, False, True,  False),
+    "in_block_flag":            (False, True,  False, False),
+    "verify_per_block":         (False, True,  True,  True),
+    "rearm_sentinel":           (False, False, False, True),
+    "timeout_on_collision":     (False, False, False, True),
 }
+POLICY: dict[Sync, DataAsFlag] = {
+    sync: DataAsFlag(**{effect: row[sync] for effect, row in EFFECTS.items()}) for sync in Sync}
+UNSIGNALLED = DataAsFlag(**dict.fromkeys(EFFECTS, False))
 
 
 def syncall(aivs: list, ready: int, cost: int, mark: int) -> None:
