@@ -42,19 +42,19 @@ def simulate(cfg: Config, profile: Profile) -> dict:
     plan = schedule(run, route(cfg))
     dies = [Die(run, s, plan.dies[s].copies) for s in range(run.ranks)]
     C = run.cumsum_aivs
-    for s, die in enumerate(dies):
-        init(run, plan.dies[s], die)
-        tokens = token_programs(run, s, plan.dies[s], die)
+    for s, (die, dealt) in enumerate(zip(dies, plan.dies)):
+        init(run, dealt, die)
+        tokens = token_programs(run, s, dealt, die)
         if run.ubep:
             # Figure 5(b): the token group sends its copies while the CalCumSum group counts
             # and sends the counts
-            counts = count_programs(run, s, plan.dies[s], die, C, "cumsum")
+            counts = count_programs(run, s, dealt, die, C, "cumsum")
             egress_phase(run, s, die, tokens | counts, UBEP_SENT)
         else:
             # Figure 2: Token-Sending, SyncAll, SendFlag & Count, every AIV in every phase
             egress_phase(run, s, die, tokens, BSP_SENT)
             syncall(die.aivs, die.settled(), run.c["syncall"], BSP_SYNCALL_1)
-            counts = count_programs(run, s, plan.dies[s], die, run.aivs, "sync")
+            counts = count_programs(run, s, dealt, die, run.aivs, "sync")
             egress_phase(run, s, die, counts, BSP_COUNTS_SENT)
     ingress(run, dies)
     for d, die in enumerate(dies):
