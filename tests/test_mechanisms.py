@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from ubepsim import model, reference
+from ubepsim.reference.routing import route_die
+from ubepsim.reference.schedule import hop_of
 from ubepsim.params import make_config
 from ubepsim.profile import load_profile
 
@@ -95,9 +97,9 @@ def test_hop_classes_follow_the_die_hierarchy():
     """2 dies per NPU, 16 per first-tier domain: from die 0, die 1 is intra-NPU, dies 2-15
     one hop, the rest two hops; a third tier adds three-hop pairs."""
     tiers = []
-    assert [reference.hop_of(0, d, 2, tiers + [16]) for d in (0, 1, 2, 15, 16, 255)] == \
+    assert [hop_of(0, d, 2, tiers + [16]) for d in (0, 1, 2, 15, 16, 255)] == \
         [0, 1, 2, 2, 3, 3]
-    assert reference.hop_of(0, 200, 2, [16, 128]) == 4
+    assert hop_of(0, 200, 2, [16, 128]) == 4
 
 
 def test_flat_fabric_has_no_two_hop_copies():
@@ -113,7 +115,7 @@ def test_hot_routing_gives_hot_experts_their_share():
     from ubepsim.workload import expert_cdf, popularity_order
     hot = set(popularity_order(cfg.seed, cfg.workload_key, 64)[:4].tolist())
     cdf = list(expert_cdf(2, 64, 1.0, 4, 0.6, cfg.seed, cfg.workload_key))
-    experts = [e for t in reference.route_die(cfg, 0, cdf) for e in t]
+    experts = [e for t in route_die(cfg, 0, cdf) for e in t]
     share = np.mean([e in hot for e in experts])
     assert share == pytest.approx(0.6, abs=0.04)
 
@@ -123,7 +125,7 @@ def test_zipf_routing_is_skewed_and_tokens_have_distinct_experts():
                        "zipf_s": 1.5}, 48)
     from ubepsim.workload import expert_cdf
     cdf = list(expert_cdf(1, 32, 1.5, 8, 0.5, cfg.seed, cfg.workload_key))
-    tokens = reference.route_die(cfg, 0, cdf)
+    tokens = route_die(cfg, 0, cdf)
     assert all(len(set(t)) == 6 for t in tokens)
     counts = np.bincount([e for t in tokens for e in t], minlength=32)
     assert counts.max() > 4 * np.median(counts)

@@ -10,9 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ubepsim import reference
 from ubepsim.kernels import dispatch
 from ubepsim.params import make_config
+from ubepsim.reference.receive import poll
+from ubepsim.reference.schedule import hop_of, quaternary_search, schedule_die, walk
+from ubepsim.reference.state import Aiv
 
 
 @st.composite
@@ -47,8 +49,8 @@ def _hop(rows, die_hop, experts):
 @given(copies_and_hops())
 def test_homogenized_per_hop_bound_and_load_balance(case):
     rows, die_hop, n, ranks, experts, topk, batch = case
-    lists, _ = reference.schedule_copies(_cfg("homogenized", ranks, experts, topk, batch), rows,
-                                         die_hop, n)
+    lists = schedule_die(_cfg("homogenized", ranks, experts, topk, batch), rows, die_hop,
+                         n).lists
     hops = _hop(rows, die_hop, experts)
     assigned = sorted(i for lst in lists for i in lst)
     assert assigned == list(range(len(rows)))                  # each copy exactly once
@@ -65,8 +67,8 @@ def test_homogenized_per_hop_bound_and_load_balance(case):
 @given(copies_and_hops())
 def test_balanced_slices_and_expert_blocks(case):
     rows, die_hop, n, ranks, experts, topk, batch = case
-    lists, steps = reference.schedule_copies(_cfg("balanced", ranks, experts, topk, batch), rows,
-                                             die_hop, n)
+    lists = schedule_die(_cfg("balanced", ranks, experts, topk, batch), rows, die_hop,
+                         n).lists
     loads = [len(lst) for lst in lists]
     assert max(loads) - min(loads) <= 1
     # die 0's walk starts at die 1's experts and ends with its own: r is an expert's place
@@ -74,8 +76,8 @@ def test_balanced_slices_and_expert_blocks(case):
     r = [(e - e_local) % experts for e in range(experts)]
     flat = [r[rows[i][2]] for lst in lists for i in lst]
     assert flat == sorted(flat)                                  # contiguous in walk order
-    blocks, _ = reference.schedule_copies(_cfg("expert_block", ranks, experts, topk, batch),
-                                          rows, die_hop, n)
+    blocks = schedule_die(_cfg("expert_block", ranks, experts, topk, batch), rows, die_hop,
+                          n).lists
     for j, lst in enumerate(blocks):                            # AIV j owns whole experts
         assert all(r[rows[i][2]] * n // experts == j for i in lst)
     assert sorted(i for lst in blocks for i in lst) == list(range(len(rows)))
@@ -90,8 +92,8 @@ def test_walks_spread_the_senders_over_the_dies(ranks, tiers, homogenized):
     (ranks a multiple of each tier's size or below it): no incast from the schedule itself."""
     walks = []
     for s in range(ranks):
-        die_hop = [reference.hop_of(s, d, 2, tiers) for d in range(ranks)]
-        w = reference.walk(die_hop, s, homogenized)
+        die_hop = [hop_of(s, d, 2, tiers) for d in range(ranks)]
+        w = walk(die_hop, s, homogenized)
         assert sorted(w) == list(range(ranks))
         if homogenized:
             hops = [die_hop[d] for d in w]
@@ -107,7 +109,7 @@ def test_walks_spread_the_senders_over_the_dies(ranks, tiers, homogenized):
 def test_quaternary_search_finds_the_covering_expert(ids, n_experts, data):
     ids = sorted(x % n_experts for x in ids)
     target = data.draw(st.integers(0, len(ids) - 1))
-    expert, offset, steps = reference.quaternary_search(ids, target, n_experts)
+    expert, offset, steps = quaternary_search(ids, target, n_experts)
     assert expert == ids[target]
     assert offset == target - bisect.bisect_left(ids, expert)
     # four-way narrowing: the window shrinks at least fourfold (rounded up) per step
@@ -124,7 +126,7 @@ def test_quaternary_search_takes_four_to_five_steps_at_typical_expert_counts():
     """The paper reports 4-5 steps for typical expert counts; here it is counted, not assumed."""
     for n_experts in (128, 160, 256):
         ids = list(range(n_experts))
-        worst = max(reference.quaternary_search(ids, t, n_experts)[2] for t in ids)
+        worst = max(quaternary_search(ids, t, n_experts)[2] for t in ids)
         assert worst in (4, 5)
 
 
@@ -132,9 +134,9 @@ def test_quaternary_search_takes_four_to_five_steps_at_typical_expert_counts():
 @given(st.integers(0, 10**12), st.integers(0, 10**12), st.integers(1, 5000))
 def test_closed_form_poll_equals_polling_loop(t, visible, period):
     visible = t + (visible - t) % (2000 * period) - 1000 * period   # huge times, near t
-    aiv = reference.Aiv()
+    aiv = Aiv()
     aiv.t = t
-    reference.poll(aiv, visible, period, "sync")
+    poll(aiv, visible, period, "sync")
     assert dispatch._poll(t, visible, period, 1.0 / period) == aiv.t
     # the first poll issued at or after the value is visible returns it, a period later
     assert max(t, visible) + period <= aiv.t < max(t, visible) + 2 * period

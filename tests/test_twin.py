@@ -19,6 +19,9 @@ from ubepsim.costs import time_bound
 from ubepsim.errors import InputError
 from ubepsim.params import canonical, make_config
 from ubepsim.profile import HOP_CLASSES, load_profile
+from ubepsim.reference.state import (BSP_COUNTS_SENT, BSP_CUMSUM, BSP_SENT, BSP_SYNCALL_1,
+                                    BSP_SYNCALL_2, BSP_SYNCALL_3, BSP_VERIFIED, UBEP_COUNTS,
+                                    UBEP_OFFSETS, UBEP_SENT)
 
 PROFILES = {
     "cm384": load_profile(),
@@ -390,7 +393,8 @@ def test_no_phase_ends_before_what_it_waits_for(configs, twins):
         R, A = cfg.ranks, cfg.aivs
         ubep = cfg.protocol.name == "ubep"
         C = cfg.cumsum_aivs if ubep else A      # the AIVs that count
-        polled, sent = (3, 2) if ubep else (5, 4)   # the marks ending count_poll, count_send
+        # the marks ending the count polls and the sending of the count messages
+        polled, sent = (UBEP_COUNTS, UBEP_SENT) if ubep else (BSP_VERIFIED, BSP_COUNTS_SENT)
         # when die `dst` can see source s's counts: its last count-related store to dst
         seen = [[max(st["visible"] for st in d["stores"][s] if st["dst"] == dst
                      and _count_related(st, cfg)) for s in range(R)] for dst in range(R)]
@@ -405,12 +409,14 @@ def test_no_phase_ends_before_what_it_waits_for(configs, twins):
                 dests = range(j * R // C, (j + 1) * R // C)
                 assert marks[j][sent] - marks[j][sent - 1] >= len(dests) * each
             if ubep:
-                offsets = max(marks[j][3] for j in range(C)) + c["signal_issue"] + c["lat_local"]
-                assert all(marks[a][3] >= offsets for a in range(C, A))
+                offsets = max(marks[j][UBEP_COUNTS] for j in range(C)) + c["signal_issue"] + \
+                    c["lat_local"]
+                assert all(marks[a][UBEP_OFFSETS] >= offsets for a in range(C, A))
             else:
                 acks = max(st["ack"] for st in d["stores"][dst] if st["kind"] == "copy")
-                for x, after in ((3, acks), (6, max(m[5] for m in marks)),
-                                 (8, max(m[7] for m in marks))):
+                for x, after in ((BSP_SYNCALL_1, acks),
+                                 (BSP_SYNCALL_2, max(m[BSP_VERIFIED] for m in marks)),
+                                 (BSP_SYNCALL_3, max(m[BSP_CUMSUM] for m in marks))):
                     assert all(m[x] >= after + c["syncall"] for m in marks), (i, dst, x)
 
 
@@ -445,6 +451,7 @@ def test_waiting_covers_every_poll_and_barrier(configs, twins):
         for marks, die_waits in zip(d["marks"], d["waits"]):
             for a, (m, w) in enumerate(zip(marks, die_waits)):
                 if cfg.protocol.name == "bsp":
-                    assert w >= (m[3] - m[2]) + (m[6] - m[5]) + (m[8] - m[7])
+                    assert w >= (m[BSP_SYNCALL_1] - m[BSP_SENT]) + \
+                        (m[BSP_SYNCALL_2] - m[BSP_VERIFIED]) + (m[BSP_SYNCALL_3] - m[BSP_CUMSUM])
                 elif a >= cfg.cumsum_aivs:
-                    assert w >= m[3] - m[2]
+                    assert w >= m[UBEP_OFFSETS] - m[UBEP_SENT]

@@ -1,0 +1,104 @@
+"""Each AIV's instruction stream up to its receiving: Init, then its program of stores.
+
+A program is the list of stores the AIV issues in order, each with the work before it. Building
+one also tells the receivers what to poll: for each copy the store carrying it and the store
+that signals it, for each destination the store that signals this die's counts.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .schedule import DieSchedule
+from .state import CHECKSUM, COPY, COUNT, FLAG, INIT, Die, Run, Store, share
+from .sync import DataAsFlag
+
+
+class Entry(NamedTuple):
+    """One store of a program."""
+
+    store: Store
+    work: int       # cycles of work before it
+    fence: bool     # it waits until every earlier store of its AIV is acknowledged
+    bucket: str     # where its work, issue and waits for credits are counted
+
+
+def init(run: Run, plan: DieSchedule, die: Die) -> None:
+    """Init: every AIV's setup; a token AIV also searches for where its list starts (one
+    VectorCount per step and one for the offset) and loads its tokens into UBuf."""
+    c = run.c
+    for j in range(run.senders):
+        a = die.aivs[run.cumsum_aivs + j]
+        steps = plan.steps[j]
+        search = 0 if steps is None else (steps + 1) * c["vcount"]
+        a.spend("init", c["init"] + search + plan.loads[j] * c["local_copy"])
+        a.mark(INIT)
+    for a in die.aivs[:run.cumsum_aivs]:
+        a.spend("init", c["init"])
+        a.mark(INIT)
+
+
+def signal(policy: DataAsFlag, st: Store, last_to_dest: bool) -> Entry | None:
+    """The store, if any, that the Data-as-Flag variant sends apart to signal `st`: a flag
+    after every signalled store, or a checksum after an AIV's last one to a destination."""
+    if policy.flag_per_store:
+        flag = Store(st.src, st.dst, FLAG, st.ref, st.aiv, st.hop)
+        return Entry(flag, 0, policy.fence_before_flag, "sync")
+    if policy.checksum_per_destination and last_to_dest:
+        return Entry(Store(st.src, st.dst, CHECKSUM, st.ref, st.aiv, st.hop), 0, False, "sync")
+    return None
+
+
+def token_program(run: Run, s: int, plan: DieSchedule, die: Die, j: int) -> list[Entry]:
+    """Token AIV j of die s: its copies in its list's order, each signalled as run.copy_sync
+    says."""
+    policy = run.copy_sync
+    mine = plan.lists[j]
+    dest = {i: plan.copies[i][2] // run.e_local for i in mine}
+    last_to = {dest[i]: i for i in mine}
+    prog = []
+    for i in mine:
+        st = Store(s, dest[i], COPY, i, run.cumsum_aivs + j, plan.hops[i])
+        die.copy_store[i] = die.signal_of[i] = st
+        prog.append(Entry(st, run.c["copy_verify"] if policy.marker_work_per_copy else 0, False,
+                          "send"))
+        sig = signal(policy, st, last_to[dest[i]] == i)
+        if sig is None:
+            continue
+        prog.append(sig)
+        if sig.store.kind == FLAG:
+            die.signal_of[i] = sig.store
+        else:   # a checksum signals every copy of the AIV to its destination
+            for i2 in mine:
+                if dest[i2] == dest[i]:
+                    die.signal_of[i2] = sig.store
+    return prog
+
+
+def count_program(run: Run, s: int, plan: DieSchedule, die: Die, j: int, dests: range,
+                  bucket: str) -> list[Entry]:
+    """Counting AIV j of die s: a count message to each of `dests` (a VectorCount per expert of
+    the destination before it), each signalled as run.count_sync says."""
+    prog = []
+    for d in dests:
+        st = Store(s, d, COUNT, d, j, plan.die_hop[d])
+        die.count_signal[d] = st
+        prog.append(Entry(st, run.e_local * run.c["vcount"], False, bucket))
+        sig = signal(run.count_sync, st, True)
+        if sig:
+            prog.append(sig)
+            die.count_signal[d] = sig.store
+    return prog
+
+
+def token_programs(run: Run, s: int, plan: DieSchedule, die: Die) -> dict[int, list[Entry]]:
+    """Every token AIV's program, by AIV."""
+    return {run.cumsum_aivs + j: token_program(run, s, plan, die, j)
+            for j in range(run.senders)}
+
+
+def count_programs(run: Run, s: int, plan: DieSchedule, die: Die, n: int,
+                   bucket: str) -> dict[int, list[Entry]]:
+    """The programs of AIVs 0 .. n - 1, each counting for its share of the destinations."""
+    return {j: count_program(run, s, plan, die, j, share(j, n, run.ranks), bucket)
+            for j in range(n)}

@@ -1,0 +1,111 @@
+"""The receiving side of a die: polls, the counts and CalCumSum, the offsets, Token-Reordering.
+
+A poll reads the poller's own memory: each costs a poll period (the local latency) and sees a
+value only if it was visible when the poll was issued.
+"""
+
+from __future__ import annotations
+
+from .rng import unit
+from .state import (BSP_CUMSUM, BSP_SYNCALL_2, BSP_SYNCALL_3, COPY, UBEP_OFFSETS, Aiv, Die,
+                    Run, Store, share)
+from .sync import DataAsFlag, syncall
+
+
+def poll(aiv: Aiv, visible: int, period: int, bucket: str) -> None:
+    """Poll own memory until `visible` is seen: one load per `period`, issued back to back."""
+    start = aiv.t
+    while True:
+        issued = aiv.t
+        aiv.t += period
+        if visible <= issued:
+            break
+    aiv.buckets[bucket] += aiv.t - start
+    aiv.wait += aiv.t - start
+
+
+def seen(run: Run, die: Die, st: Store, index: int, chance: float, policy: DataAsFlag) -> int:
+    """When die's polls can see `st`: when it became visible or, if its payload collided with
+    the sentinel (draw `index` of the die's stream, with this chance), a timeout later."""
+    if policy.timeout_on_collision and unit(die.sentinel_key, index) < chance:
+        die.collisions += 1
+        return st.visible + run.c["timeout"]
+    return st.visible
+
+
+def poll_counts(run: Run, dies: list[Die], d: int, group: list[Aiv], mark: int) -> None:
+    """Flag verification (bsp, every AIV) / the CalCumSum group's polls (ubep): each AIV of the
+    group takes its share of the sources; for each, it polls the store signalling that
+    source's counts, verifies and re-arms it as run.count_sync says, and under ubep adds the
+    counts to its partial prefix sum. Then it ends its phase `mark`."""
+    c, policy = run.c, run.count_sync
+    for j, a in enumerate(group):
+        for s in share(j, len(group), run.ranks):
+            st = dies[s].count_signal[d]
+            poll(a, seen(run, dies[d], st, s, run.q_count, policy), c["poll"], "sync")
+            if policy.verify_per_block:
+                a.spend("sync", c["count_verify"])
+            if policy.rearm_sentinel:
+                a.spend("sync", c["count_reset"])
+            if run.ubep:
+                a.spend("cumsum", c["prefix"] * run.e_local)
+        a.mark(mark)
+
+
+def publish_offsets(run: Run, group: list[Aiv]) -> int:
+    """When the token AIVs can see the offsets: the CalCumSum group publishes them with one
+    local store once its last AIV is done."""
+    return max(a.t for a in group) + run.c["signal_issue"] + run.c["lat_local"]
+
+
+def bsp_cumsum(run: Run, aivs: list[Aiv]) -> None:
+    """bsp's SyncAll, CalCumSum (each AIV an equal share of the ranks x experts-per-die
+    counts' prefix sum), SyncAll."""
+    syncall(aivs, max(a.t for a in aivs), run.c["syncall"], BSP_SYNCALL_2)
+    entries = run.ranks * run.e_local
+    for j, a in enumerate(aivs):
+        a.spend("cumsum", run.c["prefix"] * len(share(j, len(aivs), entries)))
+        a.mark(BSP_CUMSUM)
+    syncall(aivs, max(a.t for a in aivs), run.c["syncall"], BSP_SYNCALL_3)
+
+
+def received(dies: list[Die], d: int) -> list[tuple[int, int]]:
+    """The copies die d received, as (source, copy index), in output order: local expert,
+    source, copy index."""
+    got = [(st.src, st.ref) for st in dies[d].inbox if st.kind == COPY]
+    return sorted(got, key=lambda si: (dies[si[0]].copies[si[1]][2], si[0], si[1]))
+
+
+def reorder(run: Run, dies: list[Die], d: int, group: list[Aiv], offsets: int | None,
+            mark: int) -> None:
+    """Token-Reordering: each AIV of the group copies its equal contiguous share of the copies
+    die d received (in output order) to their places, then ends its phase `mark`.
+
+    Under ubep an AIV first polls for the offsets (published at `offsets`) and, before each
+    copy, polls the store signalling it, verifying it as run.copy_sync says; it re-arms each
+    copy's sentinel after use. bsp's copies carry no signal: its SyncAlls ordered them.
+    """
+    c, policy = run.c, run.copy_sync
+    die = dies[d]
+    got = received(dies, d)
+    for j, a in enumerate(group):
+        if run.ubep:
+            poll(a, offsets, c["poll"], "cumsum")
+            a.mark(UBEP_OFFSETS)
+        for x in share(j, len(group), len(got)):
+            s, i = got[x]
+            if run.ubep:
+                st = dies[s].signal_of[i]
+                poll(a, seen(run, die, st, run.ranks + x, run.q_copy, policy), c["poll"], "sync")
+                if policy.verify_per_block:
+                    a.spend("sync", c["copy_verify"])
+            data = dies[s].copy_store[i]
+            if a.t < data.visible:
+                die.violations += 1
+            a.spend("reorder", c["local_copy"])
+            if policy.rearm_sentinel:
+                a.spend("reorder", c["copy_reset"])
+            if (s, i) not in die.taken and data.dst == d:
+                die.taken.add((s, i))
+                die.delivered += 1
+        a.mark(mark)

@@ -1,0 +1,183 @@
+"""Token-to-AIV schedules and Algorithm 1's quaternary search (paper Section 3.3).
+
+Every schedule takes a die's copies in one order, the key order: the experts in the order `walk`
+takes their dies, a die's experts in index order (the remapped expert order under homogenized),
+then copy index. `expert_block_slices` gives each AIV whole experts, `balanced_slices` equal
+contiguous slices, `homogenized_deal` deals the order out like cards.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .. import params
+from ..params import Config
+from ..profile import HOP_CLASSES
+from .state import Run, share
+
+
+class DieSchedule(NamedTuple):
+    """One die's copies dealt to its token AIVs."""
+
+    copies: list[tuple[int, int, int]]   # (token, k, expert), in (token, k) order
+    hops: list[int]                      # each copy's hop class
+    die_hop: list[int]                   # the hop class to each die
+    lists: list[list[int]]               # each token AIV's copies, in sending order
+    loads: list[int]                     # each token AIV's token loads at Init
+    steps: list[int | None]              # each token AIV's search steps (None: no search)
+
+
+class Schedule(NamedTuple):
+    """Every die's schedule, and what the results and the latency bound take from it."""
+
+    dies: list[DieSchedule]
+    copies_hop: list[int]    # copies of each hop class, over all dies
+    max_out: int             # the most remote copies out of one die
+    max_in: int              # the most remote copies into one die
+    qsteps_max: int          # the longest quaternary search
+
+
+def hop_of(src: int, dst: int, npu_dies: int, tiers: list[int]) -> int:
+    """Hop class index: 0 local, 1 intra-NPU, then one more per switch tier climbed."""
+    if src == dst:
+        return 0
+    domains = [npu_dies] + tiers
+    for level, size in enumerate(domains):
+        if src // size == dst // size:
+            return level + 1
+    return len(domains) + 1
+
+
+def hop_classes(ranks: int, npu_dies: int, tiers: list[int]) -> list[list[int]]:
+    """[src][dst]: the hop class of every pair of dies."""
+    return [[hop_of(s, d, npu_dies, tiers) for d in range(ranks)] for s in range(ranks)]
+
+
+def walk(die_hop: list[int], src: int, homogenized: bool) -> list[int]:
+    """The order in which die src's schedule walks the destination dies (die_hop[d]: the hop
+    class from src to d).
+
+    From the next die on, wrapping round, so that the dies do not all send to the same
+    destination at the same time. Homogenized puts the farthest hop class first and walks each
+    class the same way, its dies in index order from the (src + 1)-th on: walking the whole
+    order instead, every die of a switch domain would meet the next domain's dies in the same
+    order at the same time, an incast on each in turn.
+    """
+    R = len(die_hop)
+    if not homogenized:
+        return [(src + 1 + i) % R for i in range(R)]
+    members = {h: [d for d in range(R) if die_hop[d] == h] for h in set(die_hop)}
+    return [ds[(src + 1 + i) % len(ds)] for h in sorted(members, reverse=True)
+            for ds in [members[h]] for i in range(len(ds))]
+
+
+def key_order(cfg: Config, copies: list[tuple[int, int, int]], die_hop: list[int],
+              src: int) -> tuple[list[int], list[int]]:
+    """The copy indices in key order, and their keys (remapped experts) in that order: the
+    sorted list the quaternary search counts in."""
+    e_local = cfg.experts // cfg.ranks
+    remap = [d * e_local + x
+             for d in walk(die_hop, src, cfg.schedule is params.Schedule.homogenized)
+             for x in range(e_local)]
+    key = [0] * cfg.experts
+    for r, e in enumerate(remap):
+        key[e] = r
+    order = sorted(range(len(copies)), key=lambda i: (key[copies[i][2]], i))
+    return order, [key[copies[i][2]] for i in order]
+
+
+def expert_block_slices(order: list[int], keys: list[int], n: int,
+                        n_experts: int) -> list[list[int]]:
+    """AIV j owns a block of experts: those whose key r has r * n // n_experts == j."""
+    lists: list[list[int]] = [[] for _ in range(n)]
+    for i, r in zip(order, keys):
+        lists[r * n // n_experts].append(i)
+    return lists
+
+
+def balanced_slices(order: list[int], n: int) -> list[list[int]]:
+    """Equal contiguous slices of the key order, topology-blind ("UBEP w/o mapping")."""
+    return [[order[q] for q in share(j, n, len(order))] for j in range(n)]
+
+
+def homogenized_deal(order: list[int], n: int) -> list[list[int]]:
+    """Latency homogenization: the key order (farthest hop class first) written row by row into
+    a matrix of n columns, AIV j reading column j (logical matrix transposition), so that every
+    AIV gets the floor or ceiling of each hop class's share."""
+    return [order[j::n] for j in range(n)]
+
+
+def quaternary_search(ids: list[int], target: int, n_experts: int) -> tuple[int, int, int]:
+    """(expert, offset, steps): the expert whose range of the sorted `ids` holds `target`."""
+    def vector_count(p: int) -> int:
+        return sum(1 for x in ids if x < p)
+
+    lo, hi, c_lo, steps = 0, n_experts, 0, 0
+    while hi - lo > 1:
+        gap = -(-(hi - lo) // 4)
+        pivots = [lo] + [min(lo + i * gap, hi) for i in (1, 2, 3)] + [hi]
+        counts = [c_lo] + [vector_count(p) for p in pivots[1:4]]
+        steps += 1
+        q = next((i for i in (1, 2, 3) if target < counts[i]), 4)
+        lo, hi, c_lo = pivots[q - 1], pivots[q], counts[q - 1]
+    return lo, target - vector_count(lo), steps
+
+
+def init_work(copies: list[tuple[int, int, int]], lists: list[list[int]], order: list[int],
+              keys: list[int], n_experts: int, search: bool) -> tuple[list[int], list[int | None]]:
+    """Each token AIV's Init: its token loads into UBuf, one per run of its copies of one token;
+    and (search: balanced, homogenized) the steps of its quaternary search for where its list
+    starts in the key order."""
+    place = {i: q for q, i in enumerate(order)}
+    loads, steps = [], []
+    for lst in lists:
+        loads.append(sum(1 for x, i in enumerate(lst)
+                         if x == 0 or copies[i][0] != copies[lst[x - 1]][0]))
+        if search and lst:
+            target = place[lst[0]]
+            expert, offset, n = quaternary_search(keys, target, n_experts)
+            assert keys[target] == expert and target - keys.index(expert) == offset
+            steps.append(n)
+        else:
+            steps.append(None)
+    return loads, steps
+
+
+def schedule_die(cfg: Config, copies: list[tuple[int, int, int]], die_hop: list[int], n: int,
+                 src: int = 0) -> DieSchedule:
+    """Die src's copies (token, k, expert), in (token, k) order, dealt to its n token AIVs
+    (die_hop[d]: the hop class from src to die d)."""
+    order, keys = key_order(cfg, copies, die_hop, src)
+    kind = cfg.schedule
+    if kind is params.Schedule.expert_block:
+        lists = expert_block_slices(order, keys, n, cfg.experts)
+    elif kind is params.Schedule.balanced:
+        lists = balanced_slices(order, n)
+    else:
+        lists = homogenized_deal(order, n)
+    loads, steps = init_work(copies, lists, order, keys, cfg.experts,
+                             kind is not params.Schedule.expert_block)
+    e_local = cfg.experts // cfg.ranks
+    return DieSchedule(copies, [die_hop[e // e_local] for _, _, e in copies], die_hop, lists,
+                       loads, steps)
+
+
+def schedule(run: Run, tokens: list[list[list[int]]]) -> Schedule:
+    """Every die's schedule, from its routing tokens[die][token][k]."""
+    cfg = run.cfg
+    hops = hop_classes(run.ranks, run.c["npu_dies"], run.tiers)
+    dies = []
+    copies_hop = [0] * len(HOP_CLASSES)
+    into = [0] * run.ranks
+    max_out = 0
+    for s in range(run.ranks):
+        copies = [(t, k, tokens[s][t][k]) for t in range(cfg.batch) for k in range(cfg.topk)]
+        die = schedule_die(cfg, copies, hops[s], run.senders, s)
+        for (_, _, e), h in zip(copies, die.hops):
+            copies_hop[h] += 1
+            if h:
+                into[e // run.e_local] += 1
+        max_out = max(max_out, sum(1 for h in die.hops if h))
+        dies.append(die)
+    qsteps = max((n for die in dies for n in die.steps if n is not None), default=0)
+    return Schedule(dies, copies_hop, max_out, max(into), qsteps)

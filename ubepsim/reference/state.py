@@ -1,0 +1,144 @@
+"""What the twin's stages share: one configuration lowered (`Run`), a die, an AIV, a store, the
+names of the phase marks, and how work is shared out."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..costs import COST_INDEX, lower
+from ..params import Config, Protocol
+from ..profile import Profile
+from .rng import SENTINEL, stream
+from .sync import POLICY, UNSIGNALLED, DataAsFlag
+
+# Store kinds, and the costs (costs.COSTS: <name>_issue, _egress, _ingress) each is charged.
+COPY, FLAG, COUNT, CHECKSUM = "copy", "flag", "count", "checksum"
+COST_NAME = {COPY: "copy", COUNT: "count", FLAG: "signal", CHECKSUM: "signal"}
+
+# Phase marks: Aiv.marks[m] is the time the AIV ended its phase m (the kernel's timeline).
+START, INIT = 0, 1
+# bsp, every AIV (Figure 2): Token-Sending, SyncAll, SendFlag & Count, Flag verification,
+# SyncAll, CalCumSum, SyncAll, Token-Reordering
+(BSP_SENT, BSP_SYNCALL_1, BSP_COUNTS_SENT, BSP_VERIFIED, BSP_SYNCALL_2, BSP_CUMSUM,
+ BSP_SYNCALL_3, BSP_REORDERED) = range(2, 10)
+# ubep (Figure 5(b)): both groups end sending at UBEP_SENT; then the CalCumSum group polls and
+# sums the counts (UBEP_COUNTS, its last mark) while the token group waits for the offsets
+# (UBEP_OFFSETS, the same place in its marks) and reorders (UBEP_REORDERED)
+UBEP_SENT, UBEP_COUNTS, UBEP_REORDERED = 2, 3, 4
+UBEP_OFFSETS = UBEP_COUNTS
+
+
+def share(j: int, parts: int, total: int) -> range:
+    """The j-th of `parts` contiguous shares of range(total), their sizes at most one apart."""
+    return range(j * total // parts, (j + 1) * total // parts)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One configuration lowered to what every stage reads."""
+
+    cfg: Config
+    c: dict[str, int]           # integer costs by name (costs.COSTS), from the kernel's lowering
+    q_copy: float               # sentinel collision chance of a polled copy
+    q_count: float              # ... and of a polled count message
+    copy_sync: DataAsFlag       # the Data-as-Flag row token copies follow (bsp: none)
+    count_sync: DataAsFlag      # ... and count messages (either protocol)
+    ubep: bool
+    ranks: int
+    aivs: int
+    cumsum_aivs: int            # the CalCumSum group, AIVs 0 .. cumsum_aivs - 1 (bsp: none)
+    senders: int                # the token AIVs that follow it (bsp: every AIV)
+    e_local: int                # experts per die
+    tiers: list[int]            # sizes of the switch domains below the top tier
+    clock: float                # cycles per microsecond
+
+    @classmethod
+    def of(cls, cfg: Config, profile: Profile) -> Run:
+        # the lowering takes columns of values: a column of one
+        costs, chances = lower({k: np.asarray([v]) for k, v in cfg.__dict__.items()}, profile)
+        c = {name: int(costs[0, i]) for name, i in COST_INDEX.items()}
+        ubep = cfg.protocol is Protocol.ubep
+        cumsum_aivs = cfg.cumsum_aivs if ubep else 0
+        return cls(cfg=cfg, c=c, q_copy=float(chances[0, 0]), q_count=float(chances[0, 1]),
+                   copy_sync=POLICY[cfg.sync] if ubep else UNSIGNALLED,
+                   count_sync=POLICY[cfg.sync], ubep=ubep, ranks=cfg.ranks, aivs=cfg.aivs,
+                   cumsum_aivs=cumsum_aivs, senders=cfg.aivs - cumsum_aivs,
+                   e_local=cfg.experts // cfg.ranks,
+                   tiers=[t for t in (c["tier1"], c["tier2"]) if t],
+                   clock=profile.values["clock_ghz"] * 1000.0)
+
+
+class Store:
+    """One remote (or local) store and its times: issued, left the egress port, reached the
+    destination's ingress port, acknowledged to the sender, visible to the receiver's polls."""
+
+    __slots__ = ("src", "dst", "kind", "ref", "seq", "aiv", "issue_end", "depart", "arrival",
+                 "ack", "visible", "hop")
+
+    def __init__(self, src, dst, kind, ref, aiv, hop):
+        self.src, self.dst, self.kind, self.ref, self.aiv, self.hop = src, dst, kind, ref, aiv, hop
+        self.seq = self.issue_end = self.depart = self.arrival = self.ack = self.visible = -1
+
+    def cost(self, c: dict, stage: str) -> int:
+        """Its cost at `stage`: issue, egress or ingress."""
+        return c[f"{COST_NAME[self.kind]}_{stage}"]
+
+    def blocks(self, c: dict) -> int:
+        """The blocks it holds in flight (a flag or a checksum is one)."""
+        return {COPY: c["copy_blocks"], COUNT: c["count_blocks"]}.get(self.kind, 1)
+
+
+class Aiv:
+    """One AIV's clock, its completed stores, its time per bucket and its phase marks."""
+
+    def __init__(self):
+        self.t = 0
+        self.acks: list[int] = []
+        self.in_flight: deque[tuple[int, int]] = deque()   # (completion, blocks), issue order
+        self.in_flight_blocks = 0
+        self.buckets = {"init": 0, "send": 0, "sync": 0, "cumsum": 0, "reorder": 0}
+        self.wait = 0
+        self.marks: list[int] = [0]   # START
+        self.first_copy = -1
+        self.last_copy_ack = -1
+
+    def spend(self, bucket: str, cycles: int, waiting: bool = False) -> None:
+        self.t += cycles
+        self.buckets[bucket] += cycles
+        if waiting:
+            self.wait += cycles
+
+    def mark(self, m: int) -> None:
+        """End phase m now: phases end in order, each once."""
+        assert len(self.marks) == m, (self.marks, m)
+        self.marks.append(self.t)
+
+
+class Die:
+    """One die: its AIVs, the stores its egress port served, what its receivers poll for its
+    copies and counts, and what its receivers counted."""
+
+    def __init__(self, run: Run, die: int, copies: list[tuple[int, int, int]]):
+        self.aivs = [Aiv() for _ in range(run.aivs)]
+        self.copies = copies                 # (token, k, expert), in (token, k) order
+        self.stores: list[Store] = []        # in the order the egress port served them
+        self.egress_free = 0                 # when the egress port is next free
+        self.inbox: list[Store] = []         # the stores addressed to it, by source
+        self.copy_store: list[Store | None] = [None] * len(copies)   # per copy: its store
+        self.signal_of: list[Store | None] = [None] * len(copies)    # ... the store polled
+        self.count_signal: dict[int, Store] = {}   # per destination: the store polled for
+                                                   # this die's counts
+        # as a receiver: the collision draws, and what it counted
+        self.sentinel_key = stream(run.cfg.seed, run.cfg.workload_key, die, SENTINEL)
+        self.taken: set[tuple[int, int]] = set()
+        self.delivered = self.violations = self.collisions = 0
+
+    def settled(self) -> int:
+        """When every AIV is done and every store it issued acknowledged."""
+        return max(max([a.t] + a.acks) for a in self.aivs)
+
+    def end(self) -> int:
+        return max(a.t for a in self.aivs)
