@@ -31,6 +31,10 @@ class Field:
     help: str
     minimum: float = 0.0
     maximum: float = math.inf
+    # A mechanism's key: the value at which the mechanism vanishes (the model without it, as
+    # `ubepsim validate --ablation` runs it), and where its physical meaning comes from.
+    vanish: Any = None
+    source: str = ""
 
 
 FIELDS: dict[str, Field] = {
@@ -63,6 +67,10 @@ FIELDS: dict[str, Field] = {
     "latency_ns": Field(dict, "remote access latency by hop class, ns: keys "
                         + ", ".join(HOP_CLASSES)),
 }
+
+
+# Keys of mechanisms that can be switched off (their `vanish` value), in FIELDS order.
+MECHANISMS = tuple(k for k, f in FIELDS.items() if f.vanish is not None)
 
 
 @dataclasses.dataclass(frozen=True)
