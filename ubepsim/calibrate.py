@@ -546,6 +546,10 @@ PROVISIONAL: dict[str, Any] = {
     "store_issue_cycles": 40, "init_cycles": 1800, "vector_op_cycles": 12, "vector_lanes": 128,
     "prefix_cycles": 2, "syncall_cycles": 1200, "flag_check_cycles": 8,
     "sentinel_reset_cycles": 8, "sentinel_timeout_ns": 20000.0,
+    # CalCumSum's per-source work, about 0.34 us of one AIV in all (Figure 14, batch 8: 46.0 -
+    # 24.1 us between one and two AIVs is half of 128 sources' work), split by a guess between
+    # a destination's address chain, a count's vector chain and a status poll's
+    "dest_switch_cycles": 150, "count_chain_cycles": 100, "status_poll_cycles": 120,
 }
 # Fitted to Table 4, Figure 3(b) and the SyncAll share. The other provisional keys act only in
 # modes the calibration points do not run (flag checks of tff/dc/sp, sentinel polling, UBEP's
