@@ -1,9 +1,12 @@
-"""Fitting hardware-profile parameters to latencies: a user's measurements or the paper's numbers.
+"""Fitting hardware-profile parameters to measurements: a user's, or the paper's numbers.
 
 A calibration problem is a set of points, each a configuration of the model with a measured
 value; the model gives its own value for each point (a latency, or a quantity derived from
-several configurations such as an efficiency). The fit changes the profile keys it is given so
-that the relative errors (model / measured - 1) are small in the least-squares sense:
+several configurations: an efficiency, a share, a latency above the best of its group). Each
+point's error is taken in its own terms (relative, model / measured - 1, for a latency; a
+difference for a share or an extra latency), divided by the point's tolerance (the error it may
+have) and multiplied by its weight; the fit changes the profile keys it is given so that the sum
+of the squares of these residuals is least (docs/calibration.md, "How points are weighted"):
 
 - scipy's `least_squares` (trust region, bounds) on the logarithm of each key, so that keys of
   very different sizes (a 40-cycle issue cost, a 2000-cycle setup) move by relative steps, with
@@ -45,7 +48,15 @@ GRID_KEYS = ("blocks_in_flight",)
 # What `ubepsim calibrate` fits when the user names nothing: the costs every protocol pays.
 DEFAULT_KEYS = ("aiv_store_gbps", "store_issue_cycles", "init_cycles", "aiv_copy_gbps",
                 "syncall_cycles")
-MEASURED = "latency_us"
+MEASURED = "latency_us"          # a measured latency (a point of its own)
+EXTRA = "extra_latency_us"        # a latency above the best of its group (a relative point)
+GROUP = "group"                   # the group an extra latency is measured against
+TOLERANCE, WEIGHT = "tolerance", "weight"   # optional per-row columns of a measurement file
+TARGETS = (MEASURED, EXTRA)
+OPTIONAL = (GROUP, TOLERANCE, WEIGHT)
+# A row's tolerance unless its file gives one: 3% of a latency; 1 us of an extra latency (the
+# noise of a single run on real hardware, as the paper reads its Figure 14).
+DEFAULT_TOLERANCE = {MEASURED: 0.03, EXTRA: 1.0}
 STEP = 0.05   # relative forward-difference step of the Jacobian
 
 
@@ -131,6 +142,9 @@ class Problem:
 
     `cols` are resolved parameter columns (one row per configuration simulated); `model_values`
     maps the result columns (and the profile) to one value per point, in the order of `labels`.
+    Per point: `relative` (its error is model / measured - 1; else model - measured, in its
+    unit), `tolerance` (the error it may have, in the same terms) and `weight` (its share of the
+    sum of squares). By default every point is a latency, within 3%, of weight 1.
     """
 
     labels: tuple[str, ...]
@@ -138,25 +152,56 @@ class Problem:
     measured: np.ndarray
     cols: dict[str, np.ndarray]
     model_values: Callable[[dict[str, np.ndarray], Profile], np.ndarray]
+    relative: np.ndarray | None = None
+    tolerance: np.ndarray | None = None
+    weight: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.labels)
+        for name, default in (("relative", True), ("tolerance", DEFAULT_TOLERANCE[MEASURED]),
+                              ("weight", 1.0)):
+            value = getattr(self, name)
+            object.__setattr__(self, name, np.broadcast_to(
+                np.asarray(default if value is None else value), (n,)).copy())
 
     def simulate(self, profile: Profile, threads: int | None = None) -> np.ndarray:
         from .model import simulate_columns
         return self.model_values(simulate_columns(self.cols, profile, threads), profile)
 
+    def errors(self, values: np.ndarray) -> np.ndarray:
+        """Each point's error in its own terms: relative for a latency, else a difference."""
+        return np.where(self.relative, values / np.where(self.relative, self.measured, 1.0)
+                        - 1.0, values - self.measured)
+
     def residuals(self, values: np.ndarray) -> np.ndarray:
-        return values / self.measured - 1.0
+        """What the fit squares and sums: each error in tolerances, times its point's weight."""
+        return self.weight * self.errors(values) / self.tolerance
 
     def table(self, values: np.ndarray) -> pl.DataFrame:
+        errors = self.errors(values)
         return pl.DataFrame({"point": list(self.labels), "unit": list(self.units),
                              "measured": self.measured, "simulated": values,
-                             "error": self.residuals(values)})
+                             "relative": self.relative, "error": errors,
+                             "tolerance": self.tolerance,
+                             "in_tolerances": errors / self.tolerance, "weight": self.weight})
+
+
+def rms_in_tolerances(table: pl.DataFrame) -> float:
+    """The root mean square of the points' errors in tolerances (unweighted): below 1, the
+    points are within their tolerances on average."""
+    return float(np.sqrt(np.mean(table["in_tolerances"].to_numpy() ** 2)))
 
 
 def read_measurements(path: str | Path) -> pl.DataFrame:
-    """A measurement table (CSV or Parquet): model parameters as columns and `latency_us`.
+    """A measurement table (CSV or Parquet): model parameters as columns, and per row either
+    `latency_us` (a measured latency) or `extra_latency_us` with a `group` (a latency above the
+    best of the rows of its group, as Figure 14 of the paper gives them); optionally
+    `tolerance` and `weight` per row.
 
-    Refuses, before any work, a file it cannot read, a column it does not know, a missing or
-    non-positive `latency_us`, and any row the model would reject.
+    Refuses, before any work, a file it cannot read, a column it does not know, a row with no
+    target or two, a non-positive latency, a negative extra latency, an extra latency without
+    a group, a group of one row or without its best row (0), a tolerance not above 0, a negative
+    weight, and any row the model would reject.
     """
     path = Path(path)
     source = str(path)
@@ -175,20 +220,23 @@ def read_measurements(path: str | Path) -> pl.DataFrame:
              c.rsplit("_duplicated_", 1)[0] in frame.columns]   # polars' name for a repeat
     if twice:
         raise InputError(twice[0].rsplit("_duplicated_", 1)[0], "a column given twice", source)
-    unknown = [c for c in frame.columns if c not in NAMES and c != MEASURED]
+    unknown = [c for c in frame.columns if c not in NAMES + TARGETS + OPTIONAL]
     if unknown:
         raise InputError(unknown[0], f"unknown column; a measurement file has model parameters "
-                         f"({', '.join(NAMES)}) and {MEASURED}", source)
-    if MEASURED not in frame.columns:
-        raise InputError(MEASURED, "missing: the measured dispatch latency in microseconds",
+                         f"({', '.join(NAMES)}), {MEASURED} or {EXTRA} with {GROUP}, and "
+                         f"optionally {TOLERANCE} and {WEIGHT}", source)
+    if not any(t in frame.columns for t in TARGETS):
+        raise InputError(MEASURED, f"missing: the measured dispatch latency in microseconds "
+                         f"({MEASURED}), or the latency above the best of a group ({EXTRA})",
                          source)
     if frame.height == 0:
         raise InputError(MEASURED, "the file has no rows", source)
-    lat = frame[MEASURED]
-    if not lat.dtype.is_numeric() or lat.null_count() or not (
-            lat.cast(pl.Float64).is_finite() & (lat.cast(pl.Float64) > 0)).all():
-        raise InputError(MEASURED, "every row needs a measured latency: a finite number of "
-                         "microseconds above 0", source)
+    for name in (*TARGETS, TOLERANCE, WEIGHT):
+        if name in frame.columns:
+            _check_numeric_column(frame[name], float, source)
+    frame = frame.with_columns(pl.col(c).cast(pl.Float64) for c in (*TARGETS, TOLERANCE, WEIGHT)
+                               if c in frame.columns)
+    _check_targets(frame, source)
     for name in frame.columns:
         kind = PARAM_BY_NAME[name].kind if name in PARAM_BY_NAME else None
         if kind in (int, float):
@@ -198,6 +246,52 @@ def read_measurements(path: str | Path) -> pl.DataFrame:
         frame = frame.with_columns(pl.col("trace").map_elements(
             lambda v: beside(source, v) if v else v, return_dtype=pl.String))
     return frame
+
+
+def _check_targets(frame: pl.DataFrame, source: str) -> None:
+    """Each row one target; values in range; each group of extra latencies a whole group."""
+    def column(name: str) -> pl.Series:
+        return frame[name] if name in frame.columns else pl.Series(name, [None] * frame.height,
+                                                                   pl.Float64)
+
+    def first(bad: pl.Series) -> int | None:
+        return int(bad.arg_true()[0]) + 1 if bad.any() else None
+
+    latency, extra = column(MEASURED), column(EXTRA)
+    given = latency.is_not_null().cast(pl.Int8) + extra.is_not_null().cast(pl.Int8)
+    if (row := first(given != 1)) is not None:
+        raise InputError(MEASURED, f"row {row}: give {MEASURED} or {EXTRA}, one of them",
+                         source)
+    checks = (
+        (MEASURED, latency.is_not_null() & ~(latency.is_finite() & (latency > 0)),
+         "a measured latency is a finite number of microseconds above 0"),
+        (EXTRA, extra.is_not_null() & ~(extra.is_finite() & (extra >= 0)),
+         "an extra latency is a finite number of microseconds, 0 or more"),
+        (TOLERANCE, column(TOLERANCE).is_not_null() & ~(column(TOLERANCE).is_finite()
+                                                         & (column(TOLERANCE) > 0)),
+         "a tolerance is a finite number above 0"),
+        (WEIGHT, column(WEIGHT).is_not_null() & ~(column(WEIGHT).is_finite()
+                                                   & (column(WEIGHT) >= 0)),
+         "a weight is a finite number, 0 or more"),
+    )
+    for name, bad, what in checks:
+        if (row := first(bad)) is not None:
+            raise InputError(name, f"row {row}: {what}", source)
+    if extra.is_null().all():
+        return
+    if GROUP not in frame.columns or (row := first(extra.is_not_null()
+                                                   & frame[GROUP].is_null())) is not None:
+        raise InputError(GROUP, f"row {row or 1}: an {EXTRA} is measured against the best row "
+                         f"of its {GROUP}; name the group", source)
+    if (row := first(latency.is_not_null() & frame[GROUP].is_not_null())) is not None:
+        raise InputError(GROUP, f"row {row}: only an {EXTRA} belongs to a group", source)
+    groups = frame.filter(extra.is_not_null()).group_by(GROUP, maintain_order=True).agg(
+        pl.len().alias("rows"), pl.col(EXTRA).min().alias("best"))
+    for name, rows, best in groups.rows():
+        if rows < 2 or best != 0.0:
+            raise InputError(GROUP, f"group {name!r}: an extra latency needs its group's best "
+                             f"row (0) and at least one other; it has {rows} row(s), the least "
+                             f"{best:g}", source)
 
 
 def _check_numeric_column(col: pl.Series, kind: type, source: str) -> None:
@@ -218,20 +312,41 @@ def _check_numeric_column(col: pl.Series, kind: type, source: str) -> None:
 
 def measurement_problem(frame: pl.DataFrame, aivs_default: int,
                         source: str | None = None) -> Problem:
-    """Each row a configuration (unnamed parameters at their defaults), fitted on latency_us."""
+    """Each row a configuration (unnamed parameters at their defaults): a latency, fitted on
+    its relative error, or a latency above its group's best, fitted on the difference."""
     rows = []
-    params = [c for c in frame.columns if c != MEASURED]
+    params = [c for c in frame.columns if c in NAMES]
     for i in range(frame.height):  # (not iter_rows over params: there may be none)
         values = {k: v for k, v in frame.row(i, named=True).items()
-                  if v is not None and k != MEASURED}
+                  if v is not None and k in NAMES}
         try:
             rows.append(make_config(values, aivs_default, source).as_dict())
         except InputError as e:
             raise InputError(e.key, f"row {i + 1}: {str(e).split(': ', 2)[-1]}", source) \
                 from None
-    labels = tuple(_label(r, params) for r in rows)
-    return Problem(labels, ("us",) * len(rows), frame[MEASURED].cast(pl.Float64).to_numpy(),
-                   config_columns(rows), lambda res, _profile: res["latency_us"])
+    n = frame.height
+    extra = frame[EXTRA].is_not_null().to_numpy() if EXTRA in frame.columns else np.zeros(n, bool)
+    measured = np.where(extra, frame[EXTRA].to_numpy() if EXTRA in frame.columns else 0.0,
+                        frame[MEASURED].to_numpy() if MEASURED in frame.columns else 0.0)
+    group_of = (frame[GROUP].cast(pl.String).to_numpy() if GROUP in frame.columns
+                else np.full(n, None))
+    members_of = [np.flatnonzero(extra & (group_of == g)) for g in group_of[extra]]
+
+    def values(res: dict[str, np.ndarray], _profile: Profile) -> np.ndarray:
+        latency = np.asarray(res["latency_us"], dtype=float).copy()
+        out = latency.copy()
+        for i, rows_of_group in zip(np.flatnonzero(extra), members_of):
+            out[i] = latency[i] - latency[rows_of_group].min()
+        return out
+
+    tolerance = np.where(extra, DEFAULT_TOLERANCE[EXTRA], DEFAULT_TOLERANCE[MEASURED])
+    if TOLERANCE in frame.columns:
+        tolerance = frame[TOLERANCE].fill_null(pl.Series(tolerance)).to_numpy()
+    weight = frame[WEIGHT].fill_null(1.0).to_numpy() if WEIGHT in frame.columns else 1.0
+    labels = tuple(_label(r, params) + (f" [{g}]" if e else "")
+                   for r, e, g in zip(rows, extra, group_of))
+    return Problem(labels, ("us",) * n, measured.astype(float), config_columns(rows), values,
+                   relative=~extra, tolerance=tolerance, weight=weight)
 
 
 def _label(row: dict[str, Any], params: Sequence[str]) -> str:
@@ -251,11 +366,18 @@ def config_columns(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
 class Fit:
     values: dict[str, float]          # fitted keys, as written into the profile
     profile: Profile                  # the start profile with the fitted values
-    table: pl.DataFrame               # point, unit, measured, simulated, error
-    rms_error: float                  # root mean square of the relative errors
+    table: pl.DataFrame               # Problem.table: each point's measured, simulated, error
+    rms_error: float                  # rms_in_tolerances of the table
     evaluations: int
     seconds: float
     kept: tuple[str, ...] = ()        # keys no measurement moves: left at their start values
+    support: dict[str, int] = dataclasses.field(default_factory=dict)  # key -> points it moves
+
+    @property
+    def dof(self) -> int:
+        """Degrees of freedom: points less the keys fitted (those kept are not)."""
+        return self.table.height - (len(self.support) if self.support else
+                                    len({members(k)[0] for k in self.values}) - len(self.kept))
 
 
 def fit(problem: Problem, profile: Profile, keys: Sequence[str],
@@ -296,7 +418,7 @@ def fit(problem: Problem, profile: Profile, keys: Sequence[str],
             cost = float(np.sum(problem.residuals(evaluate(values)) ** 2))
             if progress:
                 progress(", ".join(f"{k}={_fmt(v)}" for k, v in values.items())
-                         + f": rms error {math.sqrt(cost / len(problem.labels)):.2%}")
+                         + f": rms weighted residual {math.sqrt(cost / len(problem.labels)):.3g}")
             if best is None or cost < best[0]:
                 best = (cost, values)
     assert best is not None
@@ -311,12 +433,27 @@ def fit(problem: Problem, profile: Profile, keys: Sequence[str],
             values[k] = v0
             kept.append(k)
     final = with_values(profile, values)
-    simulated = problem.simulate(final, threads)
-    err = problem.residuals(simulated)
-    return Fit({m: get_value(final.values, m) for k in keys for m in members(k)}, final,
-               problem.table(simulated),
-               float(np.sqrt(np.mean(err ** 2))), len(cache), time.perf_counter() - started,
-               tuple(kept))
+    simulated = evaluate(values)
+    # How many points each fitted key moves, one step away from its value: a key that moves
+    # one point (or none) is set by that point alone, not fitted to the measurements.
+    support = {}
+    for k in keys:
+        if k in kept:
+            continue
+        v = values[k]
+        if k in gridded:   # its neighbouring candidate: a smaller step may move nothing
+            at = list(grid[k]).index(v) if v in grid[k] else 0
+            step = grid[k][at + 1] if at + 1 < len(grid[k]) else grid[k][max(at - 1, 0)]
+        elif _kind(k) is int:
+            step = max(v * (1 + STEP), round(v) + 1)
+        else:
+            step = v * (1 + STEP)
+        moved = evaluate({**values, k: step}) != simulated
+        support[k] = int(np.count_nonzero(moved))
+    table = problem.table(simulated)
+    return Fit({m: get_value(final.values, m) for k in keys for m in members(k)}, final, table,
+               rms_in_tolerances(table), len(cache), time.perf_counter() - started, tuple(kept),
+               support)
 
 
 def _least_squares(problem: Problem, keys: list[str], start: dict[str, float],
@@ -377,6 +514,7 @@ def _fmt(v: float) -> str:
 # --- the paper's numbers ("Numbers for calibration" in the paper, and nothing else) ----------
 
 TABLE2_NS = {"intra_npu": 218.0, "one_hop": 929.0, "two_hop": 2500.0}
+TABLE2_LABELS = {"intra_npu": "Intra-NPU", "one_hop": "One-Hop", "two_hop": "Two-Hop"}
 FIG3B_EFFICIENCY = {8: 1.000, 16: 0.767, 24: 0.576, 32: 0.456, 48: 0.311}
 TABLE4_CANN_EP = {16: (103.0, 71.0), 32: (120.0, 61.0), 64: (139.0, 53.0), 128: (144.0, 51.0),
                   256: (151.0, 48.0)}            # ranks: (latency us, bandwidth GB/s)
@@ -407,6 +545,10 @@ PROVISIONAL: dict[str, Any] = {
     "store_issue_cycles": 40, "init_cycles": 1800, "vector_op_cycles": 12, "vector_lanes": 128,
     "prefix_cycles": 2, "syncall_cycles": 1200, "flag_check_cycles": 8,
     "sentinel_reset_cycles": 8, "sentinel_timeout_ns": 20000.0,
+    # CalCumSum's per-source work, about 0.34 us of one AIV in all (Figure 14, batch 8: 46.0 -
+    # 24.1 us between one and two AIVs is half of 128 sources' work), split by a guess between
+    # a destination's address chain, a count's vector chain and a status poll's
+    "dest_switch_cycles": 150, "count_chain_cycles": 100, "status_poll_cycles": 120,
 }
 # Fitted to Table 4, Figure 3(b) and the SyncAll share. The other provisional keys act only in
 # modes the calibration points do not run (flag checks of tff/dc/sp, sentinel polling, UBEP's
@@ -433,33 +575,92 @@ def syncall_count() -> int:
     return TIMELINE_PHASES["bsp"].count("syncall")
 
 
-def paper_problem() -> Problem:
-    """Table 4's CANN EP latencies, Figure 3(b)'s efficiencies and the SyncAll share.
+# Figure 14's 128-rank panel (Appendix C.3): UBEP with its full design (the model's defaults),
+# one expert per die, top-8, hidden 7168; each cell the extra latency (us) over the best
+# CalCumSum group size of its batch row. Single runs on real hardware: a cell carries noise of
+# about 1-3 us.
+FIG14_RANKS = 128
+FIG14_GROUPS = tuple(range(1, 17))
+FIG14_EXTRA_US = {
+    8: (46.0, 24.1, 17.0, 12.3, 9.6, 7.5, 11.5, 4.8, 3.0, 1.5, 2.0, 2.7, 0.5, 1.5, 0.0, 0.2),
+    16: (38.7, 16.6, 11.7, 8.2, 8.0, 7.6, 6.0, 4.5, 2.8, 2.7, 2.5, 3.9, 2.6, 0.8, 0.0, 1.2),
+    32: (20.4, 8.9, 5.6, 5.1, 4.0, 4.6, 2.9, 2.8, 2.3, 1.6, 1.7, 4.9, 3.2, 3.9, 0.0, 1.7),
+    64: (15.2, 3.7, 2.8, 0.2, 0.0, 1.0, 1.7, 2.5, 2.3, 1.8, 1.6, 2.1, 1.8, 1.4, 3.0, 4.7),
+    128: (2.9, 0.0, 0.3, 0.4, 3.1, 7.9, 5.7, 3.5, 7.6, 6.2, 6.3, 6.5, 7.9, 9.3, 10.9, 14.2),
+}
+# Seeds the fit averages Figure 14's model cells over (validate takes 20): each fit evaluation
+# simulates every cell for every seed, and four keep the fit's run time in minutes.
+FIG14_FIT_SEEDS = tuple(range(4))
+# How each source's points are compared (docs/calibration.md, "How points are weighted"):
+# (relative error?, tolerance). Latencies within 3%; an efficiency or a share within 3 points;
+# Figure 14's extra latencies within 2 us, the middle of the noise the paper reads in a cell.
+# Every source weighs the same in the sum of squares whatever its number of points (weight
+# 1 / sqrt(points)): Figure 14's 80 cells do not drown Table 4's five latencies.
+SOURCES = {"Table 2": (True, 0.03), "Table 4": (True, 0.03), "Figure 3(b)": (False, 0.03),
+           "Section 2.3": (False, 0.03), "Figure 14": (False, 2.0)}
+
+
+def fig14_config(batch: int, group: int, seed: int) -> dict[str, Any]:
+    """A cell of Figure 14's 128-rank panel, resolved."""
+    return make_config({"ranks": FIG14_RANKS, "batch": batch, "cumsum_aivs": group,
+                        "seed": seed}, AIVS).as_dict()
+
+
+def fig14_extra(latency_us: np.ndarray, seeds: int) -> np.ndarray:
+    """The model's Figure 14 cells from the latencies of fig14_config rows in (batch, group,
+    seed) order: each cell's mean over the seeds less its row's least."""
+    mean = latency_us.reshape(len(FIG14_EXTRA_US), len(FIG14_GROUPS), seeds).mean(axis=2)
+    return (mean - mean.min(axis=1, keepdims=True)).ravel()
+
+
+def fig14_label(batch: int, group: int) -> str:
+    return f"Figure 14: {FIG14_RANKS} ranks, batch {batch}, {group} CalCumSum AIVs, extra (us)"
+
+
+def paper_problem(fig14_seeds: Sequence[int] = FIG14_FIT_SEEDS) -> Problem:
+    """Table 2's latencies, Table 4's CANN EP latencies, Figure 3(b)'s efficiencies, the SyncAll
+    share and Figure 14's 128-rank panel.
 
     Efficiency with n AIVs = (T_8 * 8) / (T_n * n), T the Token-Sending phase of the same work.
     The SyncAll share is the barriers' own cost (all of them, after the last AIV arrives) over
     the latency, averaged over Table 4's points. Figure 3(b)'s 8-AIV point is 100% by definition
-    and is left out.
+    and is left out. Table 2's points are the profile's own latencies, in whole cycles.
     """
     ranks = list(TABLE4_CANN_EP)
     aivs = np.array(list(FIG3B_EFFICIENCY), dtype=float)
-    rows = [cann_ep(r) for r in ranks] + [cann_ep(FIG3B_RANKS, aivs=int(a)) for a in aivs]
-    n4 = len(ranks)
+    seeds = list(fig14_seeds)
+    fig14 = [(b, g) for b in FIG14_EXTRA_US for g in FIG14_GROUPS]
+    rows = ([cann_ep(r) for r in ranks] + [cann_ep(FIG3B_RANKS, aivs=int(a)) for a in aivs]
+            + [fig14_config(b, g, s) for b, g in fig14 for s in seeds])
+    n4, n3 = len(ranks), len(aivs)
 
     def values(res: dict[str, np.ndarray], profile: Profile) -> np.ndarray:
         latency = res["latency_us"][:n4]
-        eff = efficiency(res["phase_send_us"][n4:], aivs)
+        eff = efficiency(res["phase_send_us"][n4:n4 + n3], aivs)
         syncall_us = syncall_count() * profile.syncall_cycles / (profile.clock_ghz * 1000.0)
-        return np.concatenate([latency, eff[1:], [np.mean(syncall_us / latency)]])
+        table2 = [profile.latency_cycles()[HOP_CLASSES.index(h)] / profile.clock_ghz
+                  for h in TABLE2_NS]
+        return np.concatenate([table2, latency, eff[1:], [np.mean(syncall_us / latency)],
+                               fig14_extra(res["latency_us"][n4 + n3:], len(seeds))])
 
     # as `ubepsim validate` names the same points (it takes these labels)
-    labels = ([f"Table 4: CANN EP latency, {r} ranks (us)" for r in ranks]
-              + [fig3b_label(int(a)) for a in aivs[1:]]
-              + ["Section 2.3: SyncAll share of CANN EP latency"])
-    units = ("us",) * n4 + ("",) * (len(aivs) - 1) + ("",)
-    measured = np.array([TABLE4_CANN_EP[r][0] for r in ranks]
-                        + [FIG3B_EFFICIENCY[int(a)] for a in aivs[1:]] + [SYNCALL_SHARE])
-    return Problem(tuple(labels), units, measured, config_columns(rows), values)
+    points = ([("Table 2", f"Table 2: {TABLE2_LABELS[h]} latency (ns)", "ns", ns)
+               for h, ns in TABLE2_NS.items()]
+              + [("Table 4", f"Table 4: CANN EP latency, {r} ranks (us)", "us",
+                  TABLE4_CANN_EP[r][0]) for r in ranks]
+              + [("Figure 3(b)", fig3b_label(int(a)), "", FIG3B_EFFICIENCY[int(a)])
+                 for a in aivs[1:]]
+              + [("Section 2.3", "Section 2.3: SyncAll share of CANN EP latency", "",
+                  SYNCALL_SHARE)]
+              + [("Figure 14", fig14_label(b, g), "us", FIG14_EXTRA_US[b][g - 1])
+                 for b, g in fig14])
+    source = [p[0] for p in points]
+    count = {name: source.count(name) for name in SOURCES}
+    return Problem(tuple(p[1] for p in points), tuple(p[2] for p in points),
+                   np.array([p[3] for p in points]), config_columns(rows), values,
+                   relative=np.array([SOURCES[x][0] for x in source]),
+                   tolerance=np.array([SOURCES[x][1] for x in source]),
+                   weight=np.array([1.0 / math.sqrt(count[x]) for x in source]))
 
 
 def fig3b_label(aivs: int) -> str:

@@ -31,6 +31,10 @@ class Field:
     help: str
     minimum: float = 0.0
     maximum: float = math.inf
+    # A mechanism's key: the value at which the mechanism vanishes (the model without it, as
+    # `ubepsim validate --ablation` runs it), and where its physical meaning comes from.
+    vanish: Any = None
+    source: str = ""
 
 
 FIELDS: dict[str, Field] = {
@@ -60,9 +64,32 @@ FIELDS: dict[str, Field] = {
                                      0.0, 1.0),
     "sentinel_timeout_ns": Field(float, "polling time before a collided block is taken by the "
                                  "fallback path (sp)", 0.0, 1e9),
+    # Per-destination and per-source costs of CANN's dispatch kernel (docs/model.md, "Costs per
+    # destination and per source"): what makes CalCumSum's work grow as ranks / group size.
+    "dest_switch_cycles": Field(
+        int, "cycles an AIV spends on a store to another destination than its previous "
+        "store's: the destination window's address, a chain of two dependent scalar loads",
+        0, 1e7, vanish=0,
+        source="CANN ops-transformer, moe_distribute_base.h GetBaseWindAddrByRankId: "
+               "remoteRes[rankId].nextDevicePtr -> windowsIn"),
+    "count_chain_cycles": Field(
+        int, "cycles of the vector chain that counts one expert's token copies before its "
+        "count is stored (five vector ops, four pipe barriers, a vector-to-scalar sync and a "
+        "scalar read), beside the VectorCount itself", 0, 1e7, vanish=0,
+        source="CANN ops-transformer, moe_distribute_dispatch.h CalTokenSendExpertCnt, "
+               "called per expert by SetStatus"),
+    "status_poll_cycles": Field(
+        int, "cycles a polling AIV spends on each source's count status once it is there "
+        "(strided read of the 32-byte status, GatherMask, Sum, vector-to-scalar sync)",
+        0, 1e7, vanish=0,
+        source="CANN ops-transformer, moe_distribute_dispatch.h WaitDispatch"),
     "latency_ns": Field(dict, "remote access latency by hop class, ns: keys "
                         + ", ".join(HOP_CLASSES)),
 }
+
+
+# Keys of mechanisms that can be switched off (their `vanish` value), in FIELDS order.
+MECHANISMS = tuple(k for k, f in FIELDS.items() if f.vanish is not None)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -80,7 +80,7 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
     fitted = [k for k in fit_keys if k not in result.kept]
     header = [f"Hardware profile fitted by `ubepsim calibrate {measurements}` from "
               f"{profile.name}:", f"{len(problem.labels)} measurements, rms error "
-              f"{result.rms_error:.2%}; fitted: {', '.join(fitted) or 'none'}"
+              f"{result.rms_error:.2f} tolerances; fitted: {', '.join(fitted) or 'none'}"
               + (f"; no measurement depends on {', '.join(result.kept)}." if result.kept
                  else ".")]
     notes = {m: "fitted" if k in fitted else "kept: no measurement depends on it"
@@ -117,21 +117,36 @@ def _progress(line: str) -> None:
     click.echo(f"  {line}", err=True)
 
 
-def _report(result, start) -> str:
+def _report(result, start, figures: dict[str, str] | None = None) -> str:
+    """Every point (measured, simulated, its error and that error in tolerances), the degrees
+    of freedom, and every fitted key: start -> fitted value, the points it moves, and the
+    hardware figure it should be near where one is known."""
     from ..calibrate import get_value, members
 
     t = result.table
     width = max(len(p) for p in t["point"])
-    lines = [f"{'point':<{width}}  {'measured':>10}  {'simulated':>10}  {'error':>8}"]
+    lines = [f"{'point':<{width}}  {'measured':>10}  {'simulated':>10}  {'error':>9}  "
+             f"{'tolerances':>10}"]
     for row in t.iter_rows(named=True):
+        error = (f"{row['error']:+.1%}" if row["relative"] else
+                 f"{row['error']:+.3g}{' ' + row['unit'] if row['unit'] else ''}")
         lines.append(f"{row['point']:<{width}}  {_num(row['measured']):>10}  "
-                     f"{_num(row['simulated']):>10}  {row['error']:>+8.1%}")
-    lines.append(f"rms error {result.rms_error:.2%} over {t.height} points; "
-                 f"{result.evaluations} simulations of the point set in {result.seconds:.0f} s")
+                     f"{_num(row['simulated']):>10}  {error:>9}  "
+                     f"{row['in_tolerances']:>+10.2f}")
+    lines.append(f"rms error {result.rms_error:.2f} tolerances over {t.height} points, "
+                 f"{result.dof} degrees of freedom; {result.evaluations} simulations of the "
+                 f"point set in {result.seconds:.0f} s")
     kept = {m for k in result.kept for m in members(k)}
+    support = {m: n for k, n in result.support.items() for m in members(k)}
+    figures = figures or {}
     for k, v in result.values.items():
-        lines.append(f"  {k:<24} {_num(get_value(start.values, k)):>10} -> {_num(v)}"
-                     + ("  (kept: no measurement depends on it)" if k in kept else ""))
+        note = ("  (kept: no measurement depends on it)" if k in kept else
+                f"  moves {support[k]} point{'s' * (support[k] != 1)}"
+                + (": set by one point, not fitted" if support[k] < 2 else "")
+                if k in support else "")
+        if k in figures:
+            note += f"; near: {figures[k]}"
+        lines.append(f"  {k:<24} {_num(get_value(start.values, k)):>10} -> {_num(v)}{note}")
     return "\n".join(lines)
 
 
