@@ -83,7 +83,10 @@ def count_program(run: Run, s: int, plan: DieSchedule, die: Die, j: int, dests: 
     for d in dests:
         st = Store(s, d, COUNT, d, j, plan.die_hop[d])
         die.count_signal[d] = st
-        prog.append(Entry(st, run.e_local * run.c["vcount"], False, bucket))
+        # per expert of the destination: its VectorCount and the vector chain that turns it
+        # into a count (CANN's CalTokenSendExpertCnt)
+        prog.append(Entry(st, run.e_local * (run.c["vcount"] + run.c["count_chain"]), False,
+                          bucket))
         sig = signal(run.count_sync, st, True)
         if sig:
             prog.append(sig)
@@ -91,14 +94,29 @@ def count_program(run: Run, s: int, plan: DieSchedule, die: Die, j: int, dests: 
     return prog
 
 
+def address_chains(run: Run, prog: list[Entry]) -> list[Entry]:
+    """The program with the address chain of each new destination: a store to another die
+    than the store before it in the program (the first store included) first loads that die's
+    window address, two dependent scalar loads (CANN's GetWindAddrByRankId), dest_switch
+    cycles more of work before it."""
+    out, last = [], None
+    for e in prog:
+        if e.store.dst != last:
+            e = e._replace(work=e.work + run.c["dest_switch"])
+            last = e.store.dst
+        out.append(e)
+    return out
+
+
 def token_programs(run: Run, s: int, plan: DieSchedule, die: Die) -> dict[int, list[Entry]]:
     """Every token AIV's program, by AIV."""
-    return {run.cumsum_aivs + j: token_program(run, s, plan, die, j)
+    return {run.cumsum_aivs + j: address_chains(run, token_program(run, s, plan, die, j))
             for j in range(run.senders)}
 
 
 def count_programs(run: Run, s: int, plan: DieSchedule, die: Die, n: int,
                    bucket: str) -> dict[int, list[Entry]]:
     """The programs of AIVs 0 .. n - 1, each counting for its share of the destinations."""
-    return {j: count_program(run, s, plan, die, j, share(j, n, run.ranks), bucket)
+    return {j: address_chains(run, count_program(run, s, plan, die, j, share(j, n, run.ranks),
+                                                 bucket))
             for j in range(n)}

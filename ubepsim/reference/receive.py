@@ -43,6 +43,9 @@ def poll_counts(run: Run, dies: list[Die], d: int, group: list[Aiv], mark: int) 
         for s in share(j, len(group), run.ranks):
             st = dies[s].count_signal[d]
             poll(a, seen(run, dies[d], st, s, run.q_count, policy), c["poll"], "sync")
+            # the status read out once it is there: strided read, GatherMask, Sum and the
+            # vector-to-scalar sync (CANN's WaitDispatch)
+            a.spend("sync", c["status_poll"])
             if policy.verify_per_block:
                 a.spend("sync", c["count_verify"])
             if policy.rearm_sentinel:
