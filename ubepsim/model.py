@@ -23,7 +23,8 @@ import polars as pl
 
 from .costs import lower, time_bound
 from .errors import InputError
-from .kernels import dispatch as k
+from .kernels import dispatch
+from .kernels import layout as k
 from .params import (ENUMS, GATED, NAMES, PARAMS, Config, Protocol, Routing, canonical,
                      codes, make_config, polars_dtype, stable_id, workload_keys)
 from .profile import HOP_CLASSES, Profile, load_profile
@@ -43,7 +44,7 @@ _COUNT_FIELDS = {
     "sentinel_collisions": k.O_COLLISIONS,
     **{f"copies_{h}": k.O_COPIES_HOP0 + i for i, h in enumerate(HOP_CLASSES)},
 }
-# Timeline phases per AIV role, in the order of their boundaries (kernels/dispatch.py marks).
+# Timeline phases per AIV role, in the order of their boundaries (kernels/layout.py MARK_*).
 # One name per piece of work whichever protocol does it: bsp's SendFlag & Count and flag
 # verification are the same count_send and count_poll as UBEP's CalCumSum group's.
 TIMELINE_PHASES = {
@@ -110,9 +111,10 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
 def working_memory(cols: dict[str, np.ndarray]) -> np.ndarray:
     """Bytes the kernel works in while it simulates each configuration of resolved columns
     (enums as names, members or codes): kernels.dispatch.working_bytes."""
-    return k.working_bytes(cols["ranks"], cols["batch"], cols["topk"], cols["experts"],
-                           cols["aivs"], codes("protocol", cols["protocol"]) == Protocol.ubep,
-                           codes("sync", cols["sync"]))
+    return dispatch.working_bytes(cols["ranks"], cols["batch"], cols["topk"], cols["experts"],
+                                  cols["aivs"],
+                                  codes("protocol", cols["protocol"]) == Protocol.ubep,
+                                  codes("sync", cols["sync"]))
 
 
 # A container's or batch job's memory: per cgroup version (v2, then v1's memory hierarchy),
@@ -241,7 +243,7 @@ def results_from_kernel(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.
         res[name] = out[:, col] / clock
     for name, col in _COUNT_FIELDS.items():
         res[name] = out[:, col].astype(np.int64)
-    token_bytes = costs[:, 0]
+    token_bytes = costs[:, k.C_TOKEN_BYTES]
     res["bytes_per_rank"] = (np.asarray(cols["batch"], dtype=np.int64)
                              * np.asarray(cols["topk"], dtype=np.int64) * token_bytes)
     res["bw_gbps"] = res["bytes_per_rank"] / (res["latency_us"] * 1000.0)
@@ -288,7 +290,7 @@ def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int
     params, costs, chances, cdf, trace = prepare(cols, profile)
     order = kernel_order(params)
     done = np.zeros((len(params), k.N_OUT))
-    k._simulate_batch(params[order], costs[order], chances[order], cdf, trace, done)
+    dispatch.simulate_batch(params[order], costs[order], chances[order], cdf, trace, done)
     out = np.empty_like(done)
     out[order] = done
     return results_from_kernel(out, cols, costs, profile)
@@ -296,7 +298,7 @@ def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int
 
 def kernel_order(params: np.ndarray) -> np.ndarray:
     """The order in which the batch kernel takes rows: a configuration's sync variants side
-    by side, where they share one schedule (kernels.dispatch._simulate_batch), and those runs
+    by side, where they share one schedule (kernels.dispatch.simulate_batch), and those runs
     in a fixed shuffled order. The kernel gives each thread one contiguous block of runs, and
     in the order given the large configurations may come together (a sweep's grid order, fig14:
     1.2x on 2 threads); shuffled, the blocks cost about the same. Each row depends only on its
@@ -378,8 +380,9 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     marks = np.zeros((config.ranks, config.aivs, k.N_MARKS) if timeline else (0, 0, 0),
                      dtype=np.int64)
     tr = trace if config.routing is Routing.trace else trace[:0]
-    k._simulate_dispatch(params[0], costs[0], chances[0], cdf[params[0, k.P_CDF_START]:
-                         params[0, k.P_CDF_START] + params[0, k.P_CDF_LEN]], tr, out, marks)
+    dispatch.simulate_dispatch(params[0], costs[0], chances[0], cdf[params[0, k.P_CDF_START]:
+                               params[0, k.P_CDF_START] + params[0, k.P_CDF_LEN]], tr, out,
+                               marks)
     res = results_from_kernel(out[None, :], cols, costs, profile)
     row = {**config.as_dict(), "config_id": config.config_id,
            **{name: v[0].item() for name, v in res.items()}}
