@@ -17,6 +17,7 @@ import pytest
 from ubepsim import model, reference
 from ubepsim.costs import time_bound
 from ubepsim.errors import InputError
+from ubepsim.kernels import dispatch
 from ubepsim.params import make_config
 from ubepsim.profile import HOP_CLASSES, load_profile
 
@@ -136,7 +137,6 @@ def test_sync_variants_on_one_schedule_equal_each_alone(configs):
     """The batch kernel computes one schedule for a run of rows that differ only in sync: every
     configuration's four sync variants, in one table per profile, equal the same configurations
     simulated one at a time (each on its own schedule, which the twin checks)."""
-    k = model.k
     for prof in PROFILES:
         mine = [c for c, p in configs if p == prof][:12]
         variants = [{**c.as_dict(), "sync": sync} for c in mine
@@ -145,7 +145,7 @@ def test_sync_variants_on_one_schedule_equal_each_alone(configs):
         params, costs, chances, cdf, trace = model.prepare(cols, PROFILES[prof])
         # the variants of a configuration lie side by side (kernel_order): one run each
         order = model.kernel_order(params)
-        runs = 1 + sum(not k._same_schedule(params, costs, i, j)
+        runs = 1 + sum(not dispatch.same_schedule(params, costs, i, j)
                        for i, j in zip(order, order[1:]))
         assert runs == len(mine)
         table = model.simulate_table(pl.DataFrame(variants), PROFILES[prof])
@@ -279,8 +279,7 @@ def test_compiled_kernels_are_cached_outside_the_package():
     site-packages and then shadows an editable install of the package."""
     from pathlib import Path
 
-    from ubepsim.kernels import dispatch
-    cache = Path(dispatch._simulate_batch._cache._cache_path)
+    cache = Path(dispatch.simulate_batch._cache._cache_path)
     package = Path(dispatch.__file__).resolve().parent.parent
     assert package not in cache.resolve().parents
 
