@@ -17,7 +17,7 @@ import pytest
 from ubepsim import model, reference
 from ubepsim.costs import time_bound
 from ubepsim.errors import InputError
-from ubepsim.kernels import dispatch
+from ubepsim.kernels import dispatch, layout
 from ubepsim.params import make_config
 from ubepsim.profile import HOP_CLASSES, load_profile
 
@@ -229,9 +229,9 @@ def test_kernel_and_twin_check_the_same_bound(configs, twins):
         dicts = [configs[i][0].as_dict() for i in rows]
         cols = {k: np.asarray([d[k] for d in dicts]) for k in dicts[0]}
         params, costs, chances, cdf, trace = model.prepare(cols, PROFILES[prof])
-        out = np.zeros((len(rows), model.k.N_OUT))
-        model.k._simulate_batch(params, costs, chances, cdf, trace, out)
-        assert out[:, model.k.O_BOUND].tolist() == \
+        out = np.zeros((len(rows), layout.N_OUT))
+        dispatch.simulate_batch(params, costs, chances, cdf, trace, out)
+        assert out[:, layout.O_BOUND].tolist() == \
             [twins(i)["_detail"]["bound_cycles"] for i in rows]
 
 
@@ -253,9 +253,9 @@ def test_bad_invariant_is_reported(monkeypatch):
     prof = PROFILES["cm384"]
     cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
     params, costs, chances, cdf, trace = model.prepare(cols, prof)
-    out = np.zeros((1, model.k.N_OUT))
-    model.k._simulate_batch(params, costs, chances, cdf, trace, out)
-    out[0, model.k.O_DELIVERED] -= 1
+    out = np.zeros((1, layout.N_OUT))
+    dispatch.simulate_batch(params, costs, chances, cdf, trace, out)
+    out[0, layout.O_DELIVERED] -= 1
     with pytest.raises(model.KernelFailure, match="invariant"):
         model.results_from_kernel(out, cols, costs, prof)
 
