@@ -31,6 +31,7 @@ from bench_sweep import MILLION, PER_SETTING, stratified_sample  # noqa: E402
 from ubepsim import kernel_io, memory  # noqa: E402
 from ubepsim.grid import load_grid  # noqa: E402
 from ubepsim.kernels import dispatch as ours  # noqa: E402
+from ubepsim.kernels.layout import N_OUT  # noqa: E402
 from ubepsim.params import NAMES, canonical  # noqa: E402
 
 
@@ -57,6 +58,15 @@ def load_kernels(directory: Path):
         numba.config.CACHE_DIR = saved
 
 
+def batch_kernel(dispatch):
+    """A dispatch module's parallel batch kernel: `simulate_batch`, or `_simulate_batch` in
+    checkouts from before the kernel was split into stage modules."""
+    for name in ("simulate_batch", "_simulate_batch"):
+        if hasattr(dispatch, name):
+            return getattr(dispatch, name)
+    raise SystemExit(f"{dispatch.__file__} has no batch kernel (simulate_batch)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("kernels", type=Path, help="another copy of the kernels/ directory")
@@ -74,15 +84,15 @@ def main() -> None:
     order = kernel_io.kernel_order(params)        # as the model hands rows to the kernel
     sample = sample[order]
     inputs = (params[order], costs[order], chances[order], cdf, trace)
-    kernels = {"A": ours, "B": theirs}
-    outs = {side: np.zeros((sample.height, ours.N_OUT)) for side in kernels}
+    kernels = {"A": batch_kernel(ours), "B": batch_kernel(theirs)}
+    outs = {side: np.zeros((sample.height, N_OUT)) for side in kernels}
     for side, k in kernels.items():   # JIT warm-up (B always compiles: 30 s or so)
-        k._simulate_batch(*(x[:4] for x in inputs[:3]), *inputs[3:], outs[side][:4])
+        k(*(x[:4] for x in inputs[:3]), *inputs[3:], outs[side][:4])
     times: dict[str, list[float]] = {side: [] for side in kernels}
     for r in range(args.rounds):
         for side in ("A", "B") if r % 2 == 0 else ("B", "A"):
             t = time.perf_counter()
-            kernels[side]._simulate_batch(*inputs, outs[side])
+            kernels[side](*inputs, outs[side])
             times[side].append(time.perf_counter() - t)
     print(f"{sample.height:,} configurations, {args.rounds} runs each, 1 thread")
     for side, where in (("A", "this checkout"), ("B", args.kernels)):

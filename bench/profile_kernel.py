@@ -45,8 +45,8 @@ MAX_SIZE = 1 << 20   # no function is this long: a longer gap holds code not our
 
 
 def short_name(symbol: str) -> str:
-    """The qualified name in an Itanium-mangled Numba symbol (`_ZN7ubepsim7kernels8dispatch13
-    _egress_phaseB4v217...` -> ubepsim.kernels.dispatch._egress_phase); others as they are."""
+    """The qualified name in an Itanium-mangled Numba symbol (`_ZN7ubepsim7kernels6egress12
+    egress_phaseB4v217...` -> ubepsim.kernels.egress.egress_phase); others as they are."""
     if not symbol.startswith("_ZN"):
         return symbol
     parts, i = [], 3
@@ -62,7 +62,7 @@ def kernel_functions() -> list[tuple[int, int, str]]:
     """(start, size, name) of every function compiled into the batch kernel, by address. A
     function ends where the next begins, at the end of its mapping, or MAX_SIZE on."""
     starts = []
-    for cres in dispatch._simulate_batch.overloads.values():
+    for cres in dispatch.simulate_batch.overloads.values():
         library = cres.library
         for f in library._final_module.functions:
             if not f.is_declaration and (addr := library.get_pointer_to_function(f.name)):

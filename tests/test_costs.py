@@ -14,8 +14,9 @@ import pytest
 
 from ubepsim.costs import COST_INDEX, lower
 from ubepsim.kernel_io import _codes
+from ubepsim.kernels import layout
 from ubepsim.params import make_config
-from ubepsim.profile import load_profile
+from ubepsim.profile import HOP_CLASSES, load_profile
 
 PROFILE = load_profile(overrides={
     "clock_ghz": 2.0, "block_bytes": 512, "flag_bytes": 32, "egress_gbps": 100.0,
@@ -86,3 +87,11 @@ def test_fabric_and_timing_constants():
     assert (c["prefix"], c["blocks_in_flight"]) == (3, PROFILE.values["blocks_in_flight"])
     assert c["lat_two_hop"] == round(2500.0 * 2.0) and c["poll"] == c["lat_local"] == 200
     assert c["timeout"] == round(PROFILE.values["sentinel_timeout_ns"] * 2.0)
+
+
+def test_the_cost_columns_name_the_profiles_hop_classes():
+    """The kernel codes hop classes 0 .. N_HOPS - 1 and reads their latencies by that code from
+    the columns after C_LAT_LOCAL, which the lowering fills from the profile's latencies."""
+    assert layout.HOP_CLASSES == HOP_CLASSES
+    assert [COST_INDEX[f"lat_{h}"] for h in HOP_CLASSES] == \
+        list(range(layout.C_LAT_LOCAL, layout.C_LAT_LOCAL + layout.N_HOPS))

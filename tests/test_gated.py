@@ -12,7 +12,7 @@ import polars as pl
 from conftest import run_cli, write_grid
 from ubepsim import kernel_io, model
 from ubepsim.grid import load_grid
-from ubepsim.kernels import dispatch
+from ubepsim.kernels import dispatch, layout
 from ubepsim.params import GATED, PARAM_BY_NAME, make_config
 from ubepsim.profile import load_profile
 
@@ -26,9 +26,9 @@ def kernel_row(cfg, **poke):
     cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
     params, costs, chances, cdf, trace = kernel_io.prepare(cols, load_profile())
     for col, value in poke.items():
-        params[0, getattr(dispatch, col)] = value
-    out = np.zeros((1, dispatch.N_OUT))
-    dispatch._simulate_batch(params, costs, chances, cdf, trace, out)
+        params[0, getattr(layout, col)] = value
+    out = np.zeros((1, layout.N_OUT))
+    dispatch.simulate_batch(params, costs, chances, cdf, trace, out)
     return out[0]
 
 
@@ -45,7 +45,7 @@ def test_bsp_never_reads_cumsum_aivs_and_only_weighted_routing_has_a_popularity_
         cfg = make_config({**SMALL, "routing": routing, "hot_experts": 2}, 8)
         cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
         params = kernel_io.prepare(cols, load_profile())[0]
-        assert (params[0, dispatch.P_CDF_LEN] > 0) == (routing != "uniform")
+        assert (params[0, layout.P_CDF_LEN] > 0) == (routing != "uniform")
     zipf = make_config({**SMALL, "routing": "zipf", "zipf_s": 3.0}, 8)
     assert not np.array_equal(kernel_row(zipf), kernel_row(make_config(SMALL, 8)))
 

@@ -8,7 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ubepsim.kernels import dispatch
+from ubepsim.kernels.ingress import arrival_order, bits, sort_arrivals
+from ubepsim.kernels.layout import KEY_BITS, LOCAL, RADIX_BITS
 
 
 @st.composite
@@ -29,15 +30,15 @@ def arrivals(draw):
 @given(arrivals())
 def test_the_ingress_sort_orders_by_arrival_then_slot(stores):
     n = len(stores)
-    slot_bits = dispatch._bits(n + 1)
+    slot_bits = bits(n + 1)
     kind_shift = slot_bits + 2
     # keys as the kernel packs them: arrival | kind | slot
     keys = np.array([(a << kind_shift) | (k << slot_bits) | s for s, (a, k) in enumerate(stores)],
                     dtype=np.int64)
     times = [a for a, _ in stores]
-    count = np.empty((1 << dispatch.RADIX_BITS) + 1, np.int64)
-    out = dispatch._sort_arrivals(keys.copy(), np.empty(n, np.int64), n, kind_shift,
-                                  min(times), max(times), count)
+    count = np.empty((1 << RADIX_BITS) + 1, np.int64)
+    out = sort_arrivals(keys.copy(), np.empty(n, np.int64), n, kind_shift,
+                        min(times), max(times), count)
     expected = sorted(range(n), key=lambda s: (stores[s][0], s))   # stable by arrival
     assert [int(k) & ((1 << slot_bits) - 1) for k in out[:n]] == expected
     assert sorted(out[:n].tolist()) == sorted(keys.tolist())       # the same keys, each once
@@ -53,7 +54,7 @@ def test_arrivals_too_late_to_pack_are_ordered_alike(stores, local, lo):
     remote = []
     for slot, (arrival, kind) in enumerate(stores):
         if local[slot % len(local)]:
-            st_arr.append(dispatch.LOCAL - kind)
+            st_arr.append(LOCAL - kind)
         else:
             st_arr.append(arrival << 2 | kind)
             remote.append(slot)
@@ -61,13 +62,13 @@ def test_arrivals_too_late_to_pack_are_ordered_alike(stores, local, lo):
         return
     st_arr = np.array(st_arr, dtype=np.int64)
     n = len(remote)
-    slot_bits = dispatch._bits(len(stores) + 1)
+    slot_bits = bits(len(stores) + 1)
     times = [stores[s][0] for s in remote]
     expected = sorted(remote, key=lambda s: stores[s][0])    # stable: ties in slot order
-    count = np.empty((1 << dispatch.RADIX_BITS) + 1, np.int64)
-    for key_bits in (dispatch.KEY_BITS, dispatch._bits(max(times) + 1) + slot_bits - 1):
+    count = np.empty((1 << RADIX_BITS) + 1, np.int64)
+    for key_bits in (KEY_BITS, bits(max(times) + 1) + slot_bits - 1):
         keys = np.array([(stores[s][0] << slot_bits | s) & ((1 << 63) - 1) for s in remote],
                         dtype=np.int64)
-        out = dispatch._arrival_order(keys, np.empty(n, np.int64), n, slot_bits, min(times),
-                                      max(times), count, st_arr, lo, key_bits)
+        out = arrival_order(keys, np.empty(n, np.int64), n, slot_bits, min(times),
+                            max(times), count, st_arr, lo, key_bits)
         assert [int(k) & ((1 << slot_bits) - 1) for k in out[:n]] == expected, key_bits

@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ubepsim.kernels import dispatch
+from ubepsim.kernels.receive import poll as kernel_poll
+from ubepsim.kernels.schedule import qsteps_table
+from ubepsim.kernels.schedule import quaternary_search as kernel_search
 from ubepsim.params import make_config
 from ubepsim.reference.receive import poll
 from ubepsim.reference.schedule import hop_of, quaternary_search, schedule_die, walk
@@ -116,10 +118,10 @@ def test_quaternary_search_finds_the_covering_expert(ids, n_experts, data):
     assert steps <= max(0, math.ceil(math.log(n_experts, 4))) + 1
     # the kernel's version on cumulative counts agrees, step for step
     cum = np.searchsorted(np.asarray(ids), np.arange(n_experts + 1), side="left")
-    k_expert, k_steps = dispatch._qsearch(cum.astype(np.int64), target, n_experts)
+    k_expert, k_steps = kernel_search(cum.astype(np.int64), target, n_experts)
     assert (k_expert, k_steps) == (expert, steps)
     # and the kernel's table of steps by the expert a search ends on
-    assert dispatch._qsteps_table(n_experts)[expert] == steps
+    assert qsteps_table(n_experts)[expert] == steps
 
 
 def test_quaternary_search_takes_four_to_five_steps_at_typical_expert_counts():
@@ -137,6 +139,6 @@ def test_closed_form_poll_equals_polling_loop(t, visible, period):
     aiv = Aiv()
     aiv.t = t
     poll(aiv, visible, period, "sync")
-    assert dispatch._poll(t, visible, period, 1.0 / period) == aiv.t
+    assert kernel_poll(t, visible, period, 1.0 / period) == aiv.t
     # the first poll issued at or after the value is visible returns it, a period later
     assert max(t, visible) + period <= aiv.t < max(t, visible) + 2 * period

@@ -17,7 +17,8 @@ import pytest
 from ubepsim import kernel_io, model, reference
 from ubepsim.costs import time_bound
 from ubepsim.errors import InputError
-from ubepsim.params import canonical, make_config
+from ubepsim.kernels import dispatch, layout
+from ubepsim.params import make_config
 from ubepsim.profile import HOP_CLASSES, load_profile
 from ubepsim.reference.state import (BSP_COUNTS_SENT, BSP_CUMSUM, BSP_SENT, BSP_SYNCALL_1,
                                     BSP_SYNCALL_2, BSP_SYNCALL_3, BSP_VERIFIED, UBEP_COUNTS,
@@ -139,7 +140,6 @@ def test_sync_variants_on_one_schedule_equal_each_alone(configs):
     """The batch kernel computes one schedule for a run of rows that differ only in sync: every
     configuration's four sync variants, in one table per profile, equal the same configurations
     simulated one at a time (each on its own schedule, which the twin checks)."""
-    k = model.k
     for prof in PROFILES:
         mine = [c for c, p in configs if p == prof][:12]
         variants = [{**c.as_dict(), "sync": sync} for c in mine
@@ -148,7 +148,7 @@ def test_sync_variants_on_one_schedule_equal_each_alone(configs):
         params, costs, chances, cdf, trace = kernel_io.prepare(cols, PROFILES[prof])
         # the variants of a configuration lie side by side (kernel_order): one run each
         order = kernel_io.kernel_order(params)
-        runs = 1 + sum(not k._same_schedule(params, costs, i, j)
+        runs = 1 + sum(not dispatch.same_schedule(params, costs, i, j)
                        for i, j in zip(order, order[1:]))
         assert runs == len(mine)
         table = model.simulate_table(pl.DataFrame(variants), PROFILES[prof])
@@ -232,9 +232,9 @@ def test_kernel_and_twin_check_the_same_bound(configs, twins):
         dicts = [configs[i][0].as_dict() for i in rows]
         cols = {k: np.asarray([d[k] for d in dicts]) for k in dicts[0]}
         params, costs, chances, cdf, trace = kernel_io.prepare(cols, PROFILES[prof])
-        out = np.zeros((len(rows), model.k.N_OUT))
-        model.k._simulate_batch(params, costs, chances, cdf, trace, out)
-        assert out[:, model.k.O_BOUND].tolist() == \
+        out = np.zeros((len(rows), layout.N_OUT))
+        dispatch.simulate_batch(params, costs, chances, cdf, trace, out)
+        assert out[:, layout.O_BOUND].tolist() == \
             [twins(i)["_detail"]["bound_cycles"] for i in rows]
 
 
@@ -256,9 +256,9 @@ def test_bad_invariant_is_reported(monkeypatch):
     prof = PROFILES["cm384"]
     cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
     params, costs, chances, cdf, trace = kernel_io.prepare(cols, prof)
-    out = np.zeros((1, model.k.N_OUT))
-    model.k._simulate_batch(params, costs, chances, cdf, trace, out)
-    out[0, model.k.O_DELIVERED] -= 1
+    out = np.zeros((1, layout.N_OUT))
+    dispatch.simulate_batch(params, costs, chances, cdf, trace, out)
+    out[0, layout.O_DELIVERED] -= 1
     with pytest.raises(kernel_io.KernelFailure, match="invariant"):
         kernel_io.result_columns(out, cols, costs, prof)
 
@@ -282,8 +282,7 @@ def test_compiled_kernels_are_cached_outside_the_package():
     site-packages and then shadows an editable install of the package."""
     from pathlib import Path
 
-    from ubepsim.kernels import dispatch
-    cache = Path(dispatch._simulate_batch._cache._cache_path)
+    cache = Path(dispatch.simulate_batch._cache._cache_path)
     package = Path(dispatch.__file__).resolve().parent.parent
     assert package not in cache.resolve().parents
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .params import Protocol, Sync, token_bytes
+from .kernels.layout import COSTS
+from .kernels.sync import COLLIDES, IN_BLOCK, POLICY, on_copies
+from .params import Protocol, token_bytes
 from .profile import HOP_CLASSES, Profile
 
 
@@ -17,17 +19,7 @@ def _ceil_div(a, b):
     return -(-a // b)
 
 
-# Order of the columns of the cost matrix handed to the kernels.
-COSTS = (
-    "token_bytes", "copy_blocks", "count_blocks",
-    "copy_issue", "copy_egress", "copy_ingress",
-    "count_issue", "count_egress", "count_ingress",
-    "signal_issue", "signal_egress", "signal_ingress",
-    "local_copy", "copy_verify", "count_verify", "copy_reset", "count_reset",
-    "vcount", "prefix", "init", "syncall", "blocks_in_flight", "timeout", "poll",
-    "npu_dies", "tier1", "tier2",
-    *(f"lat_{h}" for h in HOP_CLASSES),
-)
+# The columns of the cost matrix handed to the kernels, by name (kernels/layout.py COSTS).
 COST_INDEX = {name: i for i, name in enumerate(COSTS)}
 
 
@@ -45,14 +37,14 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
                                                                         dtype=np.int64)
     ubep = np.asarray(cols["protocol"], dtype=np.int64) == Protocol.ubep
     block = v["block_bytes"]
-    # TFF gives up the leading flag_bytes of every block to the flag (paper Section 3.4), in
-    # the stores that signal their own arrival: count messages, and token copies under ubep
-    # only (bsp's copies carry no signal: its SyncAll orders them before the counts)
-    tff = sync == Sync.tff
+    # A variant with the flag in the block (tff) gives up its leading flag_bytes to the flag
+    # (paper Section 3.4), in the stores that signal their own arrival: count messages, and
+    # token copies under ubep only (kernels/sync.py on_copies)
     fused = block - v["flag_bytes"]
     tb = token_bytes(hidden, dtype)
-    copy_blocks = _ceil_div(tb, np.where(tff & ubep, fused, block))
-    count_blocks = _ceil_div(4 * e_local, np.where(tff, fused, block))  # an int32 per expert
+    copy_blocks = _ceil_div(tb, np.where(on_copies(sync, ubep, IN_BLOCK) == 1, fused, block))
+    count_blocks = _ceil_div(4 * e_local,                     # an int32 per expert
+                             np.where(POLICY[sync, IN_BLOCK] == 1, fused, block))
 
     def xfer(nbytes, gbps):
         return np.ceil(nbytes * v["clock_ghz"] / gbps - 1e-9).astype(np.int64)
@@ -92,9 +84,10 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
         out[f"lat_{h}"] = np.full_like(m, cyc)
     costs = np.stack([np.broadcast_to(out[name], m.shape) for name in COSTS], axis=1)
     p = v["sentinel_collision_prob"]
-    # A polled signal collides if any of its blocks' payload equals the sentinel.
+    # A polled signal collides if any of its blocks' payload equals the sentinel, under a
+    # variant that polls a sentinel (sp).
     chance = np.stack([1.0 - (1.0 - p) ** copy_blocks, 1.0 - (1.0 - p) ** count_blocks], axis=1)
-    return costs.astype(np.int64), np.where(sync[:, None] == Sync.sp, chance, 0.0)
+    return costs.astype(np.int64), np.where(POLICY[sync, COLLIDES][:, None] == 1, chance, 0.0)
 
 
 def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:

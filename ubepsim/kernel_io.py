@@ -15,7 +15,7 @@ import numpy as np
 
 from .costs import lower, time_bound
 from .errors import InputError
-from .kernels import dispatch as k
+from .kernels import layout as k
 from .params import ENUMS, Routing, canonical, codes, workload_keys
 from .profile import HOP_CLASSES, Profile
 from .result_fields import RESULT_NAMES
@@ -107,7 +107,7 @@ def check_time_bound(cols: dict[str, np.ndarray], costs: np.ndarray, profile: Pr
 
 def kernel_order(params: np.ndarray) -> np.ndarray:
     """The order in which the batch kernel takes rows: a configuration's sync variants side
-    by side, where they share one schedule (kernels.dispatch._simulate_batch), and those runs
+    by side, where they share one schedule (kernels.dispatch.simulate_batch), and those runs
     in a fixed shuffled order. The kernel gives each thread one contiguous block of runs, and
     in the order given the large configurations may come together (a sweep's grid order, fig14:
     1.2x on 2 threads); shuffled, the blocks cost about the same. Each row depends only on its
@@ -158,7 +158,7 @@ def result_columns(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.ndarr
         res[name] = out[:, col] / clock
     for name, col in _COUNT_FIELDS.items():
         res[name] = out[:, col].astype(np.int64)
-    token_bytes = costs[:, 0]
+    token_bytes = costs[:, k.C_TOKEN_BYTES]
     res["bytes_per_rank"] = (np.asarray(cols["batch"], dtype=np.int64)
                              * np.asarray(cols["topk"], dtype=np.int64) * token_bytes)
     res["bw_gbps"] = res["bytes_per_rank"] / (res["latency_us"] * 1000.0)

@@ -26,13 +26,14 @@ import polars as pl
 from . import memory
 from .errors import InputError
 from .kernel_io import KernelFailure, kernel_order, prepare, result_columns
-from .kernels import dispatch as k
+from .kernels import dispatch
+from .kernels import layout as k
 from .params import (GATED, NAMES, PARAMS, Config, Routing, canonical, make_config, polars_dtype,
                      stable_id)
 from .profile import Profile, load_profile
 from .result_fields import RESULTS
 
-# Timeline phases per AIV role, in the order of their boundaries (kernels/dispatch.py marks).
+# Timeline phases per AIV role, in the order of their boundaries (kernels/layout.py MARK_*).
 # One name per piece of work whichever protocol does it: bsp's SendFlag & Count and flag
 # verification are the same count_send and count_poll as UBEP's CalCumSum group's.
 TIMELINE_PHASES = {
@@ -64,7 +65,7 @@ def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int
     params, costs, chances, cdf, trace = prepare(cols, profile)
     order = kernel_order(params)
     done = np.zeros((len(params), k.N_OUT))
-    k._simulate_batch(params[order], costs[order], chances[order], cdf, trace, done)
+    dispatch.simulate_batch(params[order], costs[order], chances[order], cdf, trace, done)
     out = np.empty_like(done)
     out[order] = done
     return result_columns(out, cols, costs, profile)
@@ -141,8 +142,9 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     marks = np.zeros((config.ranks, config.aivs, k.N_MARKS) if timeline else (0, 0, 0),
                      dtype=np.int64)
     tr = trace if config.routing is Routing.trace else trace[:0]
-    k._simulate_dispatch(params[0], costs[0], chances[0], cdf[params[0, k.P_CDF_START]:
-                         params[0, k.P_CDF_START] + params[0, k.P_CDF_LEN]], tr, out, marks)
+    dispatch.simulate_dispatch(params[0], costs[0], chances[0], cdf[params[0, k.P_CDF_START]:
+                               params[0, k.P_CDF_START] + params[0, k.P_CDF_LEN]], tr, out,
+                               marks)
     res = result_columns(out[None, :], cols, costs, profile)
     row = {**config.as_dict(), "config_id": config.config_id,
            **{name: v[0].item() for name, v in res.items()}}

@@ -1,0 +1,304 @@
+"""Hierarchical token-level scheduling (paper Section 3.3): each die's token copies dealt to
+its token AIVs, and what each AIV's Init costs to find its share.
+
+Every schedule orders a die's copies by a key: the place of their expert in the die's walk of
+the destination experts (`walk`), then the copy index. The AIV lists then follow from the
+cumulative counts of the keys (VectorCount(ids < r), Algorithm 1's primitive):
+- `expert_block_slices`: each AIV owns a block of experts (CANN EP's hot spots);
+- `balanced_slices`: equal contiguous slices of the key order, topology-blind ("UBEP w/o
+  mapping"); each AIV finds its slice's first copy by the quaternary search;
+- `homogenized_deal`: latency homogenization, the key order (farthest hop class first) dealt
+  round-robin, a logical matrix transposition, so every AIV gets a balanced mix of hop classes.
+Nothing here reads `sync`, so a batch computes one schedule for a configuration's sync variants
+(dispatch.same_schedule).
+"""
+
+import numpy as np
+
+from .jit import njit, u
+from .layout import (BALANCED, C_NPU_DIES, C_TIER1, C_TIER2, EXPERT_BLOCK, HOMOGENIZED, N_HOPS,
+                     P_AIVS, P_BATCH, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SCHEDULE,
+                     P_TOPK, UBEP, Schedule)
+
+
+@njit
+def hop_classes(c, R):
+    """hops[s * R + d]: the hop class from die s to die d (layout.HOP_CLASSES): local, the
+    other die of the NPU, then one more per switch tier climbed (paper Table 2)."""
+    # each die's NPU and switch domains, so that a hop class is a few comparisons
+    npu_of = np.empty(R, np.int64)
+    dom1 = np.empty(R, np.int64)
+    dom2 = np.empty(R, np.int64)
+    for d in range(R):
+        npu_of[d] = d // c[C_NPU_DIES]
+        dom1[d] = d // c[C_TIER1] if c[C_TIER1] else 0
+        dom2[d] = d // c[C_TIER2] if c[C_TIER2] else 0
+    hops = np.empty(R * R, np.int8)
+    for s in range(R):
+        for d in range(R):
+            if d == s:
+                h = 0
+            elif npu_of[d] == npu_of[s]:
+                h = 1
+            elif dom1[d] == dom1[s]:
+                h = 2
+            elif dom2[d] == dom2[s]:
+                h = 3
+            else:
+                h = 4
+            hops[s * R + d] = h
+    return hops
+
+
+@njit
+def walk(dkey, hop_row, s, homogenized, EL, classes):
+    """The order in which die s walks the destination experts, as a key per destination die:
+    an expert e's key is dkey[e's die] + e (a die's experts are walked together, so this is
+    set per die in O(ranks) rather than per expert). classes: scratch [3, N_HOPS + 1].
+
+    From the next die on, wrapping round: dies do not all start on the same destination.
+    Homogenized puts the farthest hop class first and walks each class the same way, its dies
+    in index order from the (s + 1)-th on: walking the whole die order instead, every die of a
+    switch domain would meet the next domain's dies in the same order at the same time, an
+    incast on each in turn."""
+    R = hop_row.shape[0]
+    if not homogenized:
+        for dd in range(R):
+            d = s + 1 + dd
+            if d >= R:
+                d -= R
+            dkey[d] = (dd - d) * EL
+        return
+    start, size, pos = classes[0], classes[1], classes[2]
+    start[:] = 0                       # dies per class, farthest first, then starts
+    for d in range(R):
+        start[N_HOPS - hop_row[d]] += 1
+    for h in range(N_HOPS):
+        size[h] = start[h + 1]
+        start[h + 1] += start[h]
+        # the slot of the class's first die: the walk starts at its (s + 1)-th
+        pos[h] = -(s + 1) % size[h] if size[h] else 0
+    for d in range(R):
+        # slots count up, wrapping round: no division per die (a modulo per die was 2% of the
+        # whole sample, paired)
+        h = N_HOPS - 1 - hop_row[d]
+        slot = pos[h]
+        pos[h] = slot + 1 if slot + 1 < size[h] else 0
+        dkey[d] = (start[h] + slot - d) * EL
+
+
+@njit
+def count_keys(experts, die_of, dkey, key_c, cnt, fill):
+    """Each copy's key (key_c), and cnt[r] = copies with key < r (VectorCount(ids < r)); fill
+    starts as a copy of cnt, to hand out positions in key order."""
+    cnt[:] = 0
+    for i in range(experts.shape[0]):
+        e = experts[u(i)]
+        r = dkey[u(die_of[u(e)])] + e
+        key_c[u(i)] = r
+        cnt[u(r + 1)] += 1
+    # The running sum is kept in a register: through memory, each step would wait for the
+    # previous one's store, and this pass runs over every expert on every die (ranks x experts
+    # per configuration)
+    fill[0] = 0
+    acc = 0
+    for e in range(1, cnt.shape[0]):
+        acc += cnt[e]
+        cnt[e] = acc
+        fill[e] = acc
+
+
+@njit
+def expert_block_slices(aoff, cnt, NS, E):
+    """AIV j owns the keys r with r * NS // E == j: its list starts at the first such r."""
+    aoff[0] = 0
+    for j in range(1, NS + 1):
+        aoff[j] = cnt[(j * E + NS - 1) // NS]
+
+
+@njit
+def balanced_slices(aoff, M, NS):
+    """Equal contiguous slices of the key order."""
+    for j in range(NS + 1):
+        aoff[j] = j * M // NS
+
+
+@njit
+def homogenized_deal(aoff, place, M, NS):
+    """The key order written row by row into a matrix of NS columns, AIV j reading column j:
+    key position q goes to place[q] of the AIV lists, each AIV within one copy of every hop
+    class's share (v_jh <= ceil(V_h / n))."""
+    x = 0
+    for j in range(NS):
+        aoff[j] = x
+        q = j
+        while q < M:
+            place[q] = x
+            x += 1
+            q += NS
+    aoff[NS] = x
+
+
+@njit
+def deal_copies(experts, base, key_c, fill, place, homog, die_of, token_of, rcur, key_at, xdest,
+                xslot, xtoken):
+    """Each copy of a die straight to its place in the AIV lists: its destination, its slot in
+    the receive order, its token; key_at[q]: the key at position q of the key order."""
+    for i in range(experts.shape[0]):
+        r = key_c[u(i)]
+        q = fill[u(r)]
+        fill[u(r)] = q + 1
+        key_at[u(q)] = r
+        x = u(place[u(q)] if homog else q)
+        e = experts[u(i)]
+        xdest[u(base) + x] = die_of[u(e)]
+        xslot[u(base) + x] = rcur[u(e)]
+        rcur[u(e)] += 1
+        xtoken[x] = token_of[u(i)]
+
+
+@njit(inline="always")
+def quaternary_search(cum, target, n_experts):
+    """Algorithm 1 on per-expert cumulative counts: cum[p] = VectorCount(ids < p).
+
+    Returns (expert, steps). A pivot past the window's right end counts as the end.
+    """
+    lo, hi, steps = 0, n_experts, 0
+    while hi - lo > 1:
+        gap = (hi - lo + 3) // 4
+        p1 = min(lo + gap, hi)
+        p2 = min(lo + 2 * gap, hi)
+        p3 = min(lo + 3 * gap, hi)
+        steps += 1
+        if target < cum[p1]:
+            hi = p1
+        elif target < cum[p2]:
+            lo, hi = p1, p2
+        elif target < cum[p3]:
+            lo, hi = p2, p3
+        else:
+            lo = p3
+    return lo, steps
+
+
+@njit
+def qsteps_table(n_experts):
+    """Steps of the quaternary search by the expert it ends on. Each comparison, target <
+    cum[p], holds exactly when pivot p lies past that expert (cum is nondecreasing), so the
+    search's path, and its step count, depend on that expert alone: one table per
+    configuration replaces a search per AIV and die. It is built by the same search, on counts
+    for which the target is its own expert (cum[p] = p)."""
+    cum = np.arange(n_experts + 1)
+    table = np.empty(n_experts, np.int64)
+    for e in range(n_experts):
+        table[e] = quaternary_search(cum, e, n_experts)[1]
+    return table
+
+
+@njit
+def init_work(aoff, xtoken, key_at, qsteps_of, sched, loads, searches):
+    """Each token AIV's Init on one die: a token load into UBuf per run of its copies of one
+    token, and (balanced, homogenized) the search for its first copy's position in key order,
+    which ends on that copy's key, and the VectorCount before its first step. Returns the
+    longest search."""
+    qsteps_max = 0
+    for j in range(loads.shape[0]):
+        lo, hi = aoff[j], aoff[j + 1]
+        n = 0
+        for x in range(lo, hi):
+            if x == lo or xtoken[u(x)] != xtoken[u(x - 1)]:
+                n += 1
+        loads[j] = n
+        steps = 0
+        if sched != EXPERT_BLOCK and hi > lo:
+            steps = qsteps_of[u(key_at[u(lo if sched == BALANCED else j)])]
+            qsteps_max = max(qsteps_max, steps)
+            steps += 1
+        searches[j] = steps
+    return qsteps_max
+
+
+@njit
+def schedule(p, c, experts_of):
+    """Each die's copies (experts_of: routing.route) dealt to its token AIVs: the stage's
+    result, layout.Schedule. Of the costs it reads only the hop classes' die counts."""
+    R, B, K, E, A = p[P_RANKS], p[P_BATCH], p[P_TOPK], p[P_EXPERTS], p[P_AIVS]
+    ubep = p[P_PROTOCOL] == UBEP
+    sched = p[P_SCHEDULE]
+    NS = A - (p[P_CUMSUM] if ubep else 0)
+    M = B * K
+    EL = E // R
+    # tables, so that the per-copy passes divide nothing: each expert's die, each copy's token
+    die_of = np.empty(E, np.int64)
+    for e in range(E):
+        die_of[e] = e // EL
+    token_of = np.empty(M, np.int64)
+    for i in range(M):
+        token_of[i] = i // K
+
+    # received copies of every die in output order (expert, source, copy index): ecnt[e] is
+    # where expert e's start; each copy's slot there is handed out as its source is scheduled
+    ecnt = np.zeros(E + 1, np.int64)
+    for g in range(R * M):
+        ecnt[experts_of[g] + 1] += 1
+    for e in range(E):
+        ecnt[e + 1] += ecnt[e]
+    rcur = ecnt[:E].copy()
+
+    hops = hop_classes(c, R)
+    xdest = np.empty(R * M, np.int32)
+    xslot = np.empty(R * M, np.int32)
+    aoff_all = np.empty(R * (NS + 1), np.int64)
+    loads = np.empty(R * NS, np.int64)
+    searches = np.empty(R * NS, np.int64)
+    copies_hop = np.zeros(N_HOPS, np.int64)
+    into = np.zeros(R, np.int64)       # remote copies into each die
+    max_out = 0
+    qsteps_max = 0
+
+    # Per-die scratch.
+    place = np.empty(M, np.int64)
+    key_at = np.empty(M, np.int64)     # per position in key order: the copy's key
+    xtoken = np.empty(M, np.int64)     # per position of the AIV lists: the copy's token
+    qsteps_of = qsteps_table(E) if sched != EXPERT_BLOCK else np.zeros(0, np.int64)
+    cnt = np.zeros(E + 1, np.int64)
+    fill = np.zeros(E + 1, np.int64)
+    dkey = np.empty(R, np.int64)       # per die: its experts' key minus the expert id
+    key_c = np.empty(M, np.int64)      # per copy: its expert's key
+    classes = np.zeros((3, N_HOPS + 1), np.int64)
+
+    for s in range(R):
+        base = s * M
+        experts = experts_of[base:base + M]
+        hop_row = hops[s * R:(s + 1) * R]
+        aoff = aoff_all[s * (NS + 1):(s + 1) * (NS + 1)]
+        walk(dkey, hop_row, s, sched == HOMOGENIZED, EL, classes)
+        count_keys(experts, die_of, dkey, key_c, cnt, fill)
+        # AIV j's copies at aoff[j] .. aoff[j + 1], in key order, except that homogenized
+        # deals the key order round-robin
+        if sched == EXPERT_BLOCK:
+            expert_block_slices(aoff, cnt, NS, E)
+        elif sched == BALANCED:
+            balanced_slices(aoff, M, NS)
+        else:
+            homogenized_deal(aoff, place, M, NS)
+        deal_copies(experts, base, key_c, fill, place, sched == HOMOGENIZED, die_of, token_of,
+                    rcur, key_at, xdest, xslot, xtoken)
+        qsteps_max = max(qsteps_max, init_work(aoff, xtoken, key_at, qsteps_of, sched,
+                                               loads[s * NS:(s + 1) * NS],
+                                               searches[s * NS:(s + 1) * NS]))
+        # per destination: the copies sent there (a die's experts have consecutive keys), for
+        # the hop counts and the latency bound
+        n_local = 0
+        for d in range(R):
+            h = hop_row[d]
+            r = dkey[d] + d * EL
+            n_to = cnt[r + EL] - cnt[r]
+            copies_hop[h] += n_to
+            if h:
+                into[d] += n_to
+            else:
+                n_local = n_to
+        max_out = max(max_out, M - n_local)
+    return Schedule(ecnt, hops, xdest, xslot, aoff_all, loads, searches, copies_hop, into.max(),
+                    max_out, qsteps_max)

@@ -1,0 +1,92 @@
+"""Synchronization: the Data-as-Flag variants (paper Section 3.4) and SyncAll.
+
+A Data-as-Flag variant changes the stores that signal their own arrival (count messages, and
+token copies under ubep) and the receiver's work on them. What each variant adds is written once,
+in POLICY; the kernel reads a configuration's row once (`effects`) and its stages consult those
+values, never the variant's code; the lowering (ubepsim.costs) reads the same table for the
+in-block flag's smaller payload and for the sentinel's collisions.
+"""
+
+from collections import namedtuple
+
+import numpy as np
+
+from .jit import njit
+from .layout import B_SYNC, K_CHECKSUM, K_FLAG, SP, SW, TFF, DC
+
+# What a variant adds, per column. On the sender:
+# FLAG: a flag store after each signalling store, behind a FENCE (it waits until every earlier
+#   store of its AIV completed), polled by the receiver;
+# CHECKSUM: a checksum store after an AIV's last copy to each destination (and after each count
+#   message), polled by the receiver; MARKER: per copy, the sender's checksum work on its blocks;
+# IN_BLOCK: the flag rides inside each block, which carries flag_bytes less payload.
+# On the receiver, per signalling store polled:
+# VERIFY: the check of its blocks' flag, checksum or sentinel once seen (sw's separate flag is
+#   its own check); REARM: the sentinel written back into its blocks after use;
+# COLLIDES: a payload equal to the sentinel looks like no data: the poll sees the store only
+#   after a timeout (the chance is a profile parameter).
+FLAG, CHECKSUM, FENCE, MARKER, IN_BLOCK, VERIFY, REARM, COLLIDES = range(8)
+POLICY = np.zeros((4, 8), np.int64)
+POLICY[SW, FLAG] = POLICY[SW, FENCE] = 1                       # stop-and-wait
+POLICY[TFF, IN_BLOCK] = POLICY[TFF, VERIFY] = 1                # token-flag fusion
+POLICY[DC, CHECKSUM] = POLICY[DC, MARKER] = POLICY[DC, VERIFY] = 1   # data-for-checksum
+POLICY[SP, VERIFY] = POLICY[SP, REARM] = POLICY[SP, COLLIDES] = 1    # sentinel polling
+NO_SIGNAL = -1   # no signal store: the signal rides in the data's own blocks
+
+# A configuration's decoded row (`effects`), split by the store the effect applies to.
+# copy_signal, count_signal: the kind of the signal store a copy (FLAG: each copy; CHECKSUM:
+# the AIV's last copy to a destination) or a count message is followed by, or NO_SIGNAL;
+# fence: whether a flag waits for its AIV's earlier stores; copy_marker: the sender's work per
+# copy, in copy_verify cycles; copy_verify, count_verify, copy_rearm, count_rearm: 0 or 1, the
+# receiver's check and re-arm per store.
+Effects = namedtuple("Effects", ("copy_signal", "count_signal", "fence", "copy_marker",
+                                 "copy_verify", "count_verify", "copy_rearm", "count_rearm"))
+
+
+def on_copies(sync, ubep, effect):
+    """Whether token copies take `effect` of variant `sync`: 0 or 1, numpy columns or scalars.
+    Under ubep only: bsp's copies carry no signal (its SyncAll orders them before the counts),
+    so no flag, checksum or marker, no in-block flag, nothing to verify or re-arm."""
+    return POLICY[sync, effect] * ubep
+
+
+_on_copies = njit(inline="always")(on_copies)   # the same rule, for the kernel
+
+
+def signal_stores(sync, ubep):
+    """(per copy, per count message): the stores of its own each carries for its signal, 0 or 1
+    (numpy columns or scalars): a flag or checksum; none if the signal rides in its blocks."""
+    return (on_copies(sync, ubep, FLAG) | on_copies(sync, ubep, CHECKSUM),
+            POLICY[sync, FLAG] | POLICY[sync, CHECKSUM])
+
+
+@njit
+def effects(sync, ubep):
+    """A configuration's POLICY row, as the stages read it (see Effects)."""
+    row = POLICY[sync]
+    signal = K_FLAG if row[FLAG] else (K_CHECKSUM if row[CHECKSUM] else NO_SIGNAL)
+    copy_signal = _on_copies(sync, ubep, FLAG) | _on_copies(sync, ubep, CHECKSUM)
+    return Effects(signal if copy_signal else NO_SIGNAL, signal, row[FENCE],
+                   _on_copies(sync, ubep, MARKER), _on_copies(sync, ubep, VERIFY), row[VERIFY],
+                   _on_copies(sync, ubep, REARM), row[REARM])
+
+
+@njit
+def syncall(die, aivs, ready, cost):
+    """SyncAll: every AIV of `die` waits until the last of them arrives (and `ready`, what the
+    barrier waits for besides their clocks), plus the barrier's cost; the wait counts as sync.
+    Returns the barrier's time."""
+    t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
+    A = t_aiv.shape[1]
+    barrier = ready
+    for a in range(A):
+        barrier = max(barrier, t_aiv[die, a])
+    barrier += cost
+    for a in range(A):
+        w = barrier - t_aiv[die, a]
+        bucket[die, a, B_SYNC] += w
+        wait[die, a] += w
+        t_aiv[die, a] = barrier
+        marks[die, a, nmarks[die, a]] = barrier
+        nmarks[die, a] += 1
+    return barrier
