@@ -7,37 +7,41 @@ import numpy as np
 
 from .jit import njit, u
 from .layout import (AIV_BITS, B_SEND, B_SYNC, C_COPY_BLOCKS, C_COPY_EGRESS, C_COPY_ISSUE,
-                     C_COPY_VERIFY, C_COUNT_BLOCKS, C_COUNT_EGRESS, C_COUNT_ISSUE,
-                     C_SIGNAL_EGRESS, C_SIGNAL_ISSUE, C_VCOUNT, DEST_MASK, K_CHECKSUM, K_COPY,
-                     K_COUNT, K_FLAG, KC_BLOCKS, KC_EGRESS, KC_FENCE, KC_ISSUE, KC_PRE, KC_WIDTH,
-                     LOCAL, S_COPIES, S_END, S_FIRST, S_HEAD, S_LAST_ACK, S_MAX_ACK, S_N, S_OUT,
-                     S_PC, S_SIG, S_SW, S_T, SID_SHIFT)
+                     C_COPY_VERIFY, C_COUNT_BLOCKS, C_COUNT_CHAIN, C_COUNT_EGRESS, C_COUNT_ISSUE,
+                     C_DEST_SWITCH, C_SIGNAL_EGRESS, C_SIGNAL_ISSUE, C_VCOUNT, DEST_MASK,
+                     K_CHECKSUM, K_COPY, K_COUNT, K_FLAG, KC_BLOCKS, KC_EGRESS, KC_FENCE,
+                     KC_ISSUE, KC_PRE, KC_SWITCH, KC_WIDTH, LOCAL, S_COPIES, S_END, S_FIRST,
+                     S_HEAD, S_LAST_ACK, S_MAX_ACK, S_N, S_OUT, S_PC, S_SIG, S_SW, S_T, SID_SHIFT,
+                     SWITCH_BIT)
 
 
 @njit(inline="always")
-def _set_kind(kc, kind, pre, issue, blocks, egress, fence):
-    """A kind's row: pre-work cycles, issue cycles, blocks, egress port cycles, and whether it
-    waits behind a fence."""
+def _set_kind(kc, kind, pre, issue, blocks, egress, fence, switch):
+    """A kind's row: pre-work cycles, issue cycles, blocks, egress port cycles, whether it
+    waits behind a fence, and the pre-work a store with the new-destination bit adds."""
     row = kind * KC_WIDTH
     kc[row + KC_PRE] = pre
     kc[row + KC_ISSUE] = issue
     kc[row + KC_BLOCKS] = blocks
     kc[row + KC_EGRESS] = egress
     kc[row + KC_FENCE] = fence
+    kc[row + KC_SWITCH] = switch
 
 
 @njit
 def kind_table(c, fx, EL):
     """The per-kind costs of a store, read by the event loop (layout.KC_*): a copy's (with
-    dc's marker work, fx: sync.Effects), a count message's (a VectorCount per expert of the
-    destination), a signal's (one block; a flag behind sw's fence)."""
+    dc's marker work, fx: sync.Effects), a count message's (per expert of the destination a
+    VectorCount and the vector chain that makes it a count), a signal's (one block; a flag
+    behind sw's fence); any store to a new destination first loads its window address."""
     kc = np.zeros(4 * KC_WIDTH, np.int64)
+    switch = c[C_DEST_SWITCH]
     _set_kind(kc, K_COPY, fx.copy_marker * c[C_COPY_VERIFY], c[C_COPY_ISSUE], c[C_COPY_BLOCKS],
-              c[C_COPY_EGRESS], 0)
-    _set_kind(kc, K_COUNT, EL * c[C_VCOUNT], c[C_COUNT_ISSUE], c[C_COUNT_BLOCKS],
-              c[C_COUNT_EGRESS], 0)
-    _set_kind(kc, K_FLAG, 0, c[C_SIGNAL_ISSUE], 1, c[C_SIGNAL_EGRESS], fx.fence)
-    _set_kind(kc, K_CHECKSUM, 0, c[C_SIGNAL_ISSUE], 1, c[C_SIGNAL_EGRESS], 0)
+              c[C_COPY_EGRESS], 0, switch)
+    _set_kind(kc, K_COUNT, EL * (c[C_VCOUNT] + c[C_COUNT_CHAIN]), c[C_COUNT_ISSUE],
+              c[C_COUNT_BLOCKS], c[C_COUNT_EGRESS], 0, switch)
+    _set_kind(kc, K_FLAG, 0, c[C_SIGNAL_ISSUE], 1, c[C_SIGNAL_EGRESS], fx.fence, switch)
+    _set_kind(kc, K_CHECKSUM, 0, c[C_SIGNAL_ISSUE], 1, c[C_SIGNAL_EGRESS], 0, switch)
     return kc
 
 
@@ -146,11 +150,14 @@ def egress_phase(s, egress, st, prog, fifo, kc, cap, st_arr, st_vis, lat_row, la
             st[u(a), S_PC] = ip
             if ip >= st[u(a), S_END]:
                 continue                       # AIV a is done
-        # AIV a's next store: pre-work, fence, in-flight credits, issue
-        kind = prog[u(ip)] & 3
+        # AIV a's next store: pre-work (a new destination's address too), fence, in-flight
+        # credits, issue
+        word = prog[u(ip)]
+        kind = word & 3
         nb = kc[u(kind * KC_WIDTH + KC_BLOCKS)]
         t0 = st[u(a), S_T]
-        t = t0 + kc[u(kind * KC_WIDTH + KC_PRE)]
+        t = t0 + kc[u(kind * KC_WIDTH + KC_PRE)] + \
+            ((word >> SWITCH_BIT) & 1) * kc[u(kind * KC_WIDTH + KC_SWITCH)]
         if kc[u(kind * KC_WIDTH + KC_FENCE)]:
             # a fence (sw's flag): the store waits until every earlier store completed
             w = st[u(a), S_MAX_ACK] - t

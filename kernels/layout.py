@@ -49,6 +49,7 @@ COSTS = (
     "signal_issue", "signal_egress", "signal_ingress",
     "local_copy", "copy_verify", "count_verify", "copy_reset", "count_reset",
     "vcount", "prefix", "init", "syncall", "blocks_in_flight", "timeout", "poll",
+    "dest_switch", "count_chain", "status_poll",
     "npu_dies", "tier1", "tier2",
     *(f"lat_{h}" for h in HOP_CLASSES),
 )
@@ -66,10 +67,12 @@ N_OUT = O_BOUND + 1
 # Egress requests are ordered by (time, AIV): both packed in one key, the AIV in the low bits.
 AIV_BITS = 13   # aivs <= 4096
 MAX_TIME = 1 << (63 - AIV_BITS)   # times stay below it: ubepsim.model.check_time_bound
-# A program word: the store id above SID_SHIFT, then the destination (ranks <= 16384), then the
-# kind in the low two bits.
-SID_SHIFT = 16
-DEST_MASK = (1 << (SID_SHIFT - 2)) - 1
+# A program word: the store id above SID_SHIFT, then the new-destination bit (the store goes to
+# another die than its AIV's store before it: it first loads that die's window address), then
+# the destination (ranks <= 16384), then the kind in the low two bits.
+SWITCH_BIT = 16
+SID_SHIFT = SWITCH_BIT + 1
+DEST_MASK = (1 << (SWITCH_BIT - 2)) - 1
 RADIX_BITS = 13   # widest digit of the ingress radix sort
 KEY_BITS = 62     # bits an ingress sort key may use: arrival << slot_bits | slot, non-negative
 NEVER = 9223372036854775807   # a time after every time
@@ -85,7 +88,7 @@ TAKEN = LOCAL - 4
 S_WIDTH = 16   # a row per AIV, two whole cache lines
 # Per-kind costs of a store: a row of the kind table per kind. The table is flat, so that the
 # event loop indexes it with a constant stride (a power of two) rather than a runtime shape.
-KC_PRE, KC_ISSUE, KC_BLOCKS, KC_EGRESS, KC_FENCE = range(5)
+KC_PRE, KC_ISSUE, KC_BLOCKS, KC_EGRESS, KC_FENCE, KC_SWITCH = range(6)
 KC_WIDTH = 8
 
 # Stage results. Numba builds and unpacks these in compiled code (the classes are module

@@ -11,21 +11,30 @@ signals the counts.
 import numpy as np
 
 from .jit import njit, u
-from .layout import (B_INIT, C_INIT, C_LOCAL_COPY, C_VCOUNT, K_CHECKSUM, K_COPY, K_COUNT, K_FLAG,
-                     MARK_INIT, MARK_START, S_COPIES, S_END, S_FIRST, S_HEAD, S_MAX_ACK, S_N,
-                     S_OUT, S_PC, S_SIG, S_SW, S_T, SID_SHIFT)
+from .layout import (B_INIT, C_INIT, C_LOCAL_COPY, C_VCOUNT, DEST_MASK, K_CHECKSUM, K_COPY,
+                     K_COUNT, K_FLAG, MARK_INIT, MARK_START, S_COPIES, S_END, S_FIRST, S_HEAD,
+                     S_MAX_ACK, S_N, S_OUT, S_PC, S_SIG, S_SW, S_T, SID_SHIFT, SWITCH_BIT)
 from .sync import NO_SIGNAL
 
 
 @njit(inline="always")
-def new_store(prog, n, bfill, d, kind):
+def new_store(prog, n, bfill, d, kind, switch):
     """Store n of a program: a store of `kind` to destination d, whose id is the next slot of
     d's bucket (returned). One word per store, so the event loop loads one: the id above
-    SID_SHIFT, then the destination, then the kind in the low two bits."""
+    SID_SHIFT, the new-destination bit (switch: 1 if the AIV's store before it went to another
+    die), the destination, the kind in the low two bits."""
     sid = bfill[u(d)]
     bfill[u(d)] = sid + 1
-    prog[u(n)] = sid << SID_SHIFT | d << 2 | kind
+    prog[u(n)] = sid << SID_SHIFT | switch << SWITCH_BIT | d << 2 | kind
     return sid
+
+
+@njit(inline="always")
+def mark_switch(prog, n, d):
+    """Program word n gets the new-destination bit if the store before it (to die d) went
+    elsewhere: for a program built backwards, whose words learn their predecessor last."""
+    if (prog[u(n)] >> 2) & DEST_MASK != d:
+        prog[u(n)] |= 1 << SWITCH_BIT
 
 
 @njit
@@ -63,25 +72,31 @@ def token_program(prog, n, xd, xs, bfill, copy_ref, copy_signal, owner, seen_des
         start = n
         for x in range(xd.shape[0] - 1, -1, -1):
             d = np.int64(xd[u(x)])
+            if start < n:   # the store after this copy (and its checksum) in program order
+                mark_switch(prog, start, d)
             if seen_dest[u(d)] != owner:
                 seen_dest[u(d)] = owner
                 start -= 1
-                cur_sig[u(d)] = new_store(prog, start, bfill, d, K_CHECKSUM)
+                cur_sig[u(d)] = new_store(prog, start, bfill, d, K_CHECKSUM, 0)
             start -= 1
-            sid = new_store(prog, start, bfill, d, K_COPY)
+            sid = new_store(prog, start, bfill, d, K_COPY, 0)
             g = u(xs[u(x)])
             copy_ref[g, 0] = sid
             copy_ref[g, 1] = cur_sig[u(d)]
+        if start < n:
+            mark_switch(prog, start, -1)      # the first store: no store before it
         return start, n
     start = n
+    last = -1
     for x in range(xd.shape[0]):
         d = np.int64(xd[u(x)])
-        sid = new_store(prog, n, bfill, d, K_COPY)
+        sid = new_store(prog, n, bfill, d, K_COPY, np.int64(d != last))
+        last = d
         n += 1
         g = u(xs[u(x)])
         copy_ref[g, 0] = sid
         if copy_signal == K_FLAG:
-            sid = new_store(prog, n, bfill, d, K_FLAG)
+            sid = new_store(prog, n, bfill, d, K_FLAG, 0)
             n += 1
         copy_ref[g, 1] = sid
     return start, n
@@ -93,10 +108,10 @@ def count_program(prog, n, s, d_lo, d_hi, R, bfill, count_signal, signal):
     in bsp's SendFlag & Count), each followed by the variant's signal store if it has one.
     Returns the program's end."""
     for d in range(d_lo, d_hi):
-        sid = new_store(prog, n, bfill, d, K_COUNT)
+        sid = new_store(prog, n, bfill, d, K_COUNT, 1)   # each to another die
         n += 1
         if signal != NO_SIGNAL:
-            sid = new_store(prog, n, bfill, d, signal)
+            sid = new_store(prog, n, bfill, d, signal, 0)
             n += 1
         count_signal[u(d * R + s)] = sid
     return n

@@ -10,7 +10,7 @@ from . import rng
 from .jit import njit, u
 from .layout import (B_CUMSUM, B_REORDER, B_SYNC, C_COPY_RESET, C_COPY_VERIFY, C_COUNT_RESET,
                      C_COUNT_VERIFY, C_LAT_LOCAL, C_LOCAL_COPY, C_POLL, C_PREFIX,
-                     C_SIGNAL_ISSUE, C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_SEED, P_WKEY, TAKEN)
+                     C_SIGNAL_ISSUE, C_STATUS_POLL, C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_SEED, P_WKEY, TAKEN)
 from .sync import syncall
 
 
@@ -51,7 +51,10 @@ def poll_counts(d, aivs, stores, c, fx, skey, chance, n_poll, prefix):
     R = t_aiv.shape[0]
     period = c[C_POLL]
     inv_period = 1.0 / period
-    after = fx.count_verify * c[C_COUNT_VERIFY] + fx.count_rearm * c[C_COUNT_RESET]
+    # per source, once its status is seen: reading it out (strided read, GatherMask, Sum,
+    # vector-to-scalar sync), then the variant's check and re-arm
+    after = c[C_STATUS_POLL] + fx.count_verify * c[C_COUNT_VERIFY] + \
+        fx.count_rearm * c[C_COUNT_RESET]
     collisions = 0
     for j in range(n_poll):
         t = t_aiv[d, j]

@@ -18,7 +18,7 @@ from ubepsim import kernel_io, model, reference
 from ubepsim.costs import time_bound
 from ubepsim.errors import InputError
 from ubepsim.kernels import dispatch, layout
-from ubepsim.params import make_config
+from ubepsim.params import canonical, make_config
 from ubepsim.profile import HOP_CLASSES, load_profile
 from ubepsim.reference.state import (BSP_COUNTS_SENT, BSP_CUMSUM, BSP_SENT, BSP_SYNCALL_1,
                                     BSP_SYNCALL_2, BSP_SYNCALL_3, BSP_VERIFIED, UBEP_COUNTS,
@@ -26,9 +26,13 @@ from ubepsim.reference.state import (BSP_COUNTS_SENT, BSP_CUMSUM, BSP_SENT, BSP_
 
 PROFILES = {
     "cm384": load_profile(),
-    "flat": load_profile(overrides={"npu_dies": 1, "tier_sizes": []}),
+    # the per-destination and per-source costs on, whatever cm384's values
+    "flat": load_profile(overrides={"npu_dies": 1, "tier_sizes": [], "dest_switch_cycles": 150,
+                                    "count_chain_cycles": 90, "status_poll_cycles": 200}),
     "three_tier": load_profile(overrides={"tier_sizes": [4, 8], "blocks_in_flight": 3,
-                                          "sentinel_collision_prob": 0.02}),
+                                          "sentinel_collision_prob": 0.02,
+                                          "dest_switch_cycles": 40, "count_chain_cycles": 7,
+                                          "status_poll_cycles": 3}),
     # the edges of the cost space: no latency (arrivals tie, acks come at once), one block in
     # flight, 64 B blocks with a 1 B flag, no fixed costs, an egress port a thousand times
     # slower than the ingress one, frequent sentinel collisions

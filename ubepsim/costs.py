@@ -68,6 +68,11 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
         "blocks_in_flight": np.full_like(m, v["blocks_in_flight"]),
         "timeout": np.full_like(m, profile.cycles(v["sentinel_timeout_ns"])),
         "npu_dies": np.full_like(m, v["npu_dies"]),
+        # per new destination, per expert counted, per source's status read (docs/model.md,
+        # "Costs per destination and per source")
+        "dest_switch": np.full_like(m, v["dest_switch_cycles"]),
+        "count_chain": np.full_like(m, v["count_chain_cycles"]),
+        "status_poll": np.full_like(m, v["status_poll_cycles"]),
     }
     for kind, blocks in (("copy", copy_blocks), ("count", count_blocks),
                          ("signal", np.ones_like(m))):
@@ -112,8 +117,10 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     e_local = experts / ranks
     hop = np.max([c[f"lat_{h}"] for h in HOP_CLASSES], axis=0)
     signal = c["signal_issue"] + c["signal_egress"] + hop
-    copy = c["copy_verify"] + c["copy_issue"] + c["copy_egress"] + hop + signal
-    count = e_local * c["vcount"] + c["count_issue"] + c["count_egress"] + hop + signal
+    copy = c["dest_switch"] + c["copy_verify"] + c["copy_issue"] + c["copy_egress"] + hop + \
+        signal
+    count = c["dest_switch"] + e_local * (c["vcount"] + c["count_chain"]) + c["count_issue"] + \
+        c["count_egress"] + hop + signal
     search = np.log2(experts) + 3   # quaternary search steps and the final count, at most
     sending = aivs * (c["init"] + search * c["vcount"]) + m * (c["local_copy"] + copy) + \
         ranks * count + c["syncall"]
@@ -121,7 +128,8 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
                        + c["count_ingress"] + c["signal_ingress"])
     poll = c["poll"] + c["timeout"]
     receiving = ranks * m * (poll + c["copy_verify"] + c["copy_reset"] + c["local_copy"]) + \
-        ranks * (poll + c["count_verify"] + c["count_reset"] + e_local * c["prefix"]) + \
+        ranks * (poll + c["status_poll"] + c["count_verify"] + c["count_reset"]
+                 + e_local * c["prefix"]) + \
         aivs * poll + 2 * c["syncall"] + experts * c["prefix"] + c["signal_issue"] + \
         c["lat_local"]
     return sending + hop + ingress + receiving
