@@ -191,3 +191,50 @@ def test_a_sender_loads_each_token_once_per_run_of_its_copies(protocol):
             assert grew == (extra if copies else 0), (s, a, copies)
             held.append(copies)
     assert max(held) > 1          # some sender holds several copies of the token
+
+
+# --- costs per destination and per source (docs/model.md) ------------------------------------
+
+PER_SOURCE = ("dest_switch_cycles", "count_chain_cycles", "status_poll_cycles")
+
+
+def _vanished() -> dict:
+    return dict.fromkeys(PER_SOURCE, 0)
+
+
+@pytest.mark.parametrize("key", PER_SOURCE)
+def test_each_per_source_cost_raises_latency(key):
+    """On a spread of configurations (both protocols, every sync variant and schedule), a
+    mechanism switched on raises the mean latency and almost never lowers one: by no more than a
+    poll period, where later work lets a poll land on data just as early."""
+    rng = np.random.default_rng(7)
+    configs = []
+    for i in range(48):
+        ranks = int(rng.choice([4, 8, 16]))
+        configs.append({"ranks": ranks, "batch": int(rng.choice([2, 8, 32])), "topk": 2,
+                        "aivs": 8, "cumsum_aivs": int(rng.choice([1, 2])),
+                        "protocol": ["bsp", "ubep"][i % 2], "sync": ["sw", "tff", "dc", "sp"][i % 4],
+                        "schedule": ["expert_block", "balanced", "homogenized"][i % 3],
+                        "seed": i})
+    off = load_profile(overrides=_vanished())
+    on = load_profile(overrides={**_vanished(), key: 200})
+    base = model.simulate_many(configs, off)["latency_us"].to_numpy()
+    more = model.simulate_many(configs, on)["latency_us"].to_numpy()
+    period_us = off.latency_cycles()[0] / (off.clock_ghz * 1000.0)
+    assert more.mean() > base.mean()
+    assert np.all(more >= base - period_us - 1e-9)
+    assert np.count_nonzero(more > base) > len(configs) // 2
+
+
+@pytest.mark.parametrize("key", PER_SOURCE)
+def test_per_source_costs_make_a_small_calcumsum_group_dearer(key):
+    """Figure 14's shape: what one CalCumSum AIV costs over eight grows with each mechanism,
+    since one AIV pays it for every source (64 ranks, batch 8)."""
+    def extra(profile):
+        lat = [model.simulate({"ranks": 64, "batch": 8, "cumsum_aivs": g}, profile)["latency_us"]
+               for g in (1, 8)]
+        return lat[0] - lat[1]
+
+    off = load_profile(overrides=_vanished())
+    on = load_profile(overrides={**_vanished(), key: 300})
+    assert extra(on) > extra(off) + 1.0   # us: 64 sources' worth, not a poll's jitter

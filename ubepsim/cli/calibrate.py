@@ -93,10 +93,10 @@ def _paper(out: Path | None, check: bool, threads: int | None, max_evaluations: 
     from .. import calibrate as cal
     from ..profile import load_profile
 
-    click.echo(f"refitting cm384: {', '.join(cal.PAPER_KEYS)} (about 30 s on 2 cores)", err=True)
+    click.echo(f"refitting cm384: {', '.join(cal.PAPER_KEYS)} (some minutes on 2 cores)", err=True)
     result = cal.calibrate_paper(threads=threads, max_evaluations=max_evaluations,
                                  progress=_progress)
-    click.echo(_report(result, cal.paper_start()))
+    click.echo(_report(result, cal.paper_start(), cal.HARDWARE_FIGURES))
     text = cal.paper_profile_toml(result)
     if check:
         shipped = load_profile().values

@@ -1,0 +1,222 @@
+"""Each kernel stage against the twin's function of the same name, on Hypothesis-generated inputs
+(in the manner of stumpy's naive twins), beside the end-to-end comparison of test_twin.py
+(test_schedule.py pairs the quaternary search and the poll the same way).
+
+The kernel's stages work on flat arrays and the twin's on lists and objects, so each test feeds
+both the same input in their own form and compares what they mean.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ubepsim.costs import COST_INDEX
+from ubepsim.kernels import ingress as k_ingress
+from ubepsim.kernels import layout, results as k_results
+from ubepsim.kernels import routing as k_routing, schedule as k_schedule, sync as k_sync
+from ubepsim.params import Sync, make_config
+from ubepsim.reference import results as t_results
+from ubepsim.reference import routing as t_routing, sync as t_sync
+from ubepsim.reference.rng import stream
+from ubepsim.reference.state import Aiv
+
+# the twin's package names its driver's stages, so its schedule module is taken by its path
+t_schedule = importlib.import_module("ubepsim.reference.schedule")
+SETTINGS = settings(max_examples=60, deadline=None)
+
+
+def cost_row(**values: int) -> np.ndarray:
+    """A kernel cost row with the given columns set (the others 0)."""
+    c = np.zeros(layout.N_COSTS, np.int64)
+    for name, v in values.items():
+        c[COST_INDEX[name]] = v
+    return c
+
+
+# --- Data-as-Flag ------------------------------------------------------------------------------
+
+# The kernel's POLICY column of each of the twin's effects.
+EFFECT_COLUMN = {
+    "flag_per_store": k_sync.FLAG, "checksum_per_destination": k_sync.CHECKSUM,
+    "fence_before_flag": k_sync.FENCE, "marker_work_per_copy": k_sync.MARKER,
+    "in_block_flag": k_sync.IN_BLOCK, "verify_per_block": k_sync.VERIFY,
+    "rearm_sentinel": k_sync.REARM, "timeout_on_collision": k_sync.COLLIDES,
+}
+
+
+def test_the_kernels_data_as_flag_table_is_the_twins():
+    assert set(EFFECT_COLUMN) == set(t_sync.EFFECTS)
+    assert len(EFFECT_COLUMN) == k_sync.POLICY.shape[1]
+    for sync in Sync:
+        for effect, column in EFFECT_COLUMN.items():
+            assert bool(k_sync.POLICY[int(sync), column]) == getattr(t_sync.POLICY[sync], effect), \
+                (sync.name, effect)
+
+
+@pytest.mark.parametrize("sync", list(Sync))
+@pytest.mark.parametrize("ubep", [0, 1])
+def test_the_decoded_effects_follow_the_table(sync, ubep):
+    """What the kernel's stages read (sync.effects) is the table's row, copies signalled under
+    ubep only."""
+    fx = k_sync.effects(int(sync), ubep)
+    row = t_sync.POLICY[sync]
+    signal = (layout.K_FLAG if row.flag_per_store else
+              layout.K_CHECKSUM if row.checksum_per_destination else k_sync.NO_SIGNAL)
+    assert fx.count_signal == signal
+    assert fx.copy_signal == (signal if ubep else k_sync.NO_SIGNAL)
+    assert fx.fence == row.fence_before_flag
+    assert fx.copy_marker == (row.marker_work_per_copy and ubep)
+    assert fx.count_verify == row.verify_per_block and fx.count_rearm == row.rearm_sentinel
+    assert fx.copy_verify == (row.verify_per_block and ubep)
+    assert fx.copy_rearm == (row.rearm_sentinel and ubep)
+
+
+# --- routing -----------------------------------------------------------------------------------
+
+@SETTINGS
+@given(batch=st.integers(1, 12), topk=st.integers(1, 8), experts=st.integers(8, 64),
+       seed=st.integers(0, 2**40), die=st.integers(0, 7), weighted=st.booleans(),
+       data=st.data())
+def test_route_die(batch, topk, experts, seed, die, weighted, data):
+    topk = min(topk, experts)
+    cfg = make_config({"ranks": 8, "experts": experts - experts % 8, "batch": batch,
+                       "topk": min(topk, experts - experts % 8), "seed": seed}, 48)
+    if weighted:   # some experts never drawn: the exact fallback's path
+        w = data.draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 3.0]), min_size=cfg.experts,
+                               max_size=cfg.experts).filter(lambda w: sum(x > 0 for x in w)
+                                                            >= cfg.topk))
+        cdf = list(np.cumsum(w))
+    else:
+        cdf = []
+    twin = t_routing.route_die(cfg, die, cdf)
+    out = np.empty(cfg.batch * cfg.topk, np.int64)
+    key = stream(cfg.seed, cfg.workload_key, die, 0)
+    k_routing.route_die(out, np.uint64(key), cfg.batch, cfg.topk, cfg.experts,
+                        np.asarray(cdf, np.float64), np.empty(cfg.topk, np.int64))
+    assert out.reshape(cfg.batch, cfg.topk).tolist() == twin
+
+
+# --- schedule ----------------------------------------------------------------------------------
+
+@SETTINGS
+@given(ranks=st.integers(1, 80), npu=st.sampled_from([1, 2, 4]), t1=st.sampled_from([0, 1, 2, 4]),
+       t2=st.sampled_from([0, 2, 3]))
+def test_hop_classes(ranks, npu, t1, t2):
+    tier1 = npu * t1
+    tier2 = tier1 * t2 if tier1 else 0
+    c = cost_row(npu_dies=npu, tier1=tier1, tier2=tier2)
+    kernel = k_schedule.hop_classes(c, ranks).reshape(ranks, ranks)
+    twin = t_schedule.hop_classes(ranks, npu, [t for t in (tier1, tier2) if t])
+    assert kernel.tolist() == twin
+
+
+@st.composite
+def key_lists(draw):
+    """A sorted list of keys (remapped experts) of a die's copies, and the expert count."""
+    n_experts = draw(st.integers(1, 300))
+    keys = sorted(draw(st.lists(st.integers(0, n_experts - 1), min_size=1, max_size=400)))
+    return keys, n_experts
+
+
+def cumulative(keys: list[int], n_experts: int) -> np.ndarray:
+    """cum[p] = VectorCount(keys < p), as the kernel's schedule keeps it."""
+    return np.searchsorted(np.asarray(keys), np.arange(n_experts + 1), side="left")
+
+
+def kernel_lists(aoff: np.ndarray, place: np.ndarray | None, m: int) -> list[list[int]]:
+    """The kernel's AIV lists as key positions: AIV j's list is positions aoff[j] .. aoff[j+1]
+    of the lists, and key position q sits at place[q] (identity but for homogenized)."""
+    at = np.arange(m) if place is None else place[:m]
+    where = {int(x): q for q, x in enumerate(at)}
+    return [[where[x] for x in range(aoff[j], aoff[j + 1])] for j in range(len(aoff) - 1)]
+
+
+@SETTINGS
+@given(key_lists(), st.integers(1, 48))
+def test_expert_block_slices(kl, n):
+    keys, n_experts = kl
+    aoff = np.empty(n + 1, np.int64)
+    k_schedule.expert_block_slices(aoff, cumulative(keys, n_experts), n, n_experts)
+    twin = t_schedule.expert_block_slices(list(range(len(keys))), keys, n, n_experts)
+    assert kernel_lists(aoff, None, len(keys)) == twin
+
+
+@SETTINGS
+@given(st.integers(0, 500), st.integers(1, 48))
+def test_balanced_slices(m, n):
+    aoff = np.empty(n + 1, np.int64)
+    k_schedule.balanced_slices(aoff, m, n)
+    assert kernel_lists(aoff, None, m) == t_schedule.balanced_slices(list(range(m)), n)
+
+
+@SETTINGS
+@given(st.integers(0, 500), st.integers(1, 48))
+def test_homogenized_deal(m, n):
+    aoff = np.empty(n + 1, np.int64)
+    place = np.empty(max(m, 1), np.int64)
+    k_schedule.homogenized_deal(aoff, place, m, n)
+    assert kernel_lists(aoff, place, m) == t_schedule.homogenized_deal(list(range(m)), n)
+
+
+# --- receive -----------------------------------------------------------------------------------
+
+@SETTINGS
+@given(clocks=st.lists(st.integers(0, 10**6), min_size=1, max_size=16),
+       ready=st.integers(0, 10**6), cost=st.integers(0, 10**4))
+def test_syncall(clocks, ready, cost):
+    aivs_t = [Aiv() for _ in clocks]
+    for a, t in zip(aivs_t, clocks):
+        a.t = t
+        a.marks = [0, t]   # START and INIT ended: the barrier ends phase 2
+    t_sync.syncall(aivs_t, max([ready] + clocks), cost, 2)
+    A = len(clocks)
+    k = layout.Aivs(np.array([clocks], np.int64), np.zeros((1, A, layout.N_BUCKETS), np.int64),
+                    np.zeros((1, A), np.int64), np.full((1, A), -1, np.int64),
+                    np.full((1, A), -1, np.int64), np.zeros((1, A, layout.N_MARKS), np.int64),
+                    np.full((1, A), 2, np.int64))
+    barrier = k_sync.syncall(0, k, ready, cost)
+    assert barrier == max([ready] + clocks) + cost
+    assert k.t[0].tolist() == [a.t for a in aivs_t]
+    assert k.wait[0].tolist() == [a.wait for a in aivs_t]
+    assert k.bucket[0, :, layout.B_SYNC].tolist() == [a.buckets["sync"] for a in aivs_t]
+    assert k.marks[0, :, 2].tolist() == [a.marks[2] for a in aivs_t]
+
+
+# --- ingress -----------------------------------------------------------------------------------
+
+@SETTINGS
+@given(arrivals=st.lists(st.integers(0, 2**40), min_size=1, max_size=300))
+def test_arrival_order_is_a_stable_sort_by_arrival(arrivals):
+    """The ingress port's order: arrival, then slot (source, then store order)."""
+    n = len(arrivals)
+    slot_bits = int(k_ingress.bits(n + 1))
+    keys = np.array([(a << slot_bits) | i for i, a in enumerate(arrivals)], np.int64)
+    other = np.empty(n, np.int64)
+    count = np.empty((1 << layout.RADIX_BITS) + 1, np.int64)
+    got = k_ingress.arrival_order(keys, other, n, slot_bits, min(arrivals), max(arrivals), count,
+                                  np.zeros(0, np.int64), 0, layout.KEY_BITS)
+    slots = (got[:n] & ((1 << slot_bits) - 1)).tolist()
+    assert slots == sorted(range(n), key=lambda i: (arrivals[i], i))
+
+
+# --- results -----------------------------------------------------------------------------------
+
+@SETTINGS
+@given(lat=st.lists(st.integers(0, 10**5), min_size=layout.N_HOPS, max_size=layout.N_HOPS),
+       copies=st.lists(st.integers(0, 3), min_size=layout.N_HOPS, max_size=layout.N_HOPS),
+       fixed=st.lists(st.integers(0, 10**4), min_size=6, max_size=6),
+       egress=st.integers(0, 10**7), ingress=st.integers(0, 10**7))
+def test_latency_bound(lat, copies, fixed, egress, ingress):
+    if not any(copies):
+        copies[0] = 1
+    names = ("init", "copy_issue", "copy_egress", "copy_ingress", "local_copy", "poll")
+    values = dict(zip(names, fixed), **{f"lat_{h}": v for h, v in zip(layout.HOP_CLASSES, lat)})
+    c = cost_row(**values)
+    twin = t_results.latency_bound({**dict.fromkeys(COST_INDEX, 0), **values}, copies, egress,
+                                   ingress)
+    assert k_results.latency_bound(c, np.asarray(copies, np.int64), egress, ingress) == twin
