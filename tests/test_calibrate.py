@@ -182,16 +182,33 @@ def test_paper_start_sets_every_key_from_the_paper_or_the_provisional_costs():
     assert not set(cal.STATED) & set(cal.PROVISIONAL)
     start = cal.paper_start().values
     assert start["latency_ns"]["two_hop"] == 2500.0 and start["aivs"] == 48
-    assert {m for k in cal.PAPER_KEYS for m in cal.members(k)} <= set(cal.PROVISIONAL)
+    fitted = {m for k in cal.PAPER_KEYS for m in cal.members(k)}
+    # Table 2's latencies are fitted from the paper's own values; every other fitted key from a
+    # provisional one
+    assert {m for m in fitted if not m.startswith("latency_ns.")} <= set(cal.PROVISIONAL)
+    assert all(start["latency_ns"][m.split(".")[1]] == cal.TABLE2_NS[m.split(".")[1]]
+               for m in fitted if m.startswith("latency_ns."))
 
 
 def test_paper_problem_holds_every_calibration_number():
     problem = cal.paper_problem()
-    assert len(problem.labels) == len(cal.TABLE4_CANN_EP) + len(cal.FIG3B_EFFICIENCY) - 1 + 1
-    assert list(problem.measured[:5]) == [103.0, 120.0, 139.0, 144.0, 151.0]
+    cells = len(cal.FIG14_EXTRA_US) * len(cal.FIG14_GROUPS)
+    assert len(problem.labels) == (len(cal.TABLE2_NS) + len(cal.TABLE4_CANN_EP)
+                                   + len(cal.FIG3B_EFFICIENCY) - 1 + 1 + cells)
+    assert list(problem.measured[:3]) == [218.0, 929.0, 2500.0]
+    assert list(problem.measured[3:8]) == [103.0, 120.0, 139.0, 144.0, 151.0]
+    assert list(problem.measured[-cells:]) == [x for row in cal.FIG14_EXTRA_US.values()
+                                               for x in row]
+    # latencies are compared relatively; efficiencies, the share and Figure 14's cells (extra
+    # latencies over their row's best) by difference; every source weighs the same in all
+    for source, n in (("Table 4", 5), ("Figure 14", cells)):
+        rows = [i for i, label in enumerate(problem.labels) if label.startswith(source)]
+        assert len(rows) == n and np.allclose(problem.weight[rows], 1 / np.sqrt(n))
+    assert problem.relative[:8].all() and not problem.relative[8:].any()
     values = problem.simulate(load_profile())
     assert values.shape == problem.measured.shape and np.all(np.isfinite(values))
-    assert cal.paper_grid()["blocks_in_flight"][0] == 15   # one fp8 token: 7392 B in 512 B blocks
+    # whole copies of one fp8 token (7392 B in 15 blocks of 512 B), from two
+    assert cal.paper_grid()["blocks_in_flight"][0] == 2 * 15
 
 
 def test_paper_check_compares_the_refit_with_the_shipped_profile(monkeypatch, tmp_path):
@@ -214,7 +231,7 @@ def test_paper_check_compares_the_refit_with_the_shipped_profile(monkeypatch, tm
     target = tmp_path / "cm384.toml"
     code, _, _ = run_cli("calibrate", "--paper", "--out", target)
     assert code == 0 and load_profile(target).init_cycles == shipped.init_cycles + 1
-    assert "fitted" in target.read_text() and "paper: Table 2" in target.read_text()
+    assert "fitted" in target.read_text() and "near: Table 2: 929 ns" in target.read_text()
 
 
 def test_the_shipped_profile_is_the_generators_text():
@@ -223,6 +240,6 @@ def test_the_shipped_profile_is_the_generators_text():
     shipped = load_profile()
     problem = cal.paper_problem()
     table = problem.table(problem.simulate(shipped))
-    rms = float(np.sqrt(np.mean(table["error"].to_numpy() ** 2)))
-    text = cal.paper_profile_toml(cal.Fit({}, shipped, table, rms, 0, 0.0))
+    text = cal.paper_profile_toml(cal.Fit({}, shipped, table, cal.rms_in_tolerances(table), 0,
+                                          0.0))
     assert (cal.Path(cal.__file__).parent / "profiles" / "cm384.toml").read_text() == text

@@ -31,7 +31,8 @@ def checks(strict):
 
 def test_every_calibration_point_is_reported(checks):
     points = {c["item"]: c for c in checks if c["kind"] == "point"}
-    expected = (3 + 2 * len(cal.TABLE4_CANN_EP) + len(cal.FIG3B_EFFICIENCY) + 1)
+    expected = (3 + 2 * len(cal.TABLE4_CANN_EP) + len(cal.FIG3B_EFFICIENCY) + 1
+                + 2 * len(cal.FIG14_EXTRA_US))
     assert len(points) == expected
     for r, (lat, bw) in cal.TABLE4_CANN_EP.items():
         assert points[f"Table 4: CANN EP latency, {r} ranks (us)"]["paper"] == f"{lat:g}"
@@ -41,6 +42,15 @@ def test_every_calibration_point_is_reported(checks):
     # Table 2 is set, not fitted: only the rounding to whole cycles remains
     assert all(abs(c["error"]) < 0.005 for k, c in points.items() if k.startswith("Table 2"))
     assert points["Figure 3(b): Token-Sending efficiency, 8 AIVs"]["error"] == 0.0
+    # Figure 14, row by row: the one-AIV group's cost (relative), and the paper's extra latency
+    # where the model puts its best group size (in us, 0 where they agree)
+    for batch, row in cal.FIG14_EXTRA_US.items():
+        one = points[f"Figure 14: 128 ranks, batch {batch}: extra latency of a one-AIV "
+                     f"CalCumSum group (us)"]
+        assert one["paper"] == f"{row[0]:g}" and one["unit"] == ""
+        best = points[f"Figure 14: 128 ranks, batch {batch}: the paper's extra latency at the "
+                      f"model's best group size (us)"]
+        assert best["unit"] == "us" and best["error"] in row
 
 
 def test_every_claim_passes_or_fails_with_its_setup(checks):
@@ -130,7 +140,8 @@ def test_the_documented_residuals_are_the_models(checks):
     rows = _documented_rows()
     points = [c for c in checks if c["kind"] == "point"]
     for c in points:
-        assert rows[c["item"]] == [c["paper"], c["model"], f"{c['error']:+.1%}"], c["item"]
+        error = f"{c['error']:+.1%}" if not c["unit"] else f"{c['error']:+.1f} {c['unit']}"
+        assert rows[c["item"]] == [c["paper"], c["model"], error], c["item"]
     documented = [k for k in rows if re.match(r"(Table|Figure) \d", k)]
     assert len(documented) == len([c for c in points if not c["item"].startswith("Section")])
 
@@ -149,8 +160,9 @@ def test_a_profile_with_few_aivs_tries_the_group_sizes_it_has(tmp_path):
     small.write_text("[hardware]\naivs = 8\n")
     code, out, err = run_cli("validate", "--profile", small, "--json")
     assert code == 0, err
-    setups = [c["setup"] for c in json.loads(out) if "best group size" in c["item"]
-              or "CalCumSum AIVs" in c["item"]]
+    # (Figure 14's points run the paper's 48-AIV die, as Table 4's do)
+    setups = [c["setup"] for c in json.loads(out) if ("best group size" in c["item"]
+              or "CalCumSum AIVs" in c["item"]) and not c["item"].startswith("Figure 14")]
     assert setups and all("group sizes 1-7," in s for s in setups)
 
 
