@@ -118,11 +118,12 @@ def test_every_documented_command_takes_its_flags(doc, args):
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
     """A working directory with the repository's sweeps/, as the documentation assumes, and
-    the measurement file calibration.md shows."""
+    the measurement files calibration.md shows."""
     root = tmp_path_factory.mktemp("documented")
     (root / "sweeps").symlink_to(ROOT / "sweeps")
-    (measured,) = fenced((ROOT / "docs" / "calibration.md").read_text(), "csv")
+    measured, relative = fenced((ROOT / "docs" / "calibration.md").read_text(), "csv")
     (root / "measured.csv").write_text(measured)
+    (root / "relative.csv").write_text(relative)
     return root
 
 
