@@ -5,12 +5,18 @@ egress -> ingress -> receive -> results, each a module of this package; `simulat
 many configurations in parallel (one run of configurations that share a schedule per prange
 iteration, rows written only by their own iteration). The model is the one of the plain-Python
 twin (ubepsim.reference), which these stages must match exactly, cycle for cycle.
+
+How it compiles, measured in paired runs (bench/compare_kernels.py): the stages after the
+schedule are compiled into `dispatch` (inline="always"), one function as before the kernel was
+split into modules; compiled apart, with their arrays handed over as arguments, the same loops
+took 6% longer. The egress event loop is the exception, compiled apart and called per die and
+phase (egress.egress_phase says why); the schedule's per-die steps are calls (no slower).
 """
 
 import numba
 import numpy as np
 
-from .egress import account_phase, egress_phase, kind_table
+from .egress import account_phase, egress_phase, kind_table, start_phase
 from .ingress import ingress
 from .jit import njit
 from .layout import (B_CUMSUM, B_SYNC, C_BLOCKS_IN_FLIGHT, C_LAT_LOCAL, C_NPU_DIES, C_SYNCALL,
@@ -18,7 +24,7 @@ from .layout import (B_CUMSUM, B_SYNC, C_BLOCKS_IN_FLIGHT, C_LAT_LOCAL, C_NPU_DI
                      P_CDF_LEN, P_CDF_START, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_ROUTING,
                      P_SYNC, P_TOPK, P_TRACE, S_MAX_ACK, S_WIDTH, TRACE, UBEP, Aivs, Stores)
 from .layout import MAX_TIME  # noqa: F401  (ubepsim.grid reads it here)
-from .programs import init_phase, phase_programs
+from .programs import count_program, init_phase, token_program
 from .receive import receive
 from .results import result_row
 from .routing import route
@@ -34,13 +40,14 @@ def new_stores(sched, R, M, EL, fx):
     small bucket and receivers read their own bucket only."""
     per_copy = 2 if fx.copy_signal != NO_SIGNAL else 1
     per_count = 2 if fx.count_signal != NO_SIGNAL else 1
+    ecnt = sched.ecnt
     bfill = np.empty(R, np.int64)
     bstart = np.empty(R + 1, np.int64)
     x = 0
     for d in range(R):
         bstart[d] = x
         bfill[d] = x
-        x += (sched.ecnt[(d + 1) * EL] - sched.ecnt[d * EL]) * per_copy + R * per_count
+        x += (ecnt[(d + 1) * EL] - ecnt[d * EL]) * per_copy + R * per_count
     bstart[R] = x
     max_stores = R * M * per_copy + R * R * per_count
     return Stores(np.empty(max_stores, np.int64), np.empty(max_stores, np.int64), bstart, bfill,
@@ -56,7 +63,6 @@ def dispatch(p, c, chance, sched, out, marks_out):
     ubep = p[P_PROTOCOL] == UBEP
     fx = effects(p[P_SYNC], ubep)      # the Data-as-Flag variant, decoded once
     C = p[P_CUMSUM] if ubep else 0
-    NS = A - C
     M = B * K
     EL = E // R
     cap = c[C_BLOCKS_IN_FLIGHT]
@@ -82,34 +88,44 @@ def dispatch(p, c, chance, sched, out, marks_out):
         qsize *= 2
     queue = np.empty((2, qsize), np.int64)   # the egress requests: two rings kept sorted
     count_bucket = B_CUMSUM if ubep else B_SYNC
+    # The stage results' arrays, taken out once for the per-die stages: each array a stage is
+    # handed, or read out of a named tuple in a loop, costs a reference count up and down.
+    t_aiv, bucket, wait, first_copy, last_copy_ack, marks, nmarks = aivs
+    st_arr, st_vis, _, bfill, copy_ref, count_signal = stores
+    hops, aoff, xdest, xslot = sched.hops, sched.aoff, sched.xdest, sched.xslot
 
-    # ---- each die's sending side: Init, then its phases' programs replayed on its port --------
+    # ---- the sending side: Init, then each die's phases, programs replayed on its port -------
+    init_phase(aivs, c, C, sched.loads, sched.searches)
     sent = 0                           # copy stores the egress loops served
     for s in range(R):
         for d in range(R):
-            lat_row[d] = lat[sched.hops[s * R + d]]
-        init_phase(s, aivs, c, C, sched.loads[s * NS:(s + 1) * NS],
-                   sched.searches[s * NS:(s + 1) * NS])
+            lat_row[d] = lat[hops[s * R + d]]
         egress = 0
         for phase in range(1 if ubep else 2):
-            if phase == 1:
+            if phase == 0:
+                n = count_program(s, prog, 0, st, C, bfill, count_signal, fx.count_signal)
+                token_program(s, prog, n, st, C, aoff, xdest, xslot, bfill, copy_ref,
+                              fx.copy_signal, seen_dest, cur_sig)
+            else:
                 # bsp: SyncAll after Token-Sending (it waits for every store's completion too),
                 # then SendFlag & Count on every AIV
                 acked = 0
                 for a in range(A):
                     acked = max(acked, st[a, S_MAX_ACK])
-                syncall(s, aivs, acked, c[C_SYNCALL])
-            phase_programs(s, phase, aivs, C, sched, stores, fx, prog, st, seen_dest, cur_sig)
-            egress = egress_phase(s, egress, st, prog, fifo, kc, cap, stores.arr, stores.vis,
-                                  lat_row, lat[0], queue, C if phase == 0 else 0)
-            sent += account_phase(s, phase, aivs, st, C, count_bucket)
+                syncall(s, acked, c[C_SYNCALL], t_aiv, bucket, wait, marks, nmarks)
+                count_program(s, prog, 0, st, A, bfill, count_signal, fx.count_signal)
+            start_phase(s, phase, t_aiv, st)
+            egress = egress_phase(s, egress, st, prog, fifo, kc, cap, st_arr, st_vis, lat_row,
+                                  lat[0], queue, C if phase == 0 else 0)
+            sent += account_phase(s, phase, st, C, count_bucket, t_aiv, bucket, wait, first_copy,
+                                  last_copy_ack, marks, nmarks)
 
     ingress(stores, c)
     delivered, violations, collisions, ends = receive(p, c, chance, fx, sched, aivs, stores, C,
                                                       ubep)
     result_row(out, aivs, ends, sched, c, ubep, R * M, sent, delivered, violations, collisions)
     if marks_out.shape[0] == R:
-        marks_out[:, :, :] = aivs.marks
+        marks_out[:, :, :] = marks
 
 
 @njit

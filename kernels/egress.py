@@ -188,13 +188,27 @@ def egress_phase(s, egress, st, prog, fifo, kc, cap, st_arr, st_vis, lat_row, la
     return egress
 
 
-@njit
-def account_phase(s, phase, aivs, st, C, count_bucket):
-    """The phase's time per AIV of die s, from its event-loop state: its signals' (flags and
-    checksums with their waits) as sync, the rest as its main work's bucket, sending copies
-    (token AIVs in phase 0) or counting (count_bucket: ubep's CalCumSum, bsp's sync). Returns
-    the copy stores the phase sent; each AIV marks the phase's end."""
-    t_aiv, bucket, wait = aivs.t, aivs.bucket, aivs.wait
+@njit(inline="always")
+def start_phase(s, phase, t_aiv, st):
+    """Each AIV's event-loop state (st) at the start of a phase of die s: its clock, nothing in
+    flight; in the first phase, no store acked and no copy sent yet."""
+    for a in range(st.shape[0]):
+        st[a, S_T] = t_aiv[s, a]
+        st[a, S_SIG] = st[a, S_SW] = 0
+        st[a, S_HEAD] = st[a, S_N] = st[a, S_OUT] = 0
+        if phase == 0:
+            st[a, S_MAX_ACK] = 0
+            st[a, S_FIRST] = -1
+            st[a, S_COPIES] = 0
+
+
+@njit(inline="always")
+def account_phase(s, phase, st, C, count_bucket, t_aiv, bucket, wait, first_copy,
+                  last_copy_ack, marks, nmarks):
+    """The phase's time per AIV of die s (layout.Aivs' arrays), from its event-loop state: its
+    signals' (flags and checksums with their waits) as sync, the rest as its main work's
+    bucket, sending copies (token AIVs in phase 0) or counting (count_bucket: ubep's CalCumSum,
+    bsp's sync). Returns the copy stores the phase sent; each AIV marks the phase's end."""
     sent = 0
     for a in range(t_aiv.shape[1]):
         main = B_SEND if (phase == 0 and a >= C) else count_bucket
@@ -203,9 +217,9 @@ def account_phase(s, phase, aivs, st, C, count_bucket):
         wait[s, a] += st[a, S_SW]
         t_aiv[s, a] = st[a, S_T]
         if phase == 0:
-            aivs.first_copy[s, a] = st[a, S_FIRST]
-            aivs.last_copy_ack[s, a] = st[a, S_LAST_ACK]
+            first_copy[s, a] = st[a, S_FIRST]
+            last_copy_ack[s, a] = st[a, S_LAST_ACK]
             sent += st[a, S_COPIES]
-        aivs.marks[s, a, aivs.nmarks[s, a]] = t_aiv[s, a]
-        aivs.nmarks[s, a] += 1
+        marks[s, a, nmarks[s, a]] = t_aiv[s, a]
+        nmarks[s, a] += 1
     return sent

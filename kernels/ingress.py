@@ -73,7 +73,7 @@ def arrival_order(keys, other, n, slot_bits, bot, top, count, st_arr, lo, key_bi
     return other
 
 
-@njit
+@njit(inline="always")
 def ingress(stores, c):
     """Every destination's ingress port: each store's visibility (stores.vis) from its arrival.
 

@@ -40,158 +40,169 @@ def seen(visible, skey, index, chance, timeout):
     return visible, 0
 
 
-@njit
-def poll_counts(d, aivs, stores, c, fx, skey, chance, n_poll, prefix):
-    """Die d's count polls: each of its first n_poll AIVs (ubep's CalCumSum group; every AIV
-    in bsp's Flag verification) polls the signal of a share of the sources' counts, checks and
-    re-arms it as the variant asks (fx: sync.Effects), and adds `prefix` cycles of partial
+@njit(inline="always")
+def poll_counts(p, aivs, stores, c, fx, chance, n_poll, prefix):
+    """Every die's count polls: each of its first n_poll AIVs (ubep's CalCumSum group; every
+    AIV in bsp's Flag verification) polls the signal of a share of the sources' counts, checks
+    and re-arms it as the variant asks (fx: sync.Effects), and adds `prefix` cycles of partial
     prefix sum per source. Returns the sentinel collisions."""
     t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
     st_vis, count_signal = stores.vis, stores.count_signal
     R = t_aiv.shape[0]
     period = c[C_POLL]
     inv_period = 1.0 / period
+    timeout = c[C_TIMEOUT]
     # per source, once its status is seen: reading it out (strided read, GatherMask, Sum,
     # vector-to-scalar sync), then the variant's check and re-arm
     after = c[C_STATUS_POLL] + fx.count_verify * c[C_COUNT_VERIFY] + \
         fx.count_rearm * c[C_COUNT_RESET]
     collisions = 0
-    for j in range(n_poll):
-        t = t_aiv[d, j]
-        polled = 0
-        s_lo = j * R // n_poll
-        s_hi = (j + 1) * R // n_poll
-        for s in range(s_lo, s_hi):
-            v, hit = seen(st_vis[u(count_signal[u(d * R + s)])], skey, s, chance, c[C_TIMEOUT])
-            collisions += hit
-            t2p = poll(t, v, period, inv_period)
-            polled += t2p - t
-            t = t2p + after + prefix
-        n_src = s_hi - s_lo
-        bucket[d, j, B_SYNC] += polled + n_src * after
-        bucket[d, j, B_CUMSUM] += n_src * prefix
-        wait[d, j] += polled
-        t_aiv[d, j] = t
-        marks[d, j, nmarks[d, j]] = t
-        nmarks[d, j] += 1
+    for d in range(R):
+        skey = rng.stream(p[P_SEED], p[P_WKEY], d, rng.DOMAIN_SENTINEL)
+        for j in range(n_poll):
+            t = t_aiv[d, j]
+            polled = 0
+            s_lo = j * R // n_poll
+            s_hi = (j + 1) * R // n_poll
+            for s in range(s_lo, s_hi):
+                v, hit = seen(st_vis[u(count_signal[u(d * R + s)])], skey, s, chance, timeout)
+                collisions += hit
+                t2p = poll(t, v, period, inv_period)
+                polled += t2p - t
+                t = t2p + after + prefix
+            n_src = s_hi - s_lo
+            bucket[d, j, B_SYNC] += polled + n_src * after
+            bucket[d, j, B_CUMSUM] += n_src * prefix
+            wait[d, j] += polled
+            t_aiv[d, j] = t
+            marks[d, j, nmarks[d, j]] = t
+            nmarks[d, j] += 1
     return collisions
 
 
-@njit
-def publish_offsets(d, aivs, C, c):
-    """ubep: the CalCumSum group (AIVs below C) publishes the offsets with one local store once
-    its last AIV is done. Returns when they are visible to the token AIVs."""
-    offsets = 0
-    for j in range(C):
-        offsets = max(offsets, aivs.t[d, j])
-    return offsets + c[C_SIGNAL_ISSUE] + c[C_LAT_LOCAL]
+@njit(inline="always")
+def publish_offsets(aivs, C, c):
+    """ubep: each die's CalCumSum group (AIVs below C) publishes the offsets with one local
+    store once its last AIV is done. Returns when they are visible to the token AIVs, per die."""
+    t_aiv = aivs.t
+    offsets = np.empty(t_aiv.shape[0], np.int64)
+    for d in range(t_aiv.shape[0]):
+        last = 0
+        for j in range(C):
+            last = max(last, t_aiv[d, j])
+        offsets[d] = last + c[C_SIGNAL_ISSUE] + c[C_LAT_LOCAL]
+    return offsets
 
 
-@njit
-def bsp_cumsum(d, aivs, c, entries):
-    """bsp: SyncAll, CalCumSum over the `entries` counts (ranks x experts per die) split evenly
-    over every AIV, SyncAll."""
-    t_aiv, bucket, marks, nmarks = aivs.t, aivs.bucket, aivs.marks, aivs.nmarks
-    A = t_aiv.shape[1]
-    syncall(d, aivs, 0, c[C_SYNCALL])
-    for a in range(A):
-        work = c[C_PREFIX] * ((a + 1) * entries // A - a * entries // A)
-        bucket[d, a, B_CUMSUM] += work
-        t_aiv[d, a] += work
-        marks[d, a, nmarks[d, a]] = t_aiv[d, a]
-        nmarks[d, a] += 1
-    syncall(d, aivs, 0, c[C_SYNCALL])
+@njit(inline="always")
+def bsp_cumsum(aivs, c, entries):
+    """bsp, on every die: SyncAll, CalCumSum over the `entries` counts (ranks x experts per
+    die) split evenly over every AIV, SyncAll."""
+    t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
+    R, A = t_aiv.shape
+    for d in range(R):
+        syncall(d, 0, c[C_SYNCALL], t_aiv, bucket, wait, marks, nmarks)
+        for a in range(A):
+            work = c[C_PREFIX] * ((a + 1) * entries // A - a * entries // A)
+            bucket[d, a, B_CUMSUM] += work
+            t_aiv[d, a] += work
+            marks[d, a, nmarks[d, a]] = t_aiv[d, a]
+            nmarks[d, a] += 1
+        syncall(d, 0, c[C_SYNCALL], t_aiv, bucket, wait, marks, nmarks)
 
 
-@njit
-def reorder(d, aivs, stores, r_lo, n_recv, c, fx, skey, chance, first_aiv, n_reorder, ubep,
-            offsets):
-    """Token-Reordering on die d: AIVs first_aiv on, each an equal contiguous slice of the die's
-    n_recv received copies (receive order from r_lo), a local copy each. Under ubep, where
-    copies signal their own arrival, an AIV first polls the offsets, then per copy polls its
-    signal and checks it (fx: sync.Effects); the variant may re-arm the sentinel after the copy.
-    Returns (delivered, violations, collisions): copies taken for the first time from this
-    die's bucket, copies read before they were visible, sentinel collisions."""
+@njit(inline="always")
+def reorder(p, aivs, stores, ecnt, c, fx, chance, first_aiv, ubep, offsets):
+    """Token-Reordering on every die: AIVs first_aiv on, each an equal contiguous slice of the
+    die's received copies (receive order: ecnt, layout.Schedule), a local copy each. Under
+    ubep, where copies signal their own arrival, an AIV first polls the offsets (offsets[d]),
+    then per copy polls its signal and checks it (fx: sync.Effects); the variant may re-arm the
+    sentinel after the copy. Returns (delivered, violations, collisions): copies taken for the
+    first time from their die's bucket, copies read before they were visible, sentinel
+    collisions."""
     t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
     st_arr, st_vis, copy_ref = stores.arr, stores.vis, stores.copy_ref
-    b_lo, b_hi = stores.bstart[d], stores.bfill[d]
-    R = t_aiv.shape[0]
+    bstart, bfill = stores.bstart, stores.bfill
+    R, A = t_aiv.shape
+    EL = (ecnt.shape[0] - 1) // R
+    n_reorder = A - first_aiv
     period = c[C_POLL]
     inv_period = 1.0 / period
     timeout = c[C_TIMEOUT]
     verify = fx.copy_verify * c[C_COPY_VERIFY]
     work = c[C_LOCAL_COPY] + fx.copy_rearm * c[C_COPY_RESET]
     delivered = violations = collisions = 0
-    for j in range(n_reorder):
-        a = first_aiv + j
-        t = t_aiv[d, a]
-        if ubep:
-            t2p = poll(t, offsets, period, inv_period)
-            bucket[d, a, B_CUMSUM] += t2p - t
-            wait[d, a] += t2p - t
-            t = t2p
+    for d in range(R):
+        skey = rng.stream(p[P_SEED], p[P_WKEY], d, rng.DOMAIN_SENTINEL)
+        r_lo = ecnt[d * EL]
+        n_recv = ecnt[(d + 1) * EL] - r_lo
+        b_lo, b_hi = bstart[d], bfill[d]
+        for j in range(n_reorder):
+            a = first_aiv + j
+            t = t_aiv[d, a]
+            if ubep:
+                t2p = poll(t, offsets[d], period, inv_period)
+                bucket[d, a, B_CUMSUM] += t2p - t
+                wait[d, a] += t2p - t
+                t = t2p
+                marks[d, a, nmarks[d, a]] = t
+                nmarks[d, a] += 1
+            polled = 0
+            for x in range(j * n_recv // n_reorder, (j + 1) * n_recv // n_reorder):
+                g = r_lo + x
+                data_sid = copy_ref[u(g), 0]
+                data = st_vis[u(data_sid)]
+                # delivered: a copy's store (remote or local), in this die's bucket, taken for
+                # the first time
+                v = st_arr[u(data_sid)]
+                if (v == LOCAL - K_COPY or (v >= 0 and v & 3 == K_COPY)) and \
+                        b_lo <= data_sid < b_hi:
+                    delivered += 1
+                    st_arr[u(data_sid)] = TAKEN
+                if ubep:
+                    sig = copy_ref[u(g), 1]
+                    v, hit = seen(data if sig == data_sid else st_vis[u(sig)], skey, R + x,
+                                  chance, timeout)
+                    collisions += hit
+                    t2p = poll(t, v, period, inv_period)
+                    polled += t2p - t
+                    t = t2p + verify
+                if t < data:
+                    violations += 1
+                t += work
+            n_copies = (j + 1) * n_recv // n_reorder - j * n_recv // n_reorder
+            bucket[d, a, B_SYNC] += polled + n_copies * verify
+            bucket[d, a, B_REORDER] += n_copies * work
+            wait[d, a] += polled
+            t_aiv[d, a] = t
             marks[d, a, nmarks[d, a]] = t
             nmarks[d, a] += 1
-        polled = 0
-        for x in range(j * n_recv // n_reorder, (j + 1) * n_recv // n_reorder):
-            g = r_lo + x
-            data_sid = copy_ref[u(g), 0]
-            data = st_vis[u(data_sid)]
-            # delivered: a copy's store (remote or local), in this die's bucket, taken for the
-            # first time
-            v = st_arr[u(data_sid)]
-            if (v == LOCAL - K_COPY or (v >= 0 and v & 3 == K_COPY)) and \
-                    b_lo <= data_sid < b_hi:
-                delivered += 1
-                st_arr[u(data_sid)] = TAKEN
-            if ubep:
-                sig = copy_ref[u(g), 1]
-                v, hit = seen(data if sig == data_sid else st_vis[u(sig)], skey, R + x, chance,
-                              timeout)
-                collisions += hit
-                t2p = poll(t, v, period, inv_period)
-                polled += t2p - t
-                t = t2p + verify
-            if t < data:
-                violations += 1
-            t += work
-        n_copies = (j + 1) * n_recv // n_reorder - j * n_recv // n_reorder
-        bucket[d, a, B_SYNC] += polled + n_copies * verify
-        bucket[d, a, B_REORDER] += n_copies * work
-        wait[d, a] += polled
-        t_aiv[d, a] = t
-        marks[d, a, nmarks[d, a]] = t
-        nmarks[d, a] += 1
     return delivered, violations, collisions
 
 
-@njit
+@njit(inline="always")
 def receive(p, c, chance, fx, sched, aivs, stores, C, ubep):
-    """Every die's receivers, die by die: count polls, then the offsets (ubep) or bsp's
-    SyncAll-CalCumSum-SyncAll, then Token-Reordering. chance: the sentinel collision chances
-    (copy, count message). Returns (delivered, violations, collisions, ends): ends[d] is when
-    die d's last AIV is done."""
-    R, A = aivs.t.shape
+    """Every die's receivers: count polls, then the offsets (ubep) or bsp's
+    SyncAll-CalCumSum-SyncAll, then Token-Reordering. A die's receivers touch nothing of
+    another's, so each step runs over every die before the next. chance: the sentinel
+    collision chances (copy, count message). Returns (delivered, violations, collisions,
+    ends): ends[d] is when die d's last AIV is done."""
+    t_aiv = aivs.t
+    R, A = t_aiv.shape
     EL = (sched.ecnt.shape[0] - 1) // R
+    # Flag verification (bsp) / polling every source's counts (ubep CalCumSum group), with
+    # ubep's partial prefix sum per source
+    collisions = poll_counts(p, aivs, stores, c, fx, chance[1], C if ubep else A,
+                             c[C_PREFIX] * EL if ubep else 0)
+    if ubep:
+        offsets = publish_offsets(aivs, C, c)
+    else:
+        bsp_cumsum(aivs, c, R * EL)
+        offsets = np.zeros(0, np.int64)
+    delivered, violations, hits = reorder(p, aivs, stores, sched.ecnt, c, fx, chance[0],
+                                          C if ubep else 0, ubep, offsets)
     ends = np.zeros(R, np.int64)
-    delivered = violations = collisions = 0
     for d in range(R):
-        skey = rng.stream(p[P_SEED], p[P_WKEY], d, rng.DOMAIN_SENTINEL)
-        # Flag verification (bsp) / polling every source's counts (ubep CalCumSum group), with
-        # ubep's partial prefix sum per source
-        collisions += poll_counts(d, aivs, stores, c, fx, skey, chance[1], C if ubep else A,
-                                  c[C_PREFIX] * EL if ubep else 0)
-        if ubep:
-            offsets = publish_offsets(d, aivs, C, c)
-        else:
-            bsp_cumsum(d, aivs, c, R * EL)
-            offsets = 0
-        r_lo = sched.ecnt[d * EL]
-        n_recv = sched.ecnt[(d + 1) * EL] - r_lo
-        took, late, hits = reorder(d, aivs, stores, r_lo, n_recv, c, fx, skey, chance[0],
-                                   C if ubep else 0, A - C, ubep, offsets)
-        delivered += took
-        violations += late
-        collisions += hits
-        ends[d] = aivs.t[d].max()
-    return delivered, violations, collisions, ends
+        for a in range(A):
+            ends[d] = max(ends[d], t_aiv[d, a])
+    return delivered, violations, collisions + hits, ends

@@ -70,7 +70,9 @@ def result_row(out, aivs, ends, sched, c, ubep, copies, sent, delivered, violati
     """Writes out[N_OUT]: every result of the configuration. copies: token copies of the
     configuration; sent, delivered, violations: copy stores the egress ports served, copies the
     receivers took once, copies read before visible (for the host's invariant checks)."""
-    R, A = aivs.t.shape
+    wait, first_copy, last_copy_ack = aivs.wait, aivs.first_copy, aivs.last_copy_ack
+    copies_hop = sched.copies_hop
+    R, A = wait.shape
     crit = 0
     for d in range(R):
         if ends[d] > ends[crit]:
@@ -84,9 +86,9 @@ def result_row(out, aivs, ends, sched, c, ubep, copies, sent, delivered, violati
     wait_sum = 0
     for d in range(R):
         for a in range(A):
-            wait_sum += aivs.wait[d, a]
-            if aivs.first_copy[d, a] >= 0:
-                v = aivs.last_copy_ack[d, a] - aivs.first_copy[d, a]
+            wait_sum += wait[d, a]
+            if first_copy[d, a] >= 0:
+                v = last_copy_ack[d, a] - first_copy[d, a]
                 send_max = max(send_max, v)
                 send_min = min(send_min, v)
                 send_sum += v
@@ -95,7 +97,7 @@ def result_row(out, aivs, ends, sched, c, ubep, copies, sent, delivered, violati
     out[O_LATENCY_MEAN] = ends.sum() / R
     out[O_COPIES_TOTAL] = copies
     for h in range(N_HOPS):
-        out[O_COPIES_HOP0 + h] = sched.copies_hop[h]
+        out[O_COPIES_HOP0 + h] = copies_hop[h]
     out[O_SEND_MAX] = send_max
     out[O_SEND_MEAN] = send_sum / n_send if n_send else 0.0
     out[O_SEND_SPREAD] = send_max - send_min if n_send else 0
@@ -105,5 +107,5 @@ def result_row(out, aivs, ends, sched, c, ubep, copies, sent, delivered, violati
     out[O_SENT] = sent
     out[O_DELIVERED] = delivered
     out[O_VIOLATIONS] = violations
-    out[O_BOUND] = latency_bound(c, sched.copies_hop, sched.max_out * c[C_COPY_EGRESS],
+    out[O_BOUND] = latency_bound(c, copies_hop, sched.max_out * c[C_COPY_EGRESS],
                                  sched.max_in * c[C_COPY_INGRESS])

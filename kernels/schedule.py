@@ -51,49 +51,56 @@ def hop_classes(c, R):
 
 
 @njit
-def walk(dkey, hop_row, s, homogenized, EL, classes):
+def walk(dkey, hops, s, homogenized, EL, classes):
     """The order in which die s walks the destination experts, as a key per destination die:
     an expert e's key is dkey[e's die] + e (a die's experts are walked together, so this is
-    set per die in O(ranks) rather than per expert). classes: scratch [3, N_HOPS + 1].
+    set per die in O(ranks) rather than per expert). hops: hop_classes' table; classes:
+    scratch [3, N_HOPS + 1]. (Arrays are passed whole, with offsets, rather than sliced: a
+    slice costs a reference count, and the stages run per die.)
 
     From the next die on, wrapping round: dies do not all start on the same destination.
     Homogenized puts the farthest hop class first and walks each class the same way, its dies
     in index order from the (s + 1)-th on: walking the whole die order instead, every die of a
     switch domain would meet the next domain's dies in the same order at the same time, an
     incast on each in turn."""
-    R = hop_row.shape[0]
-    if not homogenized:
+    R = dkey.shape[0]
+    hop_row = s * R                     # die s's hop classes: hops[hop_row + d]
+    if homogenized:
+        START, SIZE, POS = 0, 1, 2      # classes' rows
+        for h in range(N_HOPS + 1):     # dies per class, farthest first, then starts
+            classes[START, h] = 0
+        for d in range(R):
+            classes[START, N_HOPS - hops[hop_row + d]] += 1
+        for h in range(N_HOPS):
+            size = classes[START, h + 1]
+            classes[SIZE, h] = size
+            classes[START, h + 1] += classes[START, h]
+            # the slot of the class's first die: the walk starts at its (s + 1)-th
+            classes[POS, h] = -(s + 1) % size if size else 0
+        for d in range(R):
+            # slots count up, wrapping round: no division per die (a modulo per die was 2% of
+            # the whole sample, paired)
+            h = N_HOPS - 1 - hops[hop_row + d]
+            slot = classes[POS, h]
+            classes[POS, h] = slot + 1 if slot + 1 < classes[SIZE, h] else 0
+            dkey[d] = (classes[START, h] + slot - d) * EL
+    else:
         for dd in range(R):
             d = s + 1 + dd
             if d >= R:
                 d -= R
             dkey[d] = (dd - d) * EL
-        return
-    start, size, pos = classes[0], classes[1], classes[2]
-    start[:] = 0                       # dies per class, farthest first, then starts
-    for d in range(R):
-        start[N_HOPS - hop_row[d]] += 1
-    for h in range(N_HOPS):
-        size[h] = start[h + 1]
-        start[h + 1] += start[h]
-        # the slot of the class's first die: the walk starts at its (s + 1)-th
-        pos[h] = -(s + 1) % size[h] if size[h] else 0
-    for d in range(R):
-        # slots count up, wrapping round: no division per die (a modulo per die was 2% of the
-        # whole sample, paired)
-        h = N_HOPS - 1 - hop_row[d]
-        slot = pos[h]
-        pos[h] = slot + 1 if slot + 1 < size[h] else 0
-        dkey[d] = (start[h] + slot - d) * EL
 
 
 @njit
-def count_keys(experts, die_of, dkey, key_c, cnt, fill):
-    """Each copy's key (key_c), and cnt[r] = copies with key < r (VectorCount(ids < r)); fill
-    starts as a copy of cnt, to hand out positions in key order."""
-    cnt[:] = 0
-    for i in range(experts.shape[0]):
-        e = experts[u(i)]
+def count_keys(experts_of, base, die_of, dkey, key_c, cnt, fill):
+    """Each copy's key (key_c; the die's copies are experts_of's from base on), and cnt[r] =
+    copies with key < r (VectorCount(ids < r)); fill starts as a copy of cnt, to hand out
+    positions in key order."""
+    for r in range(cnt.shape[0]):
+        cnt[r] = 0
+    for i in range(key_c.shape[0]):
+        e = experts_of[u(base + i)]
         r = dkey[u(die_of[u(e)])] + e
         key_c[u(i)] = r
         cnt[u(r + 1)] += 1
@@ -140,17 +147,18 @@ def homogenized_deal(aoff, place, M, NS):
 
 
 @njit
-def deal_copies(experts, base, key_c, fill, place, homog, die_of, token_of, rcur, key_at, xdest,
-                xslot, xtoken):
-    """Each copy of a die straight to its place in the AIV lists: its destination, its slot in
-    the receive order, its token; key_at[q]: the key at position q of the key order."""
-    for i in range(experts.shape[0]):
+def deal_copies(experts_of, base, key_c, fill, place, homog, die_of, token_of, rcur, key_at,
+                xdest, xslot, xtoken):
+    """Each copy of a die (experts_of's from base on) straight to its place in the AIV lists
+    (xdest, xslot from base on): its destination, its slot in the receive order, its token;
+    key_at[q]: the key at position q of the key order."""
+    for i in range(key_c.shape[0]):
         r = key_c[u(i)]
         q = fill[u(r)]
         fill[u(r)] = q + 1
         key_at[u(q)] = r
         x = u(place[u(q)] if homog else q)
-        e = experts[u(i)]
+        e = experts_of[u(base + i)]
         xdest[u(base) + x] = die_of[u(e)]
         xslot[u(base) + x] = rcur[u(e)]
         rcur[u(e)] += 1
@@ -196,25 +204,25 @@ def qsteps_table(n_experts):
 
 
 @njit
-def init_work(aoff, xtoken, key_at, qsteps_of, sched, loads, searches):
-    """Each token AIV's Init on one die: a token load into UBuf per run of its copies of one
-    token, and (balanced, homogenized) the search for its first copy's position in key order,
-    which ends on that copy's key, and the VectorCount before its first step. Returns the
-    longest search."""
+def init_work(aoff, xtoken, key_at, qsteps_of, sched, loads, searches, at):
+    """Each token AIV's Init on one die (AIV j's at loads[at + j], searches[at + j]): a token
+    load into UBuf per run of its copies of one token, and (balanced, homogenized) the search
+    for its first copy's position in key order, which ends on that copy's key, and the
+    VectorCount before its first step. Returns the longest search."""
     qsteps_max = 0
-    for j in range(loads.shape[0]):
+    for j in range(aoff.shape[0] - 1):
         lo, hi = aoff[j], aoff[j + 1]
         n = 0
         for x in range(lo, hi):
             if x == lo or xtoken[u(x)] != xtoken[u(x - 1)]:
                 n += 1
-        loads[j] = n
+        loads[at + j] = n
         steps = 0
         if sched != EXPERT_BLOCK and hi > lo:
             steps = qsteps_of[u(key_at[u(lo if sched == BALANCED else j)])]
             qsteps_max = max(qsteps_max, steps)
             steps += 1
-        searches[j] = steps
+        searches[at + j] = steps
     return qsteps_max
 
 
@@ -257,6 +265,7 @@ def schedule(p, c, experts_of):
     qsteps_max = 0
 
     # Per-die scratch.
+    aoff = np.empty(NS + 1, np.int64)  # where each token AIV's list starts
     place = np.empty(M, np.int64)
     key_at = np.empty(M, np.int64)     # per position in key order: the copy's key
     xtoken = np.empty(M, np.int64)     # per position of the AIV lists: the copy's token
@@ -269,11 +278,8 @@ def schedule(p, c, experts_of):
 
     for s in range(R):
         base = s * M
-        experts = experts_of[base:base + M]
-        hop_row = hops[s * R:(s + 1) * R]
-        aoff = aoff_all[s * (NS + 1):(s + 1) * (NS + 1)]
-        walk(dkey, hop_row, s, sched == HOMOGENIZED, EL, classes)
-        count_keys(experts, die_of, dkey, key_c, cnt, fill)
+        walk(dkey, hops, s, sched == HOMOGENIZED, EL, classes)
+        count_keys(experts_of, base, die_of, dkey, key_c, cnt, fill)
         # AIV j's copies at aoff[j] .. aoff[j + 1], in key order, except that homogenized
         # deals the key order round-robin
         if sched == EXPERT_BLOCK:
@@ -282,16 +288,17 @@ def schedule(p, c, experts_of):
             balanced_slices(aoff, M, NS)
         else:
             homogenized_deal(aoff, place, M, NS)
-        deal_copies(experts, base, key_c, fill, place, sched == HOMOGENIZED, die_of, token_of,
-                    rcur, key_at, xdest, xslot, xtoken)
-        qsteps_max = max(qsteps_max, init_work(aoff, xtoken, key_at, qsteps_of, sched,
-                                               loads[s * NS:(s + 1) * NS],
-                                               searches[s * NS:(s + 1) * NS]))
+        for j in range(NS + 1):
+            aoff_all[s * (NS + 1) + j] = aoff[j]
+        deal_copies(experts_of, base, key_c, fill, place, sched == HOMOGENIZED, die_of,
+                    token_of, rcur, key_at, xdest, xslot, xtoken)
+        qsteps_max = max(qsteps_max, init_work(aoff, xtoken, key_at, qsteps_of, sched, loads,
+                                               searches, s * NS))
         # per destination: the copies sent there (a die's experts have consecutive keys), for
         # the hop counts and the latency bound
         n_local = 0
         for d in range(R):
-            h = hop_row[d]
+            h = hops[s * R + d]
             r = dkey[d] + d * EL
             n_to = cnt[r + EL] - cnt[r]
             copies_hop[h] += n_to

@@ -71,12 +71,11 @@ def effects(sync, ubep):
                    _on_copies(sync, ubep, REARM), row[REARM])
 
 
-@njit
-def syncall(die, aivs, ready, cost):
+@njit(inline="always")
+def syncall(die, ready, cost, t_aiv, bucket, wait, marks, nmarks):
     """SyncAll: every AIV of `die` waits until the last of them arrives (and `ready`, what the
-    barrier waits for besides their clocks), plus the barrier's cost; the wait counts as sync.
-    Returns the barrier's time."""
-    t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
+    barrier waits for besides their clocks), plus the barrier's cost; the wait counts as sync
+    (t_aiv ... nmarks: layout.Aivs' arrays). Returns the barrier's time."""
     A = t_aiv.shape[1]
     barrier = ready
     for a in range(A):

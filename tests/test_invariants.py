@@ -4,13 +4,15 @@ Every row is checked (every copy sent and delivered once, none read before it is
 latency not below the bandwidth and latency bound, the row written at all); a check that never
 fires would pass a broken model as well. The faults are put in without touching the kernel's
 source: the kernel package is loaded a second time uncompiled (Numba's DISABLE_JIT), where each
-stage looks up the stages it calls in its module when it runs, and one stage is swapped for a
-faulty wrapper of itself. Uncompiled, a small configuration takes a fraction of a second.
+stage looks up the stages it calls in its own module when it runs, and one stage is swapped
+there for a faulty wrapper of itself. Uncompiled, a small configuration takes a fraction of a
+second.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,12 +25,12 @@ import pytest
 from ubepsim import kernel_io, model
 from ubepsim.kernels import dispatch
 from ubepsim.kernels.layout import (K_COPY, K_FLAG, N_OUT, O_BOUND, O_COPIES_TOTAL, O_DELIVERED,
-                                    O_LATENCY, O_SENT, O_VIOLATIONS, P_SEED)
+                                    O_LATENCY, O_SENT, O_VIOLATIONS, P_SEED, S_END, S_PC)
 from ubepsim.params import NAMES, make_config, polars_dtype
 from ubepsim.profile import load_profile
 
 DIES, AIVS, BATCH, TOPK = 8, 8, 64, 4
-STAGES = ("dispatch", "programs", "receive")
+STAGES = ("dispatch", "receive")   # the modules in which a fault swaps a stage it calls
 
 
 @pytest.fixture(scope="module")
@@ -52,11 +54,20 @@ def python_kernels():
 
 
 def skip(k):
-    """A receiver skips its die's last received copy."""
+    """Each die's receivers read its last received copy from the store of the copy before it:
+    the last copy is never taken."""
     real = k.receive.reorder
 
-    def reorder(d, aivs, stores, r_lo, n_recv, *rest):
-        return real(d, aivs, stores, r_lo, n_recv - 1, *rest)
+    def reorder(*args):
+        bound = inspect.signature(real).bind(*args)
+        stores, ecnt = bound.arguments["stores"], bound.arguments["ecnt"]
+        copy_ref = stores.copy_ref.copy()
+        dies = len(stores.bfill)
+        for d in range(dies):
+            last = ecnt[(d + 1) * (len(ecnt) - 1) // dies] - 1
+            copy_ref[last, 0] = copy_ref[last - 1, 0]
+        bound.arguments["stores"] = stores._replace(copy_ref=copy_ref)
+        return real(*bound.args)
     return k.receive, "reorder", reorder
 
 
@@ -65,7 +76,9 @@ def early(k):
     real = k.receive.reorder
 
     def reorder(*args):
-        return real(*args[:-2], False, args[-1])   # as bsp does after its SyncAlls
+        bound = inspect.signature(real).bind(*args)
+        bound.arguments["ubep"] = False    # as bsp does after its SyncAlls
+        return real(*bound.args)
     return k.receive, "reorder", reorder
 
 
@@ -81,16 +94,19 @@ def short(k):
 
 def miskind(k):
     """Each token AIV sends its last copy as a flag store: sent, but not as a copy."""
-    real = k.programs.token_program
+    real = k.dispatch.token_program
 
-    def token_program(prog, *rest):
-        start, end = real(prog, *rest)
-        for x in range(end - 1, start - 1, -1):
-            if prog[x] & 3 == K_COPY:
-                prog[x] += K_FLAG - K_COPY
-                break
-        return start, end
-    return k.programs, "token_program", token_program
+    def token_program(*args):
+        bound = inspect.signature(real).bind(*args)
+        end = real(*args)
+        prog, st = bound.arguments["prog"], bound.arguments["st"]
+        for a in range(bound.arguments["C"], len(st)):
+            for x in range(st[a, S_END] - 1, st[a, S_PC] - 1, -1):
+                if prog[x] & 3 == K_COPY:
+                    prog[x] += K_FLAG - K_COPY
+                    break
+        return end
+    return k.dispatch, "token_program", token_program
 
 
 def abandoned(k):
