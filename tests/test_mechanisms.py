@@ -236,5 +236,5 @@ def test_per_source_costs_make_a_small_calcumsum_group_dearer(key):
         return lat[0] - lat[1]
 
     off = load_profile(overrides=_vanished())
-    on = load_profile(overrides={**_vanished(), key: 300})
+    on = load_profile(overrides={**_vanished(), key: 1000})
     assert extra(on) > extra(off) + 1.0   # us: 64 sources' worth, not a poll's jitter

@@ -179,7 +179,7 @@ def test_syncall(clocks, ready, cost):
                     np.zeros((1, A), np.int64), np.full((1, A), -1, np.int64),
                     np.full((1, A), -1, np.int64), np.zeros((1, A, layout.N_MARKS), np.int64),
                     np.full((1, A), 2, np.int64))
-    barrier = k_sync.syncall(0, k, ready, cost)
+    barrier = k_sync.syncall(0, ready, cost, k.t, k.bucket, k.wait, k.marks, k.nmarks)
     assert barrier == max([ready] + clocks) + cost
     assert k.t[0].tolist() == [a.t for a in aivs_t]
     assert k.wait[0].tolist() == [a.wait for a in aivs_t]
