@@ -13,6 +13,7 @@ The rows of the two kernels are compared too: a change for speed must leave them
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import atexit
 import importlib.util
 import shutil
@@ -31,8 +32,9 @@ from bench_sweep import MILLION, PER_SETTING, stratified_sample  # noqa: E402
 from ubepsim import kernel_io, memory  # noqa: E402
 from ubepsim.grid import load_grid  # noqa: E402
 from ubepsim.kernels import dispatch as ours  # noqa: E402
-from ubepsim.kernels.layout import N_OUT  # noqa: E402
+from ubepsim.kernels.layout import COSTS, N_OUT  # noqa: E402
 from ubepsim.params import NAMES, canonical  # noqa: E402
+from ubepsim.profile import FIELDS, MECHANISMS  # noqa: E402
 
 
 def load_kernels(directory: Path):
@@ -58,6 +60,20 @@ def load_kernels(directory: Path):
         numba.config.CACHE_DIR = saved
 
 
+# The cost columns of checkouts from before the per-source costs (docs/model.md), which kept
+# them in ubepsim.costs rather than in kernels/layout.py.
+PER_SOURCE_COSTS = ("dest_switch", "count_chain", "status_poll")
+
+
+def cost_columns(dispatch) -> list[int]:
+    """Our cost matrix's columns in the order another kernel reads them: its layout.COSTS, or
+    for a checkout without kernels/layout.py ours less the per-source costs."""
+    layout = sys.modules.get(dispatch.__name__.rsplit(".", 1)[0] + ".layout")
+    names = layout.COSTS if layout is not None else [n for n in COSTS
+                                                     if n not in PER_SOURCE_COSTS]
+    return [COSTS.index(n) for n in names]
+
+
 def batch_kernel(dispatch):
     """A dispatch module's parallel batch kernel: `simulate_batch`, or `_simulate_batch` in
     checkouts from before the kernel was split into stage modules."""
@@ -79,20 +95,25 @@ def main() -> None:
     grid = load_grid(MILLION)
     sample = stratified_sample(grid, args.per_setting)
     memory.keep_freed_memory()
+    # the mechanisms at their vanishing values, so that a kernel without them gives the same
+    # rows (and the comparison checks that it does)
+    profile = dataclasses.replace(grid.profile, values={
+        **grid.profile.values, **{k: FIELDS[k].vanish for k in MECHANISMS}})
     params, costs, chances, cdf, trace = kernel_io.prepare(
-        canonical({n: sample[n].to_numpy() for n in NAMES}), grid.profile)
+        canonical({n: sample[n].to_numpy() for n in NAMES}), profile)
     order = kernel_io.kernel_order(params)        # as the model hands rows to the kernel
     sample = sample[order]
-    inputs = (params[order], costs[order], chances[order], cdf, trace)
     kernels = {"A": batch_kernel(ours), "B": batch_kernel(theirs)}
+    inputs = {side: (params[order], costs[order][:, cols], chances[order], cdf, trace)
+              for side, cols in (("A", list(range(len(COSTS)))), ("B", cost_columns(theirs)))}
     outs = {side: np.zeros((sample.height, N_OUT)) for side in kernels}
     for side, k in kernels.items():   # JIT warm-up (B always compiles: 30 s or so)
-        k(*(x[:4] for x in inputs[:3]), *inputs[3:], outs[side][:4])
+        k(*(x[:4] for x in inputs[side][:3]), *inputs[side][3:], outs[side][:4])
     times: dict[str, list[float]] = {side: [] for side in kernels}
     for r in range(args.rounds):
         for side in ("A", "B") if r % 2 == 0 else ("B", "A"):
             t = time.perf_counter()
-            kernels[side](*inputs, outs[side])
+            kernels[side](*inputs[side], outs[side])
             times[side].append(time.perf_counter() - t)
     print(f"{sample.height:,} configurations, {args.rounds} runs each, 1 thread")
     for side, where in (("A", "this checkout"), ("B", args.kernels)):
