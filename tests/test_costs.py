@@ -85,7 +85,11 @@ def test_fabric_and_timing_constants():
     three, _ = costs_of(load_profile(overrides={"tier_sizes": [4, 8]}))
     assert (three["tier1"], three["tier2"]) == (4, 8)
     assert (c["prefix"], c["blocks_in_flight"]) == (3, PROFILE.values["blocks_in_flight"])
-    assert c["lat_two_hop"] == round(2500.0 * 2.0) and c["poll"] == c["lat_local"] == 200
+    assert c["lat_two_hop"] == round(PROFILE.values["latency_ns"]["two_hop"] * 2.0)
+    assert c["poll"] == c["lat_local"] == 200
+    # the per-source costs are the profile's cycles as they are
+    for name in ("dest_switch", "count_chain", "status_poll"):
+        assert c[name] == PROFILE.values[f"{name}_cycles"]
     assert c["timeout"] == round(PROFILE.values["sentinel_timeout_ns"] * 2.0)
 
 

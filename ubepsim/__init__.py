@@ -1,6 +1,6 @@
 """ubepsim: a cycle-approximate simulator of MoE expert-parallel dispatch on superpods."""
 
-__version__ = "0.6.1"
+__version__ = "0.7.0"
 
 from .errors import InputError  # noqa: E402
 from .params import Config, make_config  # noqa: E402
