@@ -41,6 +41,19 @@ def seen(visible, skey, index, chance, timeout):
 
 
 @njit(inline="always")
+def close_step(d, a, t, polled, checked, work_bucket, work, t_aiv, bucket, wait, marks, nmarks):
+    """AIV a of die d ends a step of polls at t: the polls' cycles (polled, spent waiting) and
+    the checks after them (checked) count as sync, `work` as work_bucket's; its clock moves to
+    t, which marks the step's end."""
+    bucket[d, a, B_SYNC] += polled + checked
+    bucket[d, a, work_bucket] += work
+    wait[d, a] += polled
+    t_aiv[d, a] = t
+    marks[d, a, nmarks[d, a]] = t
+    nmarks[d, a] += 1
+
+
+@njit(inline="always")
 def poll_counts(p, aivs, stores, c, fx, chance, n_poll, prefix):
     """Every die's count polls: each of its first n_poll AIVs (ubep's CalCumSum group; every
     AIV in bsp's Flag verification) polls the signal of a share of the sources' counts, checks
@@ -71,12 +84,8 @@ def poll_counts(p, aivs, stores, c, fx, chance, n_poll, prefix):
                 polled += t2p - t
                 t = t2p + after + prefix
             n_src = s_hi - s_lo
-            bucket[d, j, B_SYNC] += polled + n_src * after
-            bucket[d, j, B_CUMSUM] += n_src * prefix
-            wait[d, j] += polled
-            t_aiv[d, j] = t
-            marks[d, j, nmarks[d, j]] = t
-            nmarks[d, j] += 1
+            close_step(d, j, t, polled, n_src * after, B_CUMSUM, n_src * prefix, t_aiv, bucket,
+                       wait, marks, nmarks)
     return collisions
 
 
@@ -171,12 +180,8 @@ def reorder(p, aivs, stores, ecnt, c, fx, chance, first_aiv, ubep, offsets):
                     violations += 1
                 t += work
             n_copies = (j + 1) * n_recv // n_reorder - j * n_recv // n_reorder
-            bucket[d, a, B_SYNC] += polled + n_copies * verify
-            bucket[d, a, B_REORDER] += n_copies * work
-            wait[d, a] += polled
-            t_aiv[d, a] = t
-            marks[d, a, nmarks[d, a]] = t
-            nmarks[d, a] += 1
+            close_step(d, a, t, polled, n_copies * verify, B_REORDER, n_copies * work, t_aiv,
+                       bucket, wait, marks, nmarks)
     return delivered, violations, collisions
 
 

@@ -43,12 +43,17 @@ def python_kernels():
                                                   submodule_search_locations=[str(directory)])
     sys.modules[name] = importlib.util.module_from_spec(spec)
     saved = numba.config.DISABLE_JIT
-    numba.config.DISABLE_JIT = True   # read as each function is decorated
+    # read as each function is decorated; on only while the copy is imported, since Numba's
+    # compiler reads it too (the compiled kernel may be compiled during these tests)
+    numba.config.DISABLE_JIT = True
     try:
         spec.loader.exec_module(sys.modules[name])
-        yield SimpleNamespace(**{m: importlib.import_module(f"{name}.{m}") for m in STAGES})
+        stages = SimpleNamespace(**{m: importlib.import_module(f"{name}.{m}") for m in STAGES})
     finally:
         numba.config.DISABLE_JIT = saved
+    try:
+        yield stages
+    finally:
         for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
             del sys.modules[module]
 
