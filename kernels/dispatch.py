@@ -23,7 +23,6 @@ from .layout import (B_CUMSUM, B_SYNC, C_BLOCKS_IN_FLIGHT, C_LAT_LOCAL, C_NPU_DI
                      C_TIER1, C_TIER2, N_BUCKETS, N_HOPS, N_MARKS, N_PARAMS, P_AIVS, P_BATCH,
                      P_CDF_LEN, P_CDF_START, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_ROUTING,
                      P_SYNC, P_TOPK, P_TRACE, S_MAX_ACK, S_WIDTH, TRACE, UBEP, Aivs, Stores)
-from .layout import MAX_TIME  # noqa: F401  (ubepsim.grid reads it here)
 from .programs import count_program, init_phase, token_program
 from .receive import receive
 from .results import result_row

@@ -375,9 +375,9 @@ class Fit:
 
     @property
     def dof(self) -> int:
-        """Degrees of freedom: points less the keys fitted (those kept are not)."""
-        return self.table.height - (len(self.support) if self.support else
-                                    len({members(k)[0] for k in self.values}) - len(self.kept))
+        """Degrees of freedom: points less the keys fitted (`support` holds each of them, not
+        those kept at their start values)."""
+        return self.table.height - len(self.support)
 
 
 def fit(problem: Problem, profile: Profile, keys: Sequence[str],

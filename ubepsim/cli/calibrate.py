@@ -29,8 +29,9 @@ PAPER_COMMAND = "ubepsim calibrate --paper --out ubepsim/profiles/cm384.toml"
               help="Write the fitted profile here (default: calibrated.toml; with --paper, "
                    "print it).")
 @click.option("--paper", is_flag=True,
-              help="Refit the built-in cm384 profile to the paper's numbers (Table 4, Figure "
-                   "3(b), the SyncAll share) from its provisional start values.")
+              help="Refit the built-in cm384 profile to the paper's numbers (Table 2, Table 4, "
+                   "Figure 3(b), the SyncAll share, Figure 14's 128-rank panel) from its "
+                   "provisional start values.")
 @click.option("--check", is_flag=True,
               help="With --paper: compare the refit with the shipped cm384 profile; exit 1 if "
                    "they differ.")
