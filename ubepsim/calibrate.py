@@ -595,10 +595,11 @@ def syncall_count() -> int:
     return TIMELINE_PHASES["bsp"].count("syncall")
 
 
-# Figure 14's 128-rank panel (Appendix C.3): UBEP with its full design (the model's defaults),
-# one expert per die, top-8, hidden 7168; each cell the extra latency (us) over the best
-# CalCumSum group size of its batch row. Single runs on real hardware: a cell carries noise of
-# about 1-3 us.
+# Figure 14 (Appendix C.3): UBEP with its full design (the model's defaults), one expert per
+# die, top-8, hidden 7168; each cell the extra latency (us) over the best CalCumSum group size
+# of its batch row, a panel per rank count (the 256-rank panel is withheld). Single runs on real
+# hardware: a cell carries noise of about 1-3 us (the 64-rank panel's batch 8, group 16 cell,
+# 37.3, most likely one run's outlier).
 FIG14_RANKS = 128
 FIG14_GROUPS = tuple(range(1, 17))
 FIG14_EXTRA_US = {
@@ -608,21 +609,43 @@ FIG14_EXTRA_US = {
     64: (15.2, 3.7, 2.8, 0.2, 0.0, 1.0, 1.7, 2.5, 2.3, 1.8, 1.6, 2.1, 1.8, 1.4, 3.0, 4.7),
     128: (2.9, 0.0, 0.3, 0.4, 3.1, 7.9, 5.7, 3.5, 7.6, 6.2, 6.3, 6.5, 7.9, 9.3, 10.9, 14.2),
 }
+FIG14_PANELS = {
+    64: {
+        8: (17.4, 15.7, 6.7, 5.8, 4.4, 4.6, 12.6, 3.1, 0.5, 0.2, 0.1, 3.1, 0.0, 0.5, 0.2, 37.3),
+        16: (16.3, 12.2, 7.8, 5.1, 4.1, 3.9, 8.3, 3.6, 3.4, 3.3, 3.7, 2.5, 0.2, 3.3, 0.0, 3.1),
+        32: (12.3, 11.4, 3.6, 4.8, 2.7, 1.7, 2.2, 4.7, 1.0, 0.4, 0.0, 3.2, 1.5, 1.3, 1.1, 0.9),
+        64: (11.5, 0.0, 0.5, 3.5, 1.8, 2.2, 2.1, 1.4, 0.8, 1.9, 1.8, 1.5, 2.9, 2.7, 3.9, 4.4),
+        128: (0.0, 1.1, 0.5, 0.3, 5.4, 4.4, 3.8, 4.8, 4.4, 3.7, 4.2, 2.7, 4.5, 6.2, 8.1, 8.8),
+    },
+    FIG14_RANKS: FIG14_EXTRA_US,
+}
+# What Figure 14 runs besides the model's defaults (the paper states top-8 and hidden 7168).
+FIG14_SETUP: dict[str, Any] = {}
 # Seeds the fit averages Figure 14's model cells over (validate takes 20): each fit evaluation
 # simulates every cell for every seed, and four keep the fit's run time in minutes.
 FIG14_FIT_SEEDS = tuple(range(4))
+
+
+def fig14_source(ranks: int) -> str:
+    """The name of a Figure 14 panel as a source of calibration points."""
+    return f"Figure 14 ({ranks} ranks)"
+
+
 # How each source's points are compared (docs/calibration.md, "How points are weighted"):
 # (relative error?, tolerance). Latencies within 3%; an efficiency or a share within 3 points;
 # Figure 14's extra latencies within 2 us, the middle of the noise the paper reads in a cell.
 # Every source weighs the same in the sum of squares whatever its number of points (weight
-# 1 / sqrt(points)): Figure 14's 80 cells do not drown Table 4's five latencies.
+# 1 / sqrt(points)): a Figure 14 panel's 80 cells do not drown Table 4's five latencies.
 SOURCES = {"Table 2": (True, 0.03), "Table 4": (True, 0.03), "Figure 3(b)": (False, 0.03),
-           "Section 2.3": (False, 0.03), "Figure 14": (False, 2.0)}
+           "Section 2.3": (False, 0.03),
+           **{fig14_source(r): (False, 2.0) for r in FIG14_PANELS}}
+# The sources the shipped profile is fitted to.
+PAPER_SOURCES = ("Table 2", "Table 4", "Figure 3(b)", "Section 2.3", fig14_source(FIG14_RANKS))
 
 
-def fig14_config(batch: int, group: int, seed: int) -> dict[str, Any]:
-    """A cell of Figure 14's 128-rank panel, resolved."""
-    return make_config({"ranks": FIG14_RANKS, "batch": batch, "cumsum_aivs": group,
+def fig14_config(batch: int, group: int, seed: int, ranks: int = FIG14_RANKS) -> dict[str, Any]:
+    """A cell of a Figure 14 panel, resolved."""
+    return make_config({**FIG14_SETUP, "ranks": ranks, "batch": batch, "cumsum_aivs": group,
                         "seed": seed}, AIVS).as_dict()
 
 
@@ -633,35 +656,54 @@ def fig14_extra(latency_us: np.ndarray, seeds: int) -> np.ndarray:
     return (mean - mean.min(axis=1, keepdims=True)).ravel()
 
 
-def fig14_label(batch: int, group: int) -> str:
-    return f"Figure 14: {FIG14_RANKS} ranks, batch {batch}, {group} CalCumSum AIVs, extra (us)"
+def fig14_label(batch: int, group: int, ranks: int = FIG14_RANKS) -> str:
+    return f"Figure 14: {ranks} ranks, batch {batch}, {group} CalCumSum AIVs, extra (us)"
 
 
-def paper_problem(fig14_seeds: Sequence[int] = FIG14_FIT_SEEDS) -> Problem:
-    """Table 2's latencies, Table 4's CANN EP latencies, Figure 3(b)'s efficiencies, the SyncAll
-    share and Figure 14's 128-rank panel.
+def paper_problem(fig14_seeds: Sequence[int] = FIG14_FIT_SEEDS,
+                  sources: Sequence[str] = PAPER_SOURCES) -> Problem:
+    """The points of `sources` (SOURCES' names): Table 2's latencies, Table 4's CANN EP
+    latencies, Figure 3(b)'s efficiencies, the SyncAll share and Figure 14's panels.
 
     Efficiency with n AIVs = (T_8 * 8) / (T_n * n), T the Token-Sending phase of the same work.
     The SyncAll share is the barriers' own cost (all of them, after the last AIV arrives) over
-    the latency, averaged over Table 4's points. Figure 3(b)'s 8-AIV point is 100% by definition
-    and is left out. Table 2's points are the profile's own latencies, in whole cycles.
+    the latency, averaged over Table 4's points (whose configurations it runs, whether or not
+    their latencies are points). Figure 3(b)'s 8-AIV point is 100% by definition and is left
+    out. Table 2's points are the profile's own latencies, in whole cycles.
     """
+    unknown = [s for s in sources if s not in SOURCES]
+    if unknown:
+        raise ValueError(f"unknown source(s) {unknown}; known: {list(SOURCES)}")
     ranks = list(TABLE4_CANN_EP)
     aivs = np.array(list(FIG3B_EFFICIENCY), dtype=float)
     seeds = list(fig14_seeds)
-    fig14 = [(b, g) for b in FIG14_EXTRA_US for g in FIG14_GROUPS]
-    rows = ([cann_ep(r) for r in ranks] + [cann_ep(FIG3B_RANKS, aivs=int(a)) for a in aivs]
-            + [fig14_config(b, g, s) for b, g in fig14 for s in seeds])
-    n4, n3 = len(ranks), len(aivs)
+    panels = [r for r in FIG14_PANELS if fig14_source(r) in sources]
+    cells = [(b, g) for b in FIG14_EXTRA_US for g in FIG14_GROUPS]
+    table4 = "Table 4" in sources or "Section 2.3" in sources
+    fig3b = "Figure 3(b)" in sources
+    rows = (([cann_ep(r) for r in ranks] if table4 else [])
+            + ([cann_ep(FIG3B_RANKS, aivs=int(a)) for a in aivs] if fig3b else [])
+            + [fig14_config(b, g, s, r) for r in panels for b, g in cells for s in seeds])
+    n4, n3 = len(ranks) if table4 else 0, len(aivs) if fig3b else 0
+    per_panel = len(cells) * len(seeds)
 
     def values(res: dict[str, np.ndarray], profile: Profile) -> np.ndarray:
+        out = []
         latency = res["latency_us"][:n4]
-        eff = efficiency(res["phase_send_us"][n4:n4 + n3], aivs)
-        syncall_us = syncall_count() * profile.syncall_cycles / (profile.clock_ghz * 1000.0)
-        table2 = [profile.latency_cycles()[HOP_CLASSES.index(h)] / profile.clock_ghz
-                  for h in TABLE2_NS]
-        return np.concatenate([table2, latency, eff[1:], [np.mean(syncall_us / latency)],
-                               fig14_extra(res["latency_us"][n4 + n3:], len(seeds))])
+        if "Table 2" in sources:
+            out.append([profile.latency_cycles()[HOP_CLASSES.index(h)] / profile.clock_ghz
+                        for h in TABLE2_NS])
+        if "Table 4" in sources:
+            out.append(latency)
+        if fig3b:
+            out.append(efficiency(res["phase_send_us"][n4:n4 + n3], aivs)[1:])
+        if "Section 2.3" in sources:
+            syncall_us = syncall_count() * profile.syncall_cycles / (profile.clock_ghz * 1000.0)
+            out.append([np.mean(syncall_us / latency)])
+        for i in range(len(panels)):
+            at = n4 + n3 + i * per_panel
+            out.append(fig14_extra(res["latency_us"][at:at + per_panel], len(seeds)))
+        return np.concatenate(out)
 
     # as `ubepsim validate` names the same points (it takes these labels)
     points = ([("Table 2", f"Table 2: {TABLE2_LABELS[h]} latency (ns)", "ns", ns)
@@ -672,8 +714,9 @@ def paper_problem(fig14_seeds: Sequence[int] = FIG14_FIT_SEEDS) -> Problem:
                  for a in aivs[1:]]
               + [("Section 2.3", "Section 2.3: SyncAll share of CANN EP latency", "",
                   SYNCALL_SHARE)]
-              + [("Figure 14", fig14_label(b, g), "us", FIG14_EXTRA_US[b][g - 1])
-                 for b, g in fig14])
+              + [(fig14_source(r), fig14_label(b, g, r), "us", FIG14_PANELS[r][b][g - 1])
+                 for r in panels for b, g in cells])
+    points = [p for p in points if p[0] in sources]
     source = [p[0] for p in points]
     count = {name: source.count(name) for name in SOURCES}
     return Problem(tuple(p[1] for p in points), tuple(p[2] for p in points),
