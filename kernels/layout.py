@@ -10,7 +10,7 @@ from collections import namedtuple
 # Protocol, sync, schedule and routing codes (the values of ubepsim.params' IntEnums).
 BSP, UBEP = 0, 1
 SW, TFF, DC, SP = 0, 1, 2, 3
-EXPERT_BLOCK, BALANCED, HOMOGENIZED = 0, 1, 2
+EXPERT_BLOCK, BALANCED, HOMOGENIZED, TOKEN_ORDER = 0, 1, 2, 3
 UNIFORM, ZIPF, HOT, TRACE = 0, 1, 2, 3
 
 # Hop classes, by the code schedule.hop_classes gives a (source, destination) pair: the die

@@ -8,7 +8,10 @@ cumulative counts of the keys (VectorCount(ids < r), Algorithm 1's primitive):
 - `balanced_slices`: equal contiguous slices of the key order, topology-blind ("UBEP w/o
   mapping"); each AIV finds its slice's first copy by the quaternary search;
 - `homogenized_deal`: latency homogenization, the key order (farthest hop class first) dealt
-  round-robin, a logical matrix transposition, so every AIV gets a balanced mix of hop classes.
+  round-robin, a logical matrix transposition, so every AIV gets a balanced mix of hop classes;
+- token order (CANN's own kernel, `SplitToCore(expertIdsCnt_, ...)` in ops-transformer's
+  moe_distribute_dispatch.h): equal contiguous slices of the copies in (token, k) order, each
+  AIV's destinations as the routing drew them; no search (a slice's start is arithmetic).
 Nothing here reads `sync`, so a batch computes one schedule for a configuration's sync variants
 (dispatch.same_schedule).
 """
@@ -18,7 +21,7 @@ import numpy as np
 from .jit import njit, u
 from .layout import (BALANCED, C_NPU_DIES, C_TIER1, C_TIER2, EXPERT_BLOCK, HOMOGENIZED, N_HOPS,
                      P_AIVS, P_BATCH, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SCHEDULE,
-                     P_TOPK, UBEP, Schedule)
+                     P_TOPK, TOKEN_ORDER, UBEP, Schedule)
 
 
 @njit
@@ -147,17 +150,23 @@ def homogenized_deal(aoff, place, M, NS):
 
 
 @njit
-def deal_copies(experts_of, base, key_c, fill, place, homog, die_of, token_of, rcur, key_at,
+def deal_copies(experts_of, base, key_c, fill, place, sched, die_of, token_of, rcur, key_at,
                 xdest, xslot, xtoken):
     """Each copy of a die (experts_of's from base on) straight to its place in the AIV lists
     (xdest, xslot from base on): its destination, its slot in the receive order, its token;
-    key_at[q]: the key at position q of the key order."""
+    key_at[q]: the key at position q of the key order. Under token order a copy's place is its
+    index."""
     for i in range(key_c.shape[0]):
         r = key_c[u(i)]
         q = fill[u(r)]
         fill[u(r)] = q + 1
         key_at[u(q)] = r
-        x = u(place[u(q)] if homog else q)
+        if sched == HOMOGENIZED:
+            x = u(place[u(q)])
+        elif sched == TOKEN_ORDER:
+            x = u(i)
+        else:
+            x = u(q)
         e = experts_of[u(base + i)]
         xdest[u(base) + x] = die_of[u(e)]
         xslot[u(base) + x] = rcur[u(e)]
@@ -218,7 +227,7 @@ def init_work(aoff, xtoken, key_at, qsteps_of, sched, loads, searches, at):
                 n += 1
         loads[at + j] = n
         steps = 0
-        if sched != EXPERT_BLOCK and hi > lo:
+        if (sched == BALANCED or sched == HOMOGENIZED) and hi > lo:
             steps = qsteps_of[u(key_at[u(lo if sched == BALANCED else j)])]
             qsteps_max = max(qsteps_max, steps)
             steps += 1
@@ -269,7 +278,8 @@ def schedule(p, c, experts_of):
     place = np.empty(M, np.int64)
     key_at = np.empty(M, np.int64)     # per position in key order: the copy's key
     xtoken = np.empty(M, np.int64)     # per position of the AIV lists: the copy's token
-    qsteps_of = qsteps_table(E) if sched != EXPERT_BLOCK else np.zeros(0, np.int64)
+    searched = sched == BALANCED or sched == HOMOGENIZED
+    qsteps_of = qsteps_table(E) if searched else np.zeros(0, np.int64)
     cnt = np.zeros(E + 1, np.int64)
     fill = np.zeros(E + 1, np.int64)
     dkey = np.empty(R, np.int64)       # per die: its experts' key minus the expert id
@@ -284,14 +294,14 @@ def schedule(p, c, experts_of):
         # deals the key order round-robin
         if sched == EXPERT_BLOCK:
             expert_block_slices(aoff, cnt, NS, E)
-        elif sched == BALANCED:
+        elif sched == BALANCED or sched == TOKEN_ORDER:
             balanced_slices(aoff, M, NS)
         else:
             homogenized_deal(aoff, place, M, NS)
         for j in range(NS + 1):
             aoff_all[s * (NS + 1) + j] = aoff[j]
-        deal_copies(experts_of, base, key_c, fill, place, sched == HOMOGENIZED, die_of,
-                    token_of, rcur, key_at, xdest, xslot, xtoken)
+        deal_copies(experts_of, base, key_c, fill, place, sched, die_of, token_of, rcur, key_at,
+                    xdest, xslot, xtoken)
         qsteps_max = max(qsteps_max, init_work(aoff, xtoken, key_at, qsteps_of, sched, loads,
                                                searches, s * NS))
         # per destination: the copies sent there (a die's experts have consecutive keys), for

@@ -78,8 +78,9 @@ def random_configs(n, seed, trace_dir):
                  dtype=rnd.choice(["bf16", "fp8", "int8"]),
                  # cycle through the modes so that every combination shows up
                  protocol=["bsp", "ubep"][i % 2], sync=["sw", "tff", "dc", "sp"][(i // 2) % 4],
-                 schedule=["expert_block", "balanced", "homogenized"][(i // 8) % 3],
-                 routing=["uniform", "zipf", "hot", "trace"][(i // 24) % 4],
+                 schedule=["expert_block", "balanced", "homogenized",
+                           "token_order"][(i // 8) % 4],
+                 routing=["uniform", "zipf", "hot", "trace"][(i // 32) % 4],
                  zipf_s=rnd.choice([0.5, 1.2, 3.0]), hot_share=rnd.choice([0.2, 0.9]),
                  seed=rnd.randint(0, 3))
         v["topk"] = rnd.randint(1, min(6, experts))
@@ -168,7 +169,7 @@ def test_sync_variants_on_one_schedule_equal_each_alone(configs):
 
 def test_random_configurations_cover_every_mode(configs, twins):
     seen = {(c.protocol.name, c.sync.name, c.schedule.name) for c, _ in configs}
-    assert len(seen) == 2 * 4 * 3
+    assert len(seen) == 2 * 4 * 4
     assert {c.routing.name for c, _ in configs} == {"uniform", "zipf", "hot", "trace"}
     assert {p for _, p in configs} == set(PROFILES)
     # every fabric's hop classes occur, and only those its shape has: three_hop past the

@@ -38,6 +38,7 @@ class Schedule(enum.IntEnum):
     expert_block = 0  # each AIV owns a block of experts (CANN EP hot spots)
     balanced = 1      # equal contiguous slices of the copies in expert order (topology-blind)
     homogenized = 2   # logical matrix transposition: balanced hop-class mix per AIV (Section 3.3)
+    token_order = 3   # equal contiguous slices of the copies in token order (CANN's SplitToCore)
 
 
 class Routing(enum.IntEnum):
@@ -111,7 +112,7 @@ PARAMS: tuple[Param, ...] = (
     Param("sync", str, "sp", "Data-as-Flag variant of every signal: sw (stop-and-wait), tff "
           "(token-flag fusion), dc (data-for-checksum), sp (sentinel polling)."),
     Param("schedule", str, "homogenized", "Token-to-AIV schedule: expert_block, balanced, "
-          "homogenized."),
+          "homogenized, token_order."),
     Param("routing", str, "uniform", "Routing generator: uniform, zipf, hot, trace."),
     Param("zipf_s", float, 1.0, "Zipf exponent of expert popularity (routing = zipf).", 0.0, 16.0),
     Param("hot_experts", int, 8, "Number of hot experts (routing = hot).", 1, 1 << 20),

@@ -54,6 +54,12 @@ def _config(**values: Any) -> dict[str, Any]:
     return make_config(values, cal.AIVS).as_dict()
 
 
+def _paper(**values: Any) -> dict[str, Any]:
+    """A configuration of the setup the paper's UBEP figures share (Figures 7, 8, 12 and 14:
+    cal.FIG14_SETUP over the defaults)."""
+    return _config(**{**cal.FIG14_SETUP, **values})
+
+
 def _point(item: str, paper: float, model: float, setup: str, fmt: str = "{:.4g}") -> Check:
     return Check("point", item, fmt.format(paper), fmt.format(model), model / paper - 1.0, None,
                  setup)
@@ -256,7 +262,8 @@ def cumsum_claims(profile: Profile, threads: int | None) -> list[Check]:
     Section 3.2 / Appendix A's dependence on experts and top-k."""
     from .tune import max_groups, rows_from_lists, tune
     top = max_groups(profile.aivs)
-    fig14 = tune(rows_from_lists({"ranks": list(C3_RANKS), "batch": list(C3_BATCH)}, {},
+    fig14 = tune(rows_from_lists({"ranks": list(C3_RANKS), "batch": list(C3_BATCH)},
+                                 cal.FIG14_SETUP,
                  profile.aivs), list(C3_SEEDS), profile, top, threads).table
     best = {(r, b): v for r, b, v in fig14.select("ranks", "batch", "best_cumsum_aivs").rows()}
     by_batch = {r: [best[r, b] for b in C3_BATCH] for r in C3_RANKS}
@@ -273,9 +280,11 @@ def cumsum_claims(profile: Profile, threads: int | None) -> list[Check]:
                "; ".join(f"batch {b}: {_seq(v)}" for b, v in by_ranks.items()),
                all(trend(v, rising=True) for v in by_ranks.values()), setup),
     ]
-    experts = tune(rows_from_lists({"ranks": [128], "batch": [32], "experts": [128, 256]}, {},
+    experts = tune(rows_from_lists({"ranks": [128], "batch": [32], "experts": [128, 256]},
+                                   cal.FIG14_SETUP,
                                    profile.aivs), list(C3_SEEDS), profile, top, threads).table
-    topk = tune(rows_from_lists({"ranks": [128], "batch": [32], "topk": [2, 4, 8]}, {},
+    topk = tune(rows_from_lists({"ranks": [128], "batch": [32], "topk": [2, 4, 8]},
+                                cal.FIG14_SETUP,
                                 profile.aivs), list(C3_SEEDS), profile, top, threads).table
     e_best = experts["best_cumsum_aivs"].to_list()
     k_best = topk["best_cumsum_aivs"].to_list()
@@ -312,9 +321,9 @@ def protocol_claims(profile: Profile, threads: int | None) -> list[Check]:
                          cal.AIVS) for r in ranks]
     ubep = tune(rows, [0], profile, 16, threads).table["latency_us"].to_numpy()
     cann_ep = {"protocol": "bsp", "sync": "sw", "schedule": "expert_block"}
-    base = _simulate([cal.cann_ep(r) for r in ranks] + [_config(**cann_ep), _config()] +
-                     [_config(batch=b, **cann_ep) for b in FIG7A_BATCH] +
-                     [_config(batch=b) for b in FIG7A_BATCH], profile, threads)
+    base = _simulate([cal.cann_ep(r) for r in ranks] + [_paper(**cann_ep), _paper()] +
+                     [_paper(batch=b, **cann_ep) for b in FIG7A_BATCH] +
+                     [_paper(batch=b) for b in FIG7A_BATCH], profile, threads)
     cann = base["latency_us"][:len(ranks)]
     wait = base["wait_us"][len(ranks):len(ranks) + 2]
     send = base["phase_send_us"][len(ranks) + 2:].reshape(2, -1)
@@ -352,10 +361,10 @@ def reduction_claims(profile: Profile, threads: int | None) -> list[Check]:
     """The abstract's headline: UBEP cuts CANN EP's dispatch latency by up to 52.4%, over the
     setups of Figures 7, 8 and 12, UBEP at its best CalCumSum group size."""
     from .tune import max_groups, resolved_row, tune
-    rows = [resolved_row(_config(**s), profile.aivs) for s in REDUCTION_SETUPS]
+    rows = [resolved_row(_paper(**s), profile.aivs) for s in REDUCTION_SETUPS]
     ubep = tune(rows, list(REDUCTION_SEEDS), profile, max_groups(profile.aivs),
                 threads).table["latency_us"].to_numpy()
-    cann = _simulate([_config(**s, seed=seed, protocol="bsp", sync="sw", schedule="expert_block")
+    cann = _simulate([_paper(**s, seed=seed, protocol="bsp", sync="sw", schedule="expert_block")
                       for s in REDUCTION_SETUPS for seed in REDUCTION_SEEDS], profile,
                      threads)["latency_us"].reshape(len(REDUCTION_SETUPS), -1).mean(axis=1)
     cut = 1.0 - ubep / cann

@@ -3,7 +3,8 @@
 Every schedule takes a die's copies in one order, the key order: the experts in the order `walk`
 takes their dies, a die's experts in index order (the remapped expert order under homogenized),
 then copy index. `expert_block_slices` gives each AIV whole experts, `balanced_slices` equal
-contiguous slices, `homogenized_deal` deals the order out like cards.
+contiguous slices, `homogenized_deal` deals the order out like cards; `token_order_slices`
+takes equal contiguous slices of the copies in their own (token, k) order, as CANN's kernel does.
 """
 
 from __future__ import annotations
@@ -100,6 +101,12 @@ def balanced_slices(order: list[int], n: int) -> list[list[int]]:
     return [[order[q] for q in share(j, n, len(order))] for j in range(n)]
 
 
+def token_order_slices(n_copies: int, n: int) -> list[list[int]]:
+    """CANN's own split (SplitToCore(expertIdsCnt_, ...) in ops-transformer's
+    moe_distribute_dispatch.h): equal contiguous slices of the copies in (token, k) order."""
+    return [list(share(j, n, n_copies)) for j in range(n)]
+
+
 def homogenized_deal(order: list[int], n: int) -> list[list[int]]:
     """Latency homogenization: the key order (farthest hop class first) written row by row into
     a matrix of n columns, AIV j reading column j (logical matrix transposition), so that every
@@ -153,10 +160,12 @@ def schedule_die(cfg: Config, copies: list[tuple[int, int, int]], die_hop: list[
         lists = expert_block_slices(order, keys, n, cfg.experts)
     elif kind is params.Schedule.balanced:
         lists = balanced_slices(order, n)
+    elif kind is params.Schedule.token_order:
+        lists = token_order_slices(len(copies), n)
     else:
         lists = homogenized_deal(order, n)
     loads, steps = init_work(copies, lists, order, keys, cfg.experts,
-                             kind is not params.Schedule.expert_block)
+                             kind in (params.Schedule.balanced, params.Schedule.homogenized))
     e_local = cfg.experts // cfg.ranks
     return DieSchedule(copies, [die_hop[e // e_local] for _, _, e in copies], die_hop, lists,
                        loads, steps)
