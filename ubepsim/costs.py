@@ -75,6 +75,7 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
             m, v["vector_lanes"]),
         "status_poll": np.full_like(m, v["status_poll_cycles"]),
         "carry": np.full_like(m, v["carry_cycles"]),
+        "status_read": np.full_like(m, v["status_read_cycles"]),
     }
     for kind, blocks in (("copy", copy_blocks), ("count", count_blocks),
                          ("signal", np.ones_like(m))):
@@ -132,6 +133,7 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     receiving = ranks * m * (poll + c["copy_verify"] + c["copy_reset"] + c["local_copy"]) + \
         ranks * (poll + c["status_poll"] + c["count_verify"] + c["count_reset"]
                  + e_local * c["prefix"]) + \
-        aivs * (poll + c["carry"]) + 2 * c["syncall"] + experts * c["prefix"] + c["signal_issue"] + \
+        aivs * (poll + c["carry"]) + 2 * c["syncall"] + \
+        experts * (c["prefix"] + c["status_read"]) + c["signal_issue"] + \
         c["lat_local"]
     return sending + hop + ingress + receiving

@@ -10,8 +10,13 @@ class InputError(ValueError):
     def __init__(self, key: str, message: str, source: str | None = None):
         self.key = key
         self.source = source
+        self.message = message
         where = f"{source}: " if source else ""
         text = f"{where}{key}: {message}"
         # one line, whatever a key or value the user wrote holds (a TOML key may be "\n")
         super().__init__("".join(c if c.isprintable() else c.encode("unicode_escape").decode()
                                  for c in text))
+
+    def __reduce__(self):
+        # raised in a worker process (a cross-validation fold), it crosses back whole
+        return type(self), (self.key, self.message, self.source)

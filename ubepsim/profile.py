@@ -90,6 +90,12 @@ FIELDS: dict[str, Field] = {
         "(strided read of the 32-byte status, GatherMask, Sum, vector-to-scalar sync)",
         0, 1e7, vanish=0,
         source="CANN ops-transformer, moe_distribute_dispatch.h WaitDispatch"),
+    "status_read_cycles": Field(
+        int, "cycles a bsp AIV spends per count entry (source x local expert) reading the "
+        "statuses before its share of CalCumSum: every AIV reads every source's status, not a "
+        "share of them, so the cost grows with the ranks", 0, 1e7, vanish=0,
+        source="CANN ops-transformer, moe_distribute_dispatch.h LocalWindowCopy -> GetCumSum: "
+               "each AIV DataCopies all recvWinBlockNum_ statuses, GatherMask, ReduceSum"),
     "carry_cycles": Field(
         int, "cycles of one step of the CalCumSum group's carry: an AIV of the group adds the "
         "partial prefix sums of the AIVs before it to its own and hands them on (a local store "
