@@ -238,3 +238,50 @@ def test_per_source_costs_make_a_small_calcumsum_group_dearer(key):
     off = load_profile(overrides=_vanished())
     on = load_profile(overrides={**_vanished(), key: 1000})
     assert extra(on) > extra(off) + 1.0   # us: 64 sources' worth, not a poll's jitter
+
+
+# --- the CalCumSum group's carry, CANN's status reads (docs/model.md) --------------------------
+
+def _off() -> dict:
+    from ubepsim.profile import MECHANISMS, FIELDS
+    return {k: FIELDS[k].vanish for k in MECHANISMS}
+
+
+def test_the_carry_makes_a_large_calcumsum_group_dearer_and_leaves_bsp_alone():
+    """Each step of the group's carry comes after the step before it and after its own AIV is
+    done: at a small batch, where the count path is the critical one, the offsets come at least
+    one step and at most g steps later (a step can overlap a later AIV's polls), so a group of 16
+    pays more than a group of 4 and the carry shifts the best group size down; bsp has no group
+    and no carry."""
+    off = load_profile(overrides=_off())
+    on = load_profile(overrides={**_off(), "carry_cycles": 2000})
+    def lat(profile, **v):
+        return model.simulate({"ranks": 16, "batch": 2, "topk": 2, **v}, profile)["latency_us"]
+    step_us = 2000 / (off.clock_ghz * 1000.0)
+    period_us = off.latency_cycles()[0] / (off.clock_ghz * 1000.0)
+    for g in (1, 4, 16):
+        grew = lat(on, cumsum_aivs=g) - lat(off, cumsum_aivs=g)
+        # a poll may have overshot by up to a period
+        assert step_us - period_us - 1e-9 <= grew <= g * step_us + period_us + 1e-9, g
+    assert lat(on, cumsum_aivs=16) - lat(on, cumsum_aivs=4) > \
+        lat(off, cumsum_aivs=16) - lat(off, cumsum_aivs=4) + 10 * step_us
+    for sync in ("sw", "sp"):
+        cfg = {"protocol": "bsp", "sync": sync, "schedule": "expert_block"}
+        assert lat(on, **cfg) == lat(off, **cfg)
+
+
+def test_status_reads_grow_bsp_latency_with_the_ranks_and_leave_ubep_alone():
+    """Every bsp AIV reads every source's status before its share of CalCumSum (CANN's
+    GetCumSum): the cost grows with ranks x experts per die on the critical path; UBEP's group
+    splits the sources and is not affected."""
+    off = load_profile(overrides=_off())
+    on = load_profile(overrides={**_off(), "status_read_cycles": 500})
+    cann = {"protocol": "bsp", "sync": "sw", "schedule": "expert_block", "batch": 4, "topk": 2}
+    grew = {}
+    for ranks in (4, 16):
+        base = model.simulate({**cann, "ranks": ranks}, off)["latency_us"]
+        grew[ranks] = model.simulate({**cann, "ranks": ranks}, on)["latency_us"] - base
+        assert grew[ranks] == pytest.approx(ranks * 500 / (off.clock_ghz * 1000.0), abs=1e-3)
+    assert grew[16] > 3 * grew[4]
+    assert model.simulate({"ranks": 16, "batch": 4, "topk": 2}, on)["latency_us"] == \
+        model.simulate({"ranks": 16, "batch": 4, "topk": 2}, off)["latency_us"]
