@@ -49,7 +49,7 @@ COSTS = (
     "signal_issue", "signal_egress", "signal_ingress",
     "local_copy", "copy_verify", "count_verify", "copy_reset", "count_reset",
     "vcount", "prefix", "init", "syncall", "blocks_in_flight", "timeout", "poll",
-    "dest_switch", "count_chain", "status_poll", "carry", "status_read",
+    "dest_switch", "count_chain", "status_poll", "carry",
     "npu_dies", "tier1", "tier2",
     *(f"lat_{h}" for h in HOP_CLASSES),
 )

@@ -10,7 +10,7 @@ from . import rng
 from .jit import njit, u
 from .layout import (B_CUMSUM, B_REORDER, B_SYNC, C_CARRY, C_COPY_RESET, C_COPY_VERIFY, C_COUNT_RESET,
                      C_COUNT_VERIFY, C_LAT_LOCAL, C_LOCAL_COPY, C_POLL, C_PREFIX,
-                     C_SIGNAL_ISSUE, C_STATUS_POLL, C_STATUS_READ, C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_SEED, P_WKEY, TAKEN)
+                     C_SIGNAL_ISSUE, C_STATUS_POLL, C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_SEED, P_WKEY, TAKEN)
 from .sync import syncall
 
 
@@ -108,15 +108,13 @@ def publish_offsets(aivs, C, c):
 @njit(inline="always")
 def bsp_cumsum(aivs, c, entries):
     """bsp, on every die: SyncAll, CalCumSum over the `entries` counts (ranks x experts per
-    die) split evenly over every AIV, each AIV first reading every entry's status
-    (c[C_STATUS_READ] cycles each), SyncAll."""
+    die) split evenly over every AIV, SyncAll."""
     t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
     R, A = t_aiv.shape
     for d in range(R):
         syncall(d, 0, c[C_SYNCALL], t_aiv, bucket, wait, marks, nmarks)
         for a in range(A):
-            work = c[C_PREFIX] * ((a + 1) * entries // A - a * entries // A) + \
-                c[C_STATUS_READ] * entries
+            work = c[C_PREFIX] * ((a + 1) * entries // A - a * entries // A)
             bucket[d, a, B_CUMSUM] += work
             t_aiv[d, a] += work
             marks[d, a, nmarks[d, a]] = t_aiv[d, a]

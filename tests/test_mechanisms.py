@@ -240,7 +240,7 @@ def test_per_source_costs_make_a_small_calcumsum_group_dearer(key):
     assert extra(on) > extra(off) + 1.0   # us: 64 sources' worth, not a poll's jitter
 
 
-# --- the CalCumSum group's carry, CANN's status reads (docs/model.md) --------------------------
+# --- the CalCumSum group's carry (docs/model.md) --------------------------
 
 def _off() -> dict:
     from ubepsim.profile import MECHANISMS, FIELDS
@@ -268,20 +268,3 @@ def test_the_carry_makes_a_large_calcumsum_group_dearer_and_leaves_bsp_alone():
     for sync in ("sw", "sp"):
         cfg = {"protocol": "bsp", "sync": sync, "schedule": "expert_block"}
         assert lat(on, **cfg) == lat(off, **cfg)
-
-
-def test_status_reads_grow_bsp_latency_with_the_ranks_and_leave_ubep_alone():
-    """Every bsp AIV reads every source's status before its share of CalCumSum (CANN's
-    GetCumSum): the cost grows with ranks x experts per die on the critical path; UBEP's group
-    splits the sources and is not affected."""
-    off = load_profile(overrides=_off())
-    on = load_profile(overrides={**_off(), "status_read_cycles": 500})
-    cann = {"protocol": "bsp", "sync": "sw", "schedule": "expert_block", "batch": 4, "topk": 2}
-    grew = {}
-    for ranks in (4, 16):
-        base = model.simulate({**cann, "ranks": ranks}, off)["latency_us"]
-        grew[ranks] = model.simulate({**cann, "ranks": ranks}, on)["latency_us"] - base
-        assert grew[ranks] == pytest.approx(ranks * 500 / (off.clock_ghz * 1000.0), abs=1e-3)
-    assert grew[16] > 3 * grew[4]
-    assert model.simulate({"ranks": 16, "batch": 4, "topk": 2}, on)["latency_us"] == \
-        model.simulate({"ranks": 16, "batch": 4, "topk": 2}, off)["latency_us"]

@@ -29,14 +29,12 @@ PROFILES = {
     # the per-destination and per-source costs and the group's carry on, whatever cm384's
     # values
     "flat": load_profile(overrides={"npu_dies": 1, "tier_sizes": [], "dest_switch_cycles": 150,
-                                    "count_chain_cycles": 90, "count_scan_ops": 5,
-                                    "vector_lanes": 4, "status_poll_cycles": 200,
-                                    "carry_cycles": 300, "status_read_cycles": 30}),
+                                    "count_chain_cycles": 90,
+                                    "status_poll_cycles": 200, "carry_cycles": 300}),
     "three_tier": load_profile(overrides={"tier_sizes": [4, 8], "blocks_in_flight": 3,
                                           "sentinel_collision_prob": 0.02,
                                           "dest_switch_cycles": 40, "count_chain_cycles": 7,
-                                          "count_scan_ops": 1, "status_poll_cycles": 3,
-                                          "carry_cycles": 1, "status_read_cycles": 2}),
+                                          "status_poll_cycles": 3, "carry_cycles": 1}),
     # the edges of the cost space: no latency (arrivals tie, acks come at once), one block in
     # flight, 64 B blocks with a 1 B flag, no fixed costs, an egress port a thousand times
     # slower than the ingress one, frequent sentinel collisions

@@ -71,11 +71,9 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
         # per new destination, per expert counted, per source's status read (docs/model.md,
         # "Costs per destination and per source")
         "dest_switch": np.full_like(m, v["dest_switch_cycles"]),
-        "count_chain": v["count_chain_cycles"] + v["count_scan_ops"] * _ceil_div(
-            m, v["vector_lanes"]),
+        "count_chain": np.full_like(m, v["count_chain_cycles"]),
         "status_poll": np.full_like(m, v["status_poll_cycles"]),
         "carry": np.full_like(m, v["carry_cycles"]),
-        "status_read": np.full_like(m, v["status_read_cycles"]),
     }
     for kind, blocks in (("copy", copy_blocks), ("count", count_blocks),
                          ("signal", np.ones_like(m))):
@@ -134,6 +132,6 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
         ranks * (poll + c["status_poll"] + c["count_verify"] + c["count_reset"]
                  + e_local * c["prefix"]) + \
         aivs * (poll + c["carry"]) + 2 * c["syncall"] + \
-        experts * (c["prefix"] + c["status_read"]) + c["signal_issue"] + \
+        experts * c["prefix"] + c["signal_issue"] + \
         c["lat_local"]
     return sending + hop + ingress + receiving

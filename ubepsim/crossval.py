@@ -134,6 +134,7 @@ class FoldSpec:
     fit_seeds: tuple[int, ...]
     score_seeds: tuple[int, ...]
     fig14_setup: dict[str, Any] = dataclasses.field(default_factory=dict)
+    cann_ep: dict[str, Any] = dataclasses.field(default_factory=dict)
     nice: int = 10
 
 
@@ -157,6 +158,7 @@ def run_fold(spec: FoldSpec, threads: int | None = 1) -> FoldResult:
         os.nice(spec.nice)
     cal.FIG14_SETUP.clear()
     cal.FIG14_SETUP.update(spec.fig14_setup)
+    cal.CANN_EP.update(spec.cann_ep)
     sources = [s for s in ALL if s != spec.left_out]
     problem = cal.paper_problem(spec.fit_seeds, sources)
     result = cal.fit(problem, start_profile(spec.start), spec.keys, grid=spec.grid,
@@ -173,7 +175,8 @@ def cross_validate(start: dict[str, Any], keys: Sequence[str],
                    folds: Sequence[str | None] = (None, *FOLDS)) -> list[FoldResult]:
     """The fit with every source (None) and each fold, in `workers` processes."""
     specs = [FoldSpec(f, dict(start), tuple(keys), dict(grid or {}), max_evaluations,
-                      tuple(fit_seeds), tuple(score_seeds), dict(cal.FIG14_SETUP))
+                      tuple(fit_seeds), tuple(score_seeds), dict(cal.FIG14_SETUP),
+                      dict(cal.CANN_EP))
              for f in folds]
     if workers <= 1:
         return [run_fold(s) for s in specs]

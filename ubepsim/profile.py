@@ -78,24 +78,11 @@ FIELDS: dict[str, Field] = {
         "scalar read), beside the VectorCount itself", 0, 1e7, vanish=0,
         source="CANN ops-transformer, moe_distribute_dispatch.h CalTokenSendExpertCnt, "
                "called per expert by SetStatus"),
-    "count_scan_ops": Field(
-        int, "vector instructions of a count's chain that each run over the die's whole "
-        "expert-id array (batch x topk elements at vector_lanes per cycle), on top of "
-        "count_chain_cycles: the count of one expert costs more as the batch grows", 0, 1e4,
-        vanish=0,
-        source="CANN ops-transformer, moe_distribute_dispatch.h CalTokenSendExpertCnt: "
-               "Duplicate, Sub, Abs, Mins and ReduceSum over expertIdsCnt_ = bs x k ids"),
     "status_poll_cycles": Field(
         int, "cycles a polling AIV spends on each source's count status once it is there "
         "(strided read of the 32-byte status, GatherMask, Sum, vector-to-scalar sync)",
         0, 1e7, vanish=0,
         source="CANN ops-transformer, moe_distribute_dispatch.h WaitDispatch"),
-    "status_read_cycles": Field(
-        int, "cycles a bsp AIV spends per count entry (source x local expert) reading the "
-        "statuses before its share of CalCumSum: every AIV reads every source's status, not a "
-        "share of them, so the cost grows with the ranks", 0, 1e7, vanish=0,
-        source="CANN ops-transformer, moe_distribute_dispatch.h LocalWindowCopy -> GetCumSum: "
-               "each AIV DataCopies all recvWinBlockNum_ statuses, GatherMask, ReduceSum"),
     "carry_cycles": Field(
         int, "cycles of one step of the CalCumSum group's carry: an AIV of the group adds the "
         "partial prefix sums of the AIVs before it to its own and hands them on (a local store "

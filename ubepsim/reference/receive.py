@@ -66,13 +66,12 @@ def publish_offsets(run: Run, group: list[Aiv]) -> int:
 
 
 def bsp_cumsum(run: Run, aivs: list[Aiv]) -> None:
-    """bsp's SyncAll, CalCumSum (each AIV reads every one of the ranks x experts-per-die
-    statuses, CANN's GetCumSum, then takes an equal share of their prefix sum), SyncAll."""
+    """bsp's SyncAll, CalCumSum (each AIV an equal share of the ranks x experts-per-die
+    counts' prefix sum), SyncAll."""
     syncall(aivs, max(a.t for a in aivs), run.c["syncall"], BSP_SYNCALL_2)
     entries = run.ranks * run.e_local
     for j, a in enumerate(aivs):
-        a.spend("cumsum", run.c["status_read"] * entries
-                + run.c["prefix"] * len(share(j, len(aivs), entries)))
+        a.spend("cumsum", run.c["prefix"] * len(share(j, len(aivs), entries)))
         a.mark(BSP_CUMSUM)
     syncall(aivs, max(a.t for a in aivs), run.c["syncall"], BSP_SYNCALL_3)
 
