@@ -12,6 +12,7 @@ BSP, UBEP = 0, 1
 SW, TFF, DC, SP = 0, 1, 2, 3
 EXPERT_BLOCK, BALANCED, HOMOGENIZED = 0, 1, 2
 UNIFORM, ZIPF, HOT, TRACE = 0, 1, 2, 3
+DISPATCH, COMBINE, LAYER = 0, 1, 2
 
 # Hop classes, by the code schedule.hop_classes gives a (source, destination) pair: the die
 # itself, the other die of its NPU, then one more per switch tier climbed (paper Table 2).
@@ -20,9 +21,9 @@ N_HOPS = len(HOP_CLASSES)
 
 # Store kinds: the low two bits of a program word, a flag and a checksum (the signals) odd.
 K_COPY, K_FLAG, K_COUNT, K_CHECKSUM = 0, 1, 2, 3
-# Per-AIV time buckets: the phase each cycle of an AIV is spent in.
-B_INIT, B_SEND, B_SYNC, B_CUMSUM, B_REORDER = 0, 1, 2, 3, 4
-N_BUCKETS = 5
+# Per-AIV time buckets: the phase each cycle of an AIV is spent in (B_REDUCE: combine's).
+B_INIT, B_SEND, B_SYNC, B_CUMSUM, B_REORDER, B_REDUCE = 0, 1, 2, 3, 4, 5
+N_BUCKETS = 6
 
 # Phase marks: each AIV's clock at the boundaries of its phases, appended in this order (the
 # timeline's intervals, ubepsim.model.TIMELINE_PHASES). Every AIV starts at 0 and ends Init.
@@ -33,11 +34,18 @@ MARK_START, MARK_INIT = 0, 1
 (MARK_BSP_SENT, MARK_BSP_SYNC_SENT, MARK_BSP_COUNTED, MARK_BSP_VERIFIED, MARK_BSP_SYNC_VERIFIED,
  MARK_BSP_CUMSUM, MARK_BSP_SYNC_CUMSUM, MARK_BSP_REORDERED) = range(2, 10)
 N_MARKS = MARK_BSP_REORDERED + 1
+# Combine's marks, in an array of their own (a layer's timeline puts them after dispatch's):
+# start (the die's combine start), Init, Token-Sending; a bsp AIV then its fence and statuses,
+# its status polls, the SyncAll and the reduction (CANN's V1); a ubep AIV its reduction.
+CMARK_START, CMARK_INIT, CMARK_SENT = 0, 1, 2
+CMARK_BSP_STATUS, CMARK_BSP_POLLED, CMARK_BSP_SYNC, CMARK_BSP_REDUCED = 3, 4, 5, 6
+CMARK_UBEP_REDUCED = 3
+N_CMARKS = CMARK_BSP_REDUCED + 1
 
 # Columns of the parameter matrix (ubepsim.model.prepare builds it).
 (P_RANKS, P_BATCH, P_TOPK, P_EXPERTS, P_AIVS, P_CUMSUM, P_PROTOCOL, P_SYNC, P_SCHEDULE,
- P_ROUTING, P_SEED, P_WKEY, P_CDF_START, P_CDF_LEN, P_TRACE) = range(15)
-N_PARAMS = 15
+ P_ROUTING, P_SEED, P_WKEY, P_CDF_START, P_CDF_LEN, P_TRACE, P_OP) = range(16)
+N_PARAMS = 16
 
 # Columns of the cost matrix (ubepsim.costs.lower fills them by these names): integer cycles,
 # bytes or blocks per configuration. Column "x" is C_X below, made from this tuple so that the
@@ -52,9 +60,20 @@ COSTS = (
     "dest_switch", "count_chain", "status_poll",
     "npu_dies", "tier1", "tier2",
     *(f"lat_{h}" for h in HOP_CLASSES),
+    # combine (docs/model.md, "Combine"): a returned copy's bytes, blocks and store costs, the
+    # sender's read of the expert's output into UBuf, the int8 quantization, the reducer's
+    # check and re-arm of its blocks; the reduction of a token's copy and of the token itself
+    # over the elements of one AIV (bsp splits a token's hidden dimension over reduce_split
+    # AIVs: the first parts ..., the last part ..._last); a die's expert time in a layer:
+    # fixed cycles, and per copy received in 1/1024 cycles (EXPERT_SHIFT)
+    "return_bytes", "return_blocks", "return_issue", "return_egress", "return_ingress",
+    "return_load", "quant", "return_verify", "return_reset",
+    "reduce_copy", "reduce_token", "reduce_copy_last", "reduce_token_last", "reduce_split",
+    "expert", "expert_copy",
 )
 globals().update({f"C_{name.upper()}": i for i, name in enumerate(COSTS)})
 N_COSTS = len(COSTS)
+EXPERT_SHIFT = 10   # expert_copy is in 1/1024 cycles per copy
 
 # Columns of the output row.
 (O_LATENCY, O_LATENCY_MEAN, O_COPIES_TOTAL, O_COPIES_HOP0) = (0, 1, 2, 3)
@@ -62,7 +81,10 @@ O_SEND_MAX = O_COPIES_HOP0 + N_HOPS
 (O_SEND_MEAN, O_SEND_SPREAD, O_WAIT, O_PH_INIT, O_PH_SEND, O_PH_SYNC, O_PH_CUMSUM, O_PH_REORDER,
  O_QSTEPS, O_COLLISIONS, O_SENT, O_DELIVERED, O_VIOLATIONS, O_BOUND) = range(O_SEND_MAX + 1,
                                                                               O_SEND_MAX + 15)
-N_OUT = O_BOUND + 1
+# Combine's reduction phase on the critical path; a layer's split of it: the last die's dispatch
+# (until its last AIV finished), its experts' time and its combine.
+O_PH_REDUCE, O_DISPATCH, O_EXPERT, O_COMBINE = range(O_BOUND + 1, O_BOUND + 5)
+N_OUT = O_COMBINE + 1
 
 # Egress requests are ordered by (time, AIV): both packed in one key, the AIV in the low bits.
 AIV_BITS = 13   # aivs <= 4096

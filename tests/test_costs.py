@@ -73,10 +73,74 @@ def test_vector_count_rounds_the_copies_up_to_whole_lanes():
 
 def test_only_sentinel_polling_collides_and_a_signal_collides_if_any_block_does():
     for sync in ("sw", "tff", "dc"):
-        assert costs_of(sync=sync)[1].tolist() == [0.0, 0.0]
+        assert costs_of(sync=sync)[1].tolist() == [0.0, 0.0, 0.0]
     c, chance = costs_of(sync="sp")
     assert chance[0] == pytest.approx(1 - 0.99 ** c["copy_blocks"], rel=1e-12)
     assert chance[1] == pytest.approx(0.01, rel=1e-12)
+    assert chance[2] == pytest.approx(1 - 0.99 ** c["return_blocks"], rel=1e-12)
+
+
+# --- combine (docs/model.md, "Combine") ------------------------------------------------------
+
+def vec(n, times=1):
+    """`times` vector instructions over n elements: 12 cycles and 128 elements a cycle."""
+    return times * (12 + math.ceil(n / 128))
+
+
+def test_a_returned_copy_costs_its_blocks_and_its_reads():
+    c, _ = costs_of(op="combine", protocol="ubep", sync="sw")
+    assert c["return_bytes"] == 2000 and c["return_blocks"] == 4       # bf16, like dispatch's
+    assert c["return_issue"] == c["copy_issue"] and c["return_egress"] == c["copy_egress"]
+    assert c["return_ingress"] == c["copy_ingress"]
+    assert c["return_load"] == math.ceil(2000 * 2.0 / 64.0)            # the expert's output
+    assert c["quant"] == 0                                             # bf16: nothing to do
+    assert (c["return_verify"], c["return_reset"]) == (8 * 4, 5 * 4)
+    tff, _ = costs_of(op="combine", protocol="ubep", sync="tff")
+    assert tff["return_blocks"] == 5                                   # 480 B of payload a block
+    bsp, _ = costs_of(op="combine", protocol="bsp", sync="tff")
+    assert bsp["return_blocks"] == 4                                   # V1: no in-block flag
+
+
+def test_int8_combine_quantizes_each_copy_and_dequantizes_it_at_the_reducer():
+    c, _ = costs_of(op="combine", combine_dtype="int8", protocol="ubep", hidden=1000)
+    assert c["return_bytes"] == 1000 + 2 * 125                         # a bf16 scale per 8
+    assert c["return_blocks"] == 3
+    assert c["return_load"] == math.ceil(2000 * 2.0 / 64.0)            # the bf16 output read
+    assert c["quant"] == vec(1000, 7) + vec(125, 2)                    # Int8QuantProcess
+    read = math.ceil(1250 * 2.0 / 64.0)                                # the whole quantized copy
+    assert c["reduce_copy"] == c["reduce_copy_last"] == read + vec(1000, 5) + vec(125) + \
+        vec(1000, 3)                                                   # dequantize, Cast Muls Add
+    assert c["reduce_split"] == 1
+
+
+def test_a_token_is_reduced_by_its_copies_instructions():
+    # ubep: one AIV a token; batch 32 < 48 AIVs but no split
+    c, _ = costs_of(op="combine", protocol="ubep")
+    assert c["reduce_split"] == 1
+    assert c["reduce_copy"] == c["reduce_copy_last"] == math.ceil(2000 * 2.0 / 64.0) + \
+        vec(1000, 3)
+    assert c["reduce_token"] == c["reduce_token_last"] == vec(1000, 2) + \
+        math.ceil(2000 * 2.0 / 64.0)                                   # Duplicate, Cast, store
+    # bsp (CANN's V1): 32 tokens on 48 AIVs, one AIV a token, the hidden dimension not split
+    # (48 / 32 = 1); on 8 tokens 6 AIVs a token: 1000 / 32 / 6 = 5 blocks of 32 for the first
+    # five, the last 1000 - 5 x 160 = 200 elements
+    one, _ = costs_of(op="combine", protocol="bsp")
+    assert one["reduce_split"] == 1 and one["reduce_copy"] == c["reduce_copy"]
+    six, _ = costs_of(op="combine", protocol="bsp", batch=8)
+    assert six["reduce_split"] == 6
+    assert six["reduce_copy"] == math.ceil(160 * 2 * 2.0 / 64.0) + vec(160, 3)
+    assert six["reduce_copy_last"] == math.ceil(200 * 2 * 2.0 / 64.0) + vec(200, 3)
+    assert six["reduce_token"] == vec(160, 2) + math.ceil(160 * 2 * 2.0 / 64.0)
+    assert six["reduce_token_last"] == vec(200, 2) + math.ceil(200 * 2 * 2.0 / 64.0)
+    # int8 copies are not split (CANN: aivNumPerToken = 1 when quantized)
+    assert costs_of(op="combine", protocol="bsp", batch=8,
+                    combine_dtype="int8")[0]["reduce_split"] == 1
+
+
+def test_the_expert_time_is_in_cycles_and_1024ths_of_a_cycle_per_copy():
+    c, _ = costs_of(op="layer", expert_us=1.5, expert_ns_per_copy=0.3)
+    assert c["expert"] == 3000                                         # 1.5 us at 2 GHz
+    assert c["expert_copy"] == math.ceil(0.3 * 2.0 * 1024)             # 0.6 cycles
 
 
 def test_fabric_and_timing_constants():

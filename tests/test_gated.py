@@ -4,6 +4,7 @@ that differ only there once."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -12,7 +13,7 @@ import polars as pl
 from conftest import run_cli, write_grid
 from ubepsim import kernel_io, model
 from ubepsim.grid import load_grid
-from ubepsim.kernels import dispatch, layout
+from ubepsim.kernels import layer, layout
 from ubepsim.params import GATED, PARAM_BY_NAME, make_config
 from ubepsim.profile import load_profile
 
@@ -28,7 +29,7 @@ def kernel_row(cfg, **poke):
     for col, value in poke.items():
         params[0, getattr(layout, col)] = value
     out = np.zeros((1, layout.N_OUT))
-    dispatch.simulate_batch(params, costs, chances, cdf, trace, out)
+    layer.simulate_batch(params, costs, chances, cdf, trace, out)
     return out[0]
 
 
@@ -50,17 +51,39 @@ def test_bsp_never_reads_cumsum_aivs_and_only_weighted_routing_has_a_popularity_
     assert not np.array_equal(kernel_row(zipf), kernel_row(make_config(SMALL, 8)))
 
 
+def _other(name):
+    """A value of parameter `name` other than its default."""
+    p = PARAM_BY_NAME[name]
+    if p.choices:
+        return next(c for c in p.choices if c != p.default)
+    return 0.9 if name == "hot_share" else p.default + 1
+
+
 def test_an_unread_parameter_is_recorded_at_its_default():
-    for name, (gate, reader) in GATED.items():
-        other = next(m for m in type(reader) if m != reader)
+    """Every combination of the values its gate reads: where none of the gate's clauses holds
+    the parameter is recorded at its default (one config_id with the default's), elsewhere it
+    keeps its value."""
+    for name, gate in GATED.items():
         default = PARAM_BY_NAME[name].default
-        value = default + 1 if name != "hot_share" else 0.9
-        off = make_config({**SMALL, gate: other.name, name: value}, 8)
-        assert getattr(off, name) == default
-        assert off.config_id == make_config({**SMALL, gate: other.name}, 8).config_id
-        on = make_config({**SMALL, gate: reader.name, name: value,
-                          **({"experts": 16, "topk": 2} if gate == "routing" else {})}, 8)
-        assert getattr(on, name) == value
+        value = _other(name)
+        # (a trace routing needs a file: the other routings tell as much)
+        combos = itertools.product(*([c for c in PARAM_BY_NAME[g].choices if c != "trace"]
+                                     for g in gate.gates))
+        reads = set()
+        for combo in combos:
+            at = dict(zip(gate.gates, combo)) | {"experts": 16, "topk": 2}
+            read = any(all(at[g] in [r.name for r in readers] for g, readers in clause)
+                       for clause in gate.clauses)
+            reads.add(read)
+            cfg = make_config({**SMALL, **at, name: value}, 8)
+            shown = getattr(cfg, name)
+            shown = shown.name if hasattr(shown, "name") else shown
+            if read:
+                assert shown == value, (name, at)
+            else:
+                assert shown == default, (name, at)
+                assert cfg.config_id == make_config({**SMALL, **at}, 8).config_id
+        assert reads == {True, False}, name
 
 
 def test_simulate_table_records_unread_parameters_at_their_defaults():

@@ -23,21 +23,22 @@ import polars as pl
 import pytest
 
 from ubepsim import kernel_io, model
-from ubepsim.kernels import dispatch
+from ubepsim.kernels import layer
 from ubepsim.kernels.layout import (K_COPY, K_FLAG, N_OUT, O_BOUND, O_COPIES_TOTAL, O_DELIVERED,
                                     O_LATENCY, O_SENT, O_VIOLATIONS, P_SEED, S_END, S_PC)
 from ubepsim.params import NAMES, make_config, polars_dtype
 from ubepsim.profile import load_profile
 
 DIES, AIVS, BATCH, TOPK = 8, 8, 64, 4
-STAGES = ("dispatch", "receive")   # the modules in which a fault swaps a stage it calls
+STAGES = ("dispatch", "receive", "layer")   # the modules in which a fault swaps a stage it
+                                            # calls
 
 
 @pytest.fixture(scope="module")
 def python_kernels():
     """The kernel package loaded again as plain Python (its relative imports inside it): its
     stage modules by name."""
-    directory = Path(dispatch.__file__).resolve().parent
+    directory = Path(layer.__file__).resolve().parent
     name = "python_kernels"
     spec = importlib.util.spec_from_file_location(name, directory / "__init__.py",
                                                   submodule_search_locations=[str(directory)])
@@ -99,9 +100,9 @@ def short(k):
 
 def miskind(k):
     """Each token AIV sends its last copy as a flag store: sent, but not as a copy."""
-    real = k.dispatch.token_program
+    real = k.dispatch.token_programs
 
-    def token_program(*args):
+    def token_programs(*args):
         bound = inspect.signature(real).bind(*args)
         end = real(*args)
         prog, st = bound.arguments["prog"], bound.arguments["st"]
@@ -111,19 +112,19 @@ def miskind(k):
                     prog[x] += K_FLAG - K_COPY
                     break
         return end
-    return k.dispatch, "token_program", token_program
+    return k.dispatch, "token_programs", token_programs
 
 
 def abandoned(k):
     """A configuration of seed 1 is abandoned before its dispatch, its row left as it was
     (zero): what an exception raised on a worker thread of the parallel loop leaves, which
     Numba drops."""
-    real = k.dispatch.dispatch
+    real = k.layer.dispatch
 
     def dispatch_or_not(p, *rest):
         if p[P_SEED] != 1:
             real(p, *rest)
-    return k.dispatch, "dispatch", dispatch_or_not
+    return k.layer, "dispatch", dispatch_or_not
 
 
 FAULTS = {f.__name__: f for f in (skip, early, short, miskind, abandoned)}
@@ -135,7 +136,7 @@ def config(protocol, seed=1):
 
 
 def run(kernel, protocol):
-    """A configuration's output row through `kernel` (a dispatch module), and its host check."""
+    """A configuration's output row through `kernel` (a layer module), and its host check."""
     profile = load_profile()
     cols = {k: np.asarray([v]) for k, v in config(protocol).as_dict().items()}
     params, costs, chances, cdf, trace = kernel_io.prepare(cols, profile)
@@ -147,17 +148,17 @@ def run(kernel, protocol):
 
 @pytest.mark.parametrize("protocol", ["bsp", "ubep"])
 def test_the_uncompiled_kernel_is_the_kernel(python_kernels, protocol):
-    good, check = run(python_kernels.dispatch, protocol)
+    good, check = run(python_kernels.layer, protocol)
     check()
-    assert np.array_equal(good, run(dispatch, protocol)[0])
+    assert np.array_equal(good, run(layer, protocol)[0])
 
 
 @pytest.mark.parametrize("protocol", ["bsp", "ubep"])
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_each_fault_trips_its_check(python_kernels, monkeypatch, fault, protocol):
-    good, _ = run(dispatch, protocol)
+    good, _ = run(layer, protocol)
     monkeypatch.setattr(*FAULTS[fault](python_kernels))
-    bad, results = run(python_kernels.dispatch, protocol)
+    bad, results = run(python_kernels.layer, protocol)
     total = good[O_COPIES_TOTAL]
     assert good[O_SENT] == good[O_DELIVERED] == total == DIES * BATCH * TOPK
     assert good[O_VIOLATIONS] == 0 and good[O_LATENCY] >= good[O_BOUND]
@@ -187,7 +188,7 @@ def test_a_sweeps_failed_row_names_its_configuration(python_kernels, monkeypatch
     """Through simulate_table, a sweep's path, the configuration of a row the kernel did not
     finish is named by its parameters: its index in the batch tells a user nothing."""
     monkeypatch.setattr(*abandoned(python_kernels))
-    monkeypatch.setattr(model, "dispatch", python_kernels.dispatch)
+    monkeypatch.setattr(model, "layer", python_kernels.layer)
     seeds = (0, 1, 0)
     points = pl.DataFrame([config("ubep", s).as_dict() for s in seeds],
                           schema={n: polars_dtype(n) for n in NAMES})

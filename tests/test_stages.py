@@ -8,8 +8,6 @@ both the same input in their own form and compares what they mean.
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -21,12 +19,9 @@ from ubepsim.kernels import layout, results as k_results
 from ubepsim.kernels import routing as k_routing, schedule as k_schedule, sync as k_sync
 from ubepsim.params import Sync, make_config
 from ubepsim.reference import results as t_results
-from ubepsim.reference import routing as t_routing, sync as t_sync
+from ubepsim.reference import routing as t_routing, schedule as t_schedule, sync as t_sync
 from ubepsim.reference.rng import stream
 from ubepsim.reference.state import Aiv
-
-# the twin's package names its driver's stages, so its schedule module is taken by its path
-t_schedule = importlib.import_module("ubepsim.reference.schedule")
 SETTINGS = settings(max_examples=60, deadline=None)
 
 

@@ -17,7 +17,7 @@ import pytest
 from ubepsim import kernel_io, model, reference
 from ubepsim.costs import time_bound
 from ubepsim.errors import InputError
-from ubepsim.kernels import dispatch, layout
+from ubepsim.kernels import layer, layout
 from ubepsim.params import canonical, make_config
 from ubepsim.profile import HOP_CLASSES, load_profile
 from ubepsim.reference.state import (BSP_COUNTS_SENT, BSP_CUMSUM, BSP_SENT, BSP_SYNCALL_1,
@@ -152,7 +152,7 @@ def test_sync_variants_on_one_schedule_equal_each_alone(configs):
         params, costs, chances, cdf, trace = kernel_io.prepare(cols, PROFILES[prof])
         # the variants of a configuration lie side by side (kernel_order): one run each
         order = kernel_io.kernel_order(params)
-        runs = 1 + sum(not dispatch.same_schedule(params, costs, i, j)
+        runs = 1 + sum(not layer.same_schedule(params, costs, i, j)
                        for i, j in zip(order, order[1:]))
         assert runs == len(mine)
         table = model.simulate_table(pl.DataFrame(variants), PROFILES[prof])
@@ -239,7 +239,7 @@ def test_kernel_and_twin_check_the_same_bound(configs, twins):
         cols = {k: np.asarray([d[k] for d in dicts]) for k in dicts[0]}
         params, costs, chances, cdf, trace = kernel_io.prepare(cols, PROFILES[prof])
         out = np.zeros((len(rows), layout.N_OUT))
-        dispatch.simulate_batch(params, costs, chances, cdf, trace, out)
+        layer.simulate_batch(params, costs, chances, cdf, trace, out)
         assert out[:, layout.O_BOUND].tolist() == \
             [twins(i)["_detail"]["bound_cycles"] for i in rows]
 
@@ -263,7 +263,7 @@ def test_bad_invariant_is_reported(monkeypatch):
     cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
     params, costs, chances, cdf, trace = kernel_io.prepare(cols, prof)
     out = np.zeros((1, layout.N_OUT))
-    dispatch.simulate_batch(params, costs, chances, cdf, trace, out)
+    layer.simulate_batch(params, costs, chances, cdf, trace, out)
     out[0, layout.O_DELIVERED] -= 1
     with pytest.raises(kernel_io.KernelFailure, match="invariant"):
         kernel_io.result_columns(out, cols, costs, prof)
@@ -288,8 +288,8 @@ def test_compiled_kernels_are_cached_outside_the_package():
     site-packages and then shadows an editable install of the package."""
     from pathlib import Path
 
-    cache = Path(dispatch.simulate_batch._cache._cache_path)
-    package = Path(dispatch.__file__).resolve().parent.parent
+    cache = Path(layer.simulate_batch._cache._cache_path)
+    package = Path(layer.__file__).resolve().parent.parent
     assert package not in cache.resolve().parents
 
 

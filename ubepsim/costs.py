@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels.layout import COSTS
+from .kernels.layout import COSTS, EXPERT_SHIFT
 from .kernels.sync import COLLIDES, IN_BLOCK, POLICY, on_copies
-from .params import Protocol, token_bytes
+from .params import ENUMS, PARAM_BY_NAME, CombineDtype, Op, Protocol, combine_bytes, token_bytes
 from .profile import HOP_CLASSES, Profile
 
 
@@ -23,8 +23,28 @@ def _ceil_div(a, b):
 COST_INDEX = {name: i for i, name in enumerate(COSTS)}
 
 
+def column(cols: dict[str, np.ndarray], name: str) -> np.ndarray:
+    """A parameter's column, or its default where `cols` has none (a parameter added after a
+    caller's set of columns was written, such as a grid's corner before combine)."""
+    if name in cols:
+        return np.asarray(cols[name])
+    default = PARAM_BY_NAME[name].default
+    return np.asarray(ENUMS[name][default].value if name in ENUMS else default)
+
+
+# CANN's combine, per copy and per token (docs/model.md, "Combine"): the vector instructions of
+# the int8 quantization (Int8QuantProcess: seven over the hidden elements, two over the scales),
+# of the dequantization (DequantProcess: five and one), and of the reduction (per copy Cast,
+# Muls, Add; per token Duplicate and the Cast back).
+QUANT_OPS = (7, 2)
+DEQUANT_OPS = (5, 1)
+REDUCE_COPY_OPS = 3
+REDUCE_TOKEN_OPS = 2
+
+
 def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np.ndarray]:
-    """Integer costs [n, len(COSTS)] and sentinel collision chances [n, 2] (copy, count message).
+    """Integer costs [n, len(COSTS)] and sentinel collision chances [n, 3] (copy, count message,
+    returned copy).
 
     `cols` holds resolved parameter columns with enums as integer codes.
     """
@@ -87,12 +107,72 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
     out["tier2"] = np.full_like(m, tiers[1])
     for h, cyc in zip(HOP_CLASSES, profile.latency_cycles()):
         out[f"lat_{h}"] = np.full_like(m, cyc)
+    out |= _combine(cols, profile, m, sync, ubep, xfer, issue, fused)
     costs = np.stack([np.broadcast_to(out[name], m.shape) for name in COSTS], axis=1)
     p = v["sentinel_collision_prob"]
     # A polled signal collides if any of its blocks' payload equals the sentinel, under a
     # variant that polls a sentinel (sp).
-    chance = np.stack([1.0 - (1.0 - p) ** copy_blocks, 1.0 - (1.0 - p) ** count_blocks], axis=1)
+    chance = np.stack([1.0 - (1.0 - p) ** copy_blocks, 1.0 - (1.0 - p) ** count_blocks,
+                       1.0 - (1.0 - p) ** out["return_blocks"]], axis=1)
     return costs.astype(np.int64), np.where(POLICY[sync, COLLIDES][:, None] == 1, chance, 0.0)
+
+
+def _combine(cols, profile: Profile, m, sync, ubep, xfer, issue, fused) -> dict[str, np.ndarray]:
+    """Combine's costs (docs/model.md, "Combine"), from the same profile keys as dispatch's:
+    the vector instructions at vector_op_cycles and vector_lanes, local copies at
+    aiv_copy_gbps, stores as a token copy's."""
+    v = profile.values
+    hidden = np.broadcast_to(np.asarray(cols["hidden"], dtype=np.int64), m.shape)
+    combine_dtype = np.broadcast_to(column(cols, "combine_dtype").astype(np.int64), m.shape)
+    int8 = combine_dtype == CombineDtype.int8
+    scales = -(-hidden // 8)
+    rb = combine_bytes(hidden, combine_dtype)
+    blocks = _ceil_div(rb, np.where(on_copies(sync, ubep, IN_BLOCK) == 1, fused,
+                                    v["block_bytes"]))
+
+    def vec(n, times=1):
+        """`times` vector instructions over n elements each."""
+        return times * (v["vector_op_cycles"] + _ceil_div(n, v["vector_lanes"]))
+
+    # bsp (CANN's V1) splits a token's hidden dimension over aivs / batch AIVs when the batch
+    # is smaller than the AIVs and the copies are not quantized: the first parts of
+    # (hidden / 32 / p) x 32 elements, the last the rest
+    batch = np.asarray(cols["batch"], dtype=np.int64)
+    aivs = np.asarray(cols["aivs"], dtype=np.int64)
+    split = np.where(~ubep & ~int8 & (batch < aivs), aivs // batch, 1)
+    part = np.where(split > 1, (hidden // 32) // split * 32, hidden)
+    last = hidden - (split - 1) * part
+    dequant = np.where(int8, vec(hidden, DEQUANT_OPS[0]) + vec(scales, DEQUANT_OPS[1]), 0)
+
+    def reduce_copy(n):
+        # the copy's read from the window (the whole quantized copy under int8), its
+        # dequantization, Cast to fp32, Muls by the routing weight, Add
+        return np.where(int8, xfer(rb, v["aiv_copy_gbps"]), xfer(2 * n, v["aiv_copy_gbps"])) + \
+            dequant + vec(n, REDUCE_COPY_OPS)
+
+    def reduce_token(n):
+        # Duplicate (the fp32 sum set to zero), the Cast back to bf16, the token's store
+        return vec(n, REDUCE_TOKEN_OPS) + xfer(2 * n, v["aiv_copy_gbps"])
+
+    expert_us = column(cols, "expert_us").astype(np.float64)
+    per_copy = column(cols, "expert_ns_per_copy").astype(np.float64)
+    return {
+        "return_bytes": rb, "return_blocks": blocks,
+        "return_issue": issue(blocks * v["block_bytes"]),
+        "return_egress": xfer(blocks * v["block_bytes"], v["egress_gbps"]),
+        "return_ingress": xfer(blocks * v["block_bytes"], v["ingress_gbps"]),
+        # the expert's output (bf16) read into UBuf, then quantized under int8
+        "return_load": xfer(2 * hidden, v["aiv_copy_gbps"]),
+        "quant": np.where(int8, vec(hidden, QUANT_OPS[0]) + vec(scales, QUANT_OPS[1]), 0),
+        "return_verify": v["flag_check_cycles"] * blocks,
+        "return_reset": v["sentinel_reset_cycles"] * blocks,
+        "reduce_copy": reduce_copy(part), "reduce_token": reduce_token(part),
+        "reduce_copy_last": reduce_copy(last), "reduce_token_last": reduce_token(last),
+        "reduce_split": split,
+        "expert": np.ceil(expert_us * 1000.0 * v["clock_ghz"] - 1e-9).astype(np.int64),
+        "expert_copy": np.ceil(per_copy * v["clock_ghz"] * (1 << EXPERT_SHIFT)
+                               - 1e-9).astype(np.int64),
+    }
 
 
 def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:

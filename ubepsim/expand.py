@@ -24,12 +24,13 @@ from .filters import filter_mask
 from .kernel_io import check_time_bound
 from .kernels.layout import MAX_TIME
 from .params import (ENUMS, GATED, NAMES, PARAMS, canonical, check_rules, polars_dtype,
-                     same_config, stable_id)
+                     same_config, series, stable_id)
 from .profile import Profile
 
 CHUNK = 1 << 18   # points built at a time while expanding (larger chunks measured slower)
 INDEX = "__index"   # a point's index in the product, beside the parameters while filtering
-GATES = (*GATED, *{gate for gate, _ in GATED.values()})   # what params.canonical reads
+GATES = tuple(dict.fromkeys((*GATED, *(g for gate in GATED.values() for g in gate.gates))))
+# (what params.canonical reads)
 
 
 def expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Expr],
@@ -154,7 +155,7 @@ def configurations(values: list[list[pl.Series]], index: np.ndarray,
     or routing does not read at its default (params.GATED)."""
     points = _build(values, index, profile)
     cols = canonical(point_columns(points, GATES))
-    return points.with_columns(pl.Series(n, cols[n], polars_dtype(n)) for n in GATED)
+    return points.with_columns(series(n, cols[n]) for n in GATED)
 
 
 def _resolve(frame: pl.DataFrame, profile: Profile) -> pl.DataFrame:

@@ -16,7 +16,7 @@ import numpy as np
 from .costs import lower, time_bound
 from .errors import InputError
 from .kernels import layout as k
-from .params import ENUMS, Routing, canonical, codes, workload_keys
+from .params import ENUMS, Op, Routing, canonical, codes, workload_keys
 from .profile import HOP_CLASSES, Profile
 from .result_fields import RESULT_NAMES
 from .workload import expert_cdf, read_trace
@@ -28,6 +28,8 @@ _CYCLE_FIELDS = {
     "send_spread_aiv_us": k.O_SEND_SPREAD, "wait_us": k.O_WAIT,
     "phase_init_us": k.O_PH_INIT, "phase_send_us": k.O_PH_SEND, "phase_sync_us": k.O_PH_SYNC,
     "phase_cumsum_us": k.O_PH_CUMSUM, "phase_reorder_us": k.O_PH_REORDER,
+    "phase_reduce_us": k.O_PH_REDUCE, "dispatch_us": k.O_DISPATCH, "expert_us": k.O_EXPERT,
+    "combine_us": k.O_COMBINE,
 }
 _COUNT_FIELDS = {
     "copies_total": k.O_COPIES_TOTAL, "qsearch_steps": k.O_QSTEPS,
@@ -50,7 +52,7 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
     for col, name in ((k.P_RANKS, "ranks"), (k.P_BATCH, "batch"), (k.P_TOPK, "topk"),
                       (k.P_EXPERTS, "experts"), (k.P_AIVS, "aivs"), (k.P_CUMSUM, "cumsum_aivs"),
                       (k.P_PROTOCOL, "protocol"), (k.P_SYNC, "sync"), (k.P_SCHEDULE, "schedule"),
-                      (k.P_ROUTING, "routing"), (k.P_SEED, "seed")):
+                      (k.P_ROUTING, "routing"), (k.P_SEED, "seed"), (k.P_OP, "op")):
         params[:, col] = np.asarray(coded[name], dtype=np.int64)
     wkeys = workload_keys(cols)
     params[:, k.P_WKEY] = wkeys
@@ -138,8 +140,10 @@ def result_columns(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.ndarr
     # it left unfinished would otherwise pass (all zero)
     copies = (np.asarray(cols["ranks"], dtype=np.int64) * np.asarray(cols["batch"], dtype=np.int64)
               * np.asarray(cols["topk"], dtype=np.int64))
-    bad = (out[:, k.O_COPIES_TOTAL] != copies) | (out[:, k.O_SENT] != copies) | \
-        (out[:, k.O_DELIVERED] != copies) | (out[:, k.O_VIOLATIONS] != 0) | \
+    op = codes("op", cols["op"]) if "op" in cols else np.zeros(len(copies), np.int64)
+    moved = np.where(op == Op.layer, 2, 1) * copies     # a layer sends each copy twice
+    bad = (out[:, k.O_COPIES_TOTAL] != copies) | (out[:, k.O_SENT] != moved) | \
+        (out[:, k.O_DELIVERED] != moved) | (out[:, k.O_VIOLATIONS] != 0) | \
         (out[:, k.O_LATENCY] < out[:, k.O_BOUND])
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -148,7 +152,7 @@ def result_columns(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.ndarr
                                 f"thread, which Numba does not report (out of memory?); "
                                 f"`ubepsim run` with its parameters shows it")
         raise KernelFailure(i, f"model invariant violated ({out[i, k.O_SENT]:.0f} of "
-                            f"{copies[i]} copies sent, {out[i, k.O_DELIVERED]:.0f} delivered "
+                            f"{moved[i]} copies sent, {out[i, k.O_DELIVERED]:.0f} delivered "
                             f"once, {out[i, k.O_VIOLATIONS]:.0f} read before visible, latency "
                             f"{out[i, k.O_LATENCY]:.0f} cycles against a bound of "
                             f"{out[i, k.O_BOUND]:.0f}) at row {i}")
@@ -158,8 +162,10 @@ def result_columns(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.ndarr
         res[name] = out[:, col] / clock
     for name, col in _COUNT_FIELDS.items():
         res[name] = out[:, col].astype(np.int64)
-    token_bytes = costs[:, k.C_TOKEN_BYTES]
+    # a copy's bytes: dispatched, returned, or both in a layer
+    copy_bytes = np.where(op == Op.combine, 0, costs[:, k.C_TOKEN_BYTES]) + \
+        np.where(op == Op.dispatch, 0, costs[:, k.C_RETURN_BYTES])
     res["bytes_per_rank"] = (np.asarray(cols["batch"], dtype=np.int64)
-                             * np.asarray(cols["topk"], dtype=np.int64) * token_bytes)
+                             * np.asarray(cols["topk"], dtype=np.int64) * copy_bytes)
     res["bw_gbps"] = res["bytes_per_rank"] / (res["latency_us"] * 1000.0)
     return {name: res[name] for name in RESULT_NAMES}

@@ -26,10 +26,10 @@ import polars as pl
 from . import memory
 from .errors import InputError
 from .kernel_io import KernelFailure, kernel_order, prepare, result_columns
-from .kernels import dispatch
+from .kernels import layer
 from .kernels import layout as k
-from .params import (GATED, NAMES, PARAMS, Config, Routing, canonical, make_config, polars_dtype,
-                     stable_id)
+from .params import (GATED, LATER_NAMES, NAMES, PARAM_BY_NAME, PARAMS, Config, Routing,
+                     canonical, make_config, polars_dtype, series, stable_id)
 from .profile import Profile, load_profile
 from .result_fields import RESULTS
 
@@ -41,6 +41,14 @@ TIMELINE_PHASES = {
             "syncall", "reorder"),
     "cumsum": ("init", "count_send", "count_poll"),
     "token": ("init", "send", "offset_poll", "reorder"),
+}
+# Combine's timeline phases per protocol (kernels/layout.py CMARK_*): CANN's V1 on every AIV;
+# under ubep every AIV sends, then reduces. A layer's AIV has its dispatch's phases, `expert`
+# (until its die's combine starts: the experts' time, and the wait for its die's last AIV),
+# then combine's.
+COMBINE_PHASES = {
+    "bsp": ("init", "send", "status_send", "status_poll", "syncall", "reduce"),
+    "ubep": ("init", "send", "reduce"),
 }
 # Bytes per row of a timeline frame: two int32, two float64 and two short strings (16-byte
 # views). bench/bench_memory.py --timeline measures the whole timeline below it.
@@ -65,7 +73,7 @@ def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int
     params, costs, chances, cdf, trace = prepare(cols, profile)
     order = kernel_order(params)
     done = np.zeros((len(params), k.N_OUT))
-    dispatch.simulate_batch(params[order], costs[order], chances[order], cdf, trace, done)
+    layer.simulate_batch(params[order], costs[order], chances[order], cdf, trace, done)
     out = np.empty_like(done)
     out[order] = done
     return result_columns(out, cols, costs, profile)
@@ -74,16 +82,21 @@ def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int
 def simulate_table(points: pl.DataFrame, profile: Profile, threads: int | None = None,
                    memory_checked: bool = False) -> pl.DataFrame:
     """Every parameter, config_id and every result for each row of `points` (same order).
-    GATED parameters their protocol or routing does not read are given at their defaults."""
+    GATED parameters their protocol or routing does not read are given at their defaults, and
+    parameters added after 0.7.0 that `points` lacks (params.LATER_NAMES) too."""
+    points = points.with_columns(pl.lit(PARAM_BY_NAME[n].default, polars_dtype(n)).alias(n)
+                                 for n in LATER_NAMES if n not in points.columns)
     cols = canonical({name: points[name].to_numpy() for name in NAMES})
     try:
         res = simulate_columns(cols, profile, threads, memory_checked)
     except KernelFailure as e:   # a row's place in a sweep's batch tells its user nothing
         point = points.row(e.row, named=True)
-        given = ", ".join(f"{n} = {point[n]}" for n in NAMES if point[n] not in (None, ""))
+        # (a parameter added after 0.7.0 only where it is not at its default)
+        given = ", ".join(f"{n} = {point[n]}" for n in NAMES if point[n] not in (None, "")
+                          and not (n in LATER_NAMES and point[n] == PARAM_BY_NAME[n].default))
         raise KernelFailure(e.row, f"{e}; its configuration: {given}") from None
     frame = points.select(NAMES).with_columns(
-        *(pl.Series(name, cols[name], dtype=points[name].dtype) for name in GATED),
+        *(series(name, cols[name], points[name].dtype) for name in GATED),
         pl.Series("config_id", stable_id(cols, NAMES), dtype=pl.Int64))
     return frame.with_columns([pl.Series(f.name, res[f.name],
                                          dtype=pl.Float64 if f.dtype == "f8" else pl.Int64)
@@ -139,12 +152,11 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     memory.keep_freed_memory()
     params, costs, chances, cdf, trace = prepare(cols, profile)
     out = np.zeros(k.N_OUT)
-    marks = np.zeros((config.ranks, config.aivs, k.N_MARKS) if timeline else (0, 0, 0),
+    marks = np.zeros((config.ranks, config.aivs, MARKS) if timeline else (0, 0, 0),
                      dtype=np.int64)
     tr = trace if config.routing is Routing.trace else trace[:0]
-    dispatch.simulate_dispatch(params[0], costs[0], chances[0], cdf[params[0, k.P_CDF_START]:
-                               params[0, k.P_CDF_START] + params[0, k.P_CDF_LEN]], tr, out,
-                               marks)
+    layer.simulate(params[0], costs[0], chances[0], cdf[params[0, k.P_CDF_START]:
+                   params[0, k.P_CDF_START] + params[0, k.P_CDF_LEN]], tr, out, marks)
     res = result_columns(out[None, :], cols, costs, profile)
     row = {**config.as_dict(), "config_id": config.config_id,
            **{name: v[0].item() for name, v in res.items()}}
@@ -153,25 +165,50 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     return row
 
 
+MARKS = k.N_MARKS + k.N_CMARKS   # a timeline's marks per AIV: dispatch's, then combine's
+
+
+def timeline_phases(config: Config, role: str) -> list[tuple[str, int, int]]:
+    """An AIV's timeline under `config` (role: its dispatch role, bsp, cumsum or token): each
+    phase with the marks (kernels/layout.py, in a row of MARKS) it starts and ends at."""
+    out = []
+    if config.op.name != "combine":
+        out += [(p, x, x + 1) for x, p in enumerate(TIMELINE_PHASES[role])]
+    if config.op.name == "layer":
+        out.append(("expert", len(TIMELINE_PHASES[role]), k.N_MARKS))
+    if config.op.name != "dispatch":
+        out += [(p, k.N_MARKS + x, k.N_MARKS + x + 1)
+                for x, p in enumerate(COMBINE_PHASES[config.protocol.name])]
+    return out
+
+
+def _roles(config: Config) -> list[tuple[int, str]]:
+    """(AIVs, role) of a die, in AIV order: its dispatch role (combine: bsp, or token)."""
+    if config.protocol.name != "ubep":
+        return [(config.aivs, "bsp")]
+    if config.op.name == "combine":
+        return [(config.aivs, "token")]
+    return [(config.cumsum_aivs, "cumsum"), (config.aivs - config.cumsum_aivs, "token")]
+
+
 def timeline_bytes(config: Config) -> int:
     """What a timeline adds to simulate's memory: the marks, and the frame's rows."""
-    roles = ((config.cumsum_aivs, "cumsum"), (config.aivs - config.cumsum_aivs, "token")) \
-        if config.protocol.name == "ubep" else ((config.aivs, "bsp"),)
-    rows = config.ranks * sum(n * len(TIMELINE_PHASES[role]) for n, role in roles)
-    return 8 * config.ranks * config.aivs * k.N_MARKS + TIMELINE_ROW_BYTES * rows
+    rows = config.ranks * sum(n * len(timeline_phases(config, role))
+                              for n, role in _roles(config))
+    return 8 * config.ranks * config.aivs * MARKS + TIMELINE_ROW_BYTES * rows
 
 
 def timeline_frame(config: Config, marks: np.ndarray, profile: Profile) -> pl.DataFrame:
     """A row per (die, AIV, phase), die by die and AIV by AIV, each AIV's phases in order:
     the intervals between its marks, in microseconds."""
     clock = profile.values["clock_ghz"] * 1000.0
-    ubep = config.protocol.name == "ubep"
     # one die's rows; every die has the same
-    rows = [(a, role, phase, x) for a in range(config.aivs)
-            for role in [("cumsum" if a < config.cumsum_aivs else "token") if ubep else "bsp"]
-            for x, phase in enumerate(TIMELINE_PHASES[role])]
-    aiv, role, phase, x = zip(*rows)
-    mark = np.array(aiv) * k.N_MARKS + np.array(x)     # its start's column in a die's marks
+    roles = [role for n, role in _roles(config) for _ in range(n)]
+    rows = [(a, role, phase, lo, hi) for a, role in enumerate(roles)
+            for phase, lo, hi in timeline_phases(config, role)]
+    aiv, role, phase, lo, hi = zip(*rows)
+    start = np.array(aiv) * MARKS + np.array(lo)     # its start's column in a die's marks
+    end = np.array(aiv) * MARKS + np.array(hi)
     per_die = marks.reshape(config.ranks, -1)
     of_die = np.tile(np.arange(len(rows), dtype=np.uint32), config.ranks)
     return pl.DataFrame({
@@ -179,8 +216,8 @@ def timeline_frame(config: Config, marks: np.ndarray, profile: Profile) -> pl.Da
         "aiv": np.array(aiv, dtype=np.int32)[of_die],
         "role": pl.Series(role, dtype=pl.Utf8).gather(of_die),
         "phase": pl.Series(phase, dtype=pl.Utf8).gather(of_die),
-        "start_us": (per_die[:, mark] / clock).ravel(),
-        "end_us": (per_die[:, mark + 1] / clock).ravel()})
+        "start_us": (per_die[:, start] / clock).ravel(),
+        "end_us": (per_die[:, end] / clock).ravel()})
 
 
 __all__ = ["InputError", "PARAMS", "simulate", "simulate_columns", "simulate_many",

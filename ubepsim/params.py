@@ -53,12 +53,25 @@ class Dtype(enum.IntEnum):
     int8 = 2
 
 
+class Op(enum.IntEnum):
+    dispatch = 0  # the dispatch all-to-all (paper Sections 2-3)
+    combine = 1   # the return all-to-all: each copy back to its source, reduced per token
+    layer = 2     # dispatch, each die's expert time, then combine (docs/model.md, "Combine")
+
+
+class CombineDtype(enum.IntEnum):
+    bf16 = 0  # 2 B per element (CANN commQuantMode 0)
+    int8 = 1  # 1 B per element + a bf16 scale per 8 elements (CANN commQuantMode 2)
+
+
 ENUMS: dict[str, type[enum.IntEnum]] = {
     "protocol": Protocol,
     "sync": Sync,
     "schedule": Schedule,
     "routing": Routing,
     "dtype": Dtype,
+    "op": Op,
+    "combine_dtype": CombineDtype,
 }
 
 
@@ -72,6 +85,15 @@ def token_bytes(hidden, dtype):
     dtype = np.asarray(dtype, dtype=np.int64)
     return np.select([dtype == Dtype.bf16, dtype == Dtype.fp8],
                      [2 * hidden, hidden + 4 * -(-hidden // 128)], hidden + 4)
+
+
+def combine_bytes(hidden, combine_dtype):
+    """Bytes of one returned copy (combine): bf16, or int8 with a bf16 scale per 8 elements
+    (CANN's combine quantization: a max per 32-byte block of fp32 values; docs/model.md,
+    "Combine")."""
+    hidden = np.asarray(hidden, dtype=np.int64)
+    return np.where(np.asarray(combine_dtype, dtype=np.int64) == CombineDtype.int8,
+                    hidden + 2 * -(-hidden // 8), 2 * hidden)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +144,21 @@ PARAMS: tuple[Param, ...] = (
     Param("trace", Path, "", "Routing trace, Parquet with columns rank, token, k, expert "
           "(routing = trace)."),
     Param("seed", int, 0, "Seed of the counter-based routing generator.", 0, (1 << 63) - 1),
+    # Added after 0.7.0: at their defaults they leave a configuration's config_id as 0.7.0 gave
+    # it (stable_id), so they stay last.
+    Param("op", str, "dispatch", "What is simulated: dispatch (the dispatch all-to-all), "
+          "combine (the return all-to-all: each token copy back to its source die, each "
+          "token's copies reduced there) or layer (dispatch, each die's expert time, then "
+          "combine: one MoE layer's communication round trip)."),
+    Param("combine_dtype", str, "bf16", "Element type of the copies combine returns: bf16 "
+          "(2 B) or int8 (1 B + a bf16 scale per 8 elements, quantized by the sender and "
+          "dequantized by the reducer, as CANN's combine does); read by combine and layer."),
+    Param("expert_us", float, 0.0, "Each die's expert computation in a layer, before its "
+          "combine: this fixed time plus expert_ns_per_copy per token copy the die received "
+          "(op = layer).", 0.0, 1e6),
+    Param("expert_ns_per_copy", float, 0.0, "The experts' time per token copy their die "
+          "received, beside expert_us (op = layer): hot experts make their die late.",
+          0.0, 1e6),
 )
 
 PARAM_BY_NAME = {p.name: p for p in PARAMS}
@@ -131,12 +168,63 @@ NAMES = tuple(p.name for p in PARAMS)
 # variants compared at the same seed see the same token copies.
 WORKLOAD_NAMES = ("ranks", "batch", "topk", "experts", "routing", "zipf_s", "hot_experts",
                   "hot_share", "trace", "seed")
-# The parameters only one protocol or routing reads, with the parameter and value that read them.
-# Elsewhere they change nothing, so a configuration records them at their defaults: points that
-# differ only there are one configuration, with one config_id and one routing stream, simulated
-# once in a sweep. (A trace file is never ignored: giving one without routing = trace is an error.)
-GATED = {"cumsum_aivs": ("protocol", Protocol.ubep), "zipf_s": ("routing", Routing.zipf),
-         "hot_experts": ("routing", Routing.hot), "hot_share": ("routing", Routing.hot)}
+# Parameters added after 0.7.0, which enter a config_id only where they differ from their
+# default (stable_id): every configuration 0.7.0 could express keeps its id.
+LATER_NAMES = ("op", "combine_dtype", "expert_us", "expert_ns_per_copy")
+
+
+@dataclasses.dataclass(frozen=True)
+class Gate:
+    """Where a parameter is read: in every configuration that meets one of `clauses`, each
+    clause a tuple of (parameter, the values that read it) pairs that must all hold."""
+
+    clauses: tuple[tuple[tuple[str, tuple[enum.IntEnum, ...]], ...], ...]
+
+    @property
+    def gates(self) -> tuple[str, ...]:
+        """The parameters the gate reads."""
+        return tuple(dict.fromkeys(g for clause in self.clauses for g, _ in clause))
+
+    def reads(self, cols: dict[str, Any]) -> np.ndarray:
+        """Row by row, whether the parameter is read (enums as names, members or codes)."""
+        read = None
+        for clause in self.clauses:
+            holds = None
+            for gate, readers in clause:
+                ok = np.isin(codes(gate, cols[gate]), [int(r) for r in readers])
+                holds = ok if holds is None else holds & ok
+            read = holds if read is None else read | holds
+        return read
+
+    def says(self) -> str:
+        """Where it is read, in words: "protocol = ubep and op = dispatch/layer"."""
+        return ", or ".join(" and ".join(f"{g} = {'/'.join(r.name for r in readers)}"
+                                         for g, readers in clause) for clause in self.clauses)
+
+
+def _gate(*clauses: dict[str, tuple]) -> Gate:
+    return Gate(tuple(tuple(c.items()) for c in clauses))
+
+
+WITH_DISPATCH = (Op.dispatch, Op.layer)
+# The parameters only some configurations read (a protocol, a routing, an op), and where they
+# are read. Elsewhere they change nothing, so a configuration records them at their defaults:
+# points that differ only there are one configuration, with one config_id and one routing
+# stream, simulated once in a sweep. (A trace file is never ignored: giving one without
+# routing = trace is an error.) Combine has no CalCumSum group and reads no dispatch dtype;
+# bsp's combine is CANN's V1, whose split and signals are its own (docs/model.md, "Combine").
+GATED: dict[str, Gate] = {
+    "cumsum_aivs": _gate({"protocol": (Protocol.ubep,), "op": WITH_DISPATCH}),
+    "zipf_s": _gate({"routing": (Routing.zipf,)}),
+    "hot_experts": _gate({"routing": (Routing.hot,)}),
+    "hot_share": _gate({"routing": (Routing.hot,)}),
+    "dtype": _gate({"op": WITH_DISPATCH}),
+    "sync": _gate({"op": WITH_DISPATCH}, {"protocol": (Protocol.ubep,)}),
+    "schedule": _gate({"op": WITH_DISPATCH}, {"protocol": (Protocol.ubep,)}),
+    "combine_dtype": _gate({"op": (Op.combine, Op.layer)}),
+    "expert_us": _gate({"op": (Op.layer,)}),
+    "expert_ns_per_copy": _gate({"op": (Op.layer,)}),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,6 +248,10 @@ class Config:
     hot_share: float
     trace: str
     seed: int
+    op: Op = Op.dispatch
+    combine_dtype: CombineDtype = CombineDtype.bf16
+    expert_us: float = 0.0
+    expert_ns_per_copy: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values, enums as their names: the form of TOML, JSON and Parquet."""
@@ -184,13 +276,25 @@ class Config:
 
 def canonical(cols: dict[str, Any]) -> dict[str, Any]:
     """Resolved parameter columns (enums as names, members or codes) with every GATED
-    parameter at its default where its protocol or routing does not read it."""
+    parameter at its default where no configuration it is in reads it; a GATED enum comes back
+    as its codes (`series` makes a frame's column of it)."""
     out = dict(cols)
-    for name, (gate, reader) in GATED.items():
-        unread = codes(gate, cols[gate]) != reader
-        if unread.any():
-            out[name] = np.where(unread, PARAM_BY_NAME[name].default, np.asarray(cols[name]))
+    for name, gate in GATED.items():
+        unread = ~gate.reads(cols)
+        default = PARAM_BY_NAME[name].default
+        if name in ENUMS:
+            out[name] = np.where(unread, ENUMS[name][default].value, codes(name, cols[name]))
+        elif unread.any():
+            out[name] = np.where(unread, default, np.asarray(cols[name]))
     return out
+
+
+def series(name: str, values: Any, dtype: pl.DataType | None = None) -> pl.Series:
+    """A frame's column of parameter `name` from canonical's values (an enum's codes as its
+    names)."""
+    if name in ENUMS and np.asarray(values).dtype.kind in "iu":
+        values = np.array([m.name for m in ENUMS[name]])[np.asarray(values)]
+    return pl.Series(name, values, dtype=dtype or polars_dtype(name))
 
 
 def codes(name: str, values: Any) -> np.ndarray:
@@ -226,7 +330,10 @@ def stable_id(cols: dict[str, Any], names: tuple[str, ...]) -> np.ndarray:
     h = np.zeros(n, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for position, name in enumerate(names):
-            h = _mix64(h ^ _mix64(_as_u64(name, cols[name]) + np.uint64(position)))
+            v = _as_u64(name, cols[name])
+            step = _mix64(h ^ _mix64(v + np.uint64(position)))
+            # a parameter added after 0.7.0 counts only where it is not at its default
+            h = np.where(v == _DEFAULT_U64[name], h, step) if name in LATER_NAMES else step
     return (h >> np.uint64(1)).astype(np.int64)
 
 
@@ -265,6 +372,9 @@ def _digest(text: str | bytes) -> int:
 # An enum value hashes by its name, so ids do not depend on the codes the kernels use.
 _NAME_DIGESTS = {name: np.array([_digest(m.name) for m in e], dtype=np.uint64)
                  for name, e in ENUMS.items()}
+
+
+_DEFAULT_U64 = {name: _as_u64(name, [PARAM_BY_NAME[name].default])[0] for name in LATER_NAMES}
 
 
 def trace_digest(path: str) -> int:
@@ -365,7 +475,8 @@ def make_config(values: dict[str, Any], aivs_default: int, source: str | None = 
         resolved["aivs"] = aivs_default
     cols = canonical({k: np.asarray([v]) for k, v in resolved.items()})
     for name in GATED:
-        resolved[name] = PARAM_BY_NAME[name].kind(cols[name][0])
+        resolved[name] = (ENUMS[name](int(codes(name, cols[name])[0])) if name in ENUMS
+                          else PARAM_BY_NAME[name].kind(cols[name][0]))
     check_rules(cols, source, check_trace)
     return Config(**resolved)
 
@@ -393,8 +504,8 @@ def check_rules(cols: dict[str, np.ndarray], source: str | None = None,
          f"{v('ranks') * v('batch') * v('topk')} token copies; at most {MAX_COPIES} are supported")
     fail("topk", c["topk"] > c["experts"], lambda v: f"{v('topk')} exceeds experts "
          f"({v('experts')}); a token's experts are distinct")
-    ubep = c["protocol"].astype(np.int64) == Protocol.ubep  # bsp never reads cumsum_aivs
-    fail("cumsum_aivs", ubep & (c["cumsum_aivs"] >= c["aivs"]), lambda v: f"{v('cumsum_aivs')} "
+    # only ubep's dispatch reads cumsum_aivs
+    fail("cumsum_aivs", GATED["cumsum_aivs"].reads(c) & (c["cumsum_aivs"] >= c["aivs"]), lambda v: f"{v('cumsum_aivs')} "
          f"must be below aivs ({v('aivs')}); at least one AIV must send tokens")
     hot = routing == Routing.hot
     fail("hot_experts", hot & (c["hot_experts"] > c["experts"]), lambda v: f"{v('hot_experts')} "

@@ -72,11 +72,14 @@ def config_from_flags(values: dict[str, Any]):
     profile = load_profile(values.pop("profile"), key="--profile")
     given = {k: parse_value(k, v) for k, v in values.items() if v is not None}
     config = make_config(given, profile.aivs)
-    for name, (gate, _) in GATED.items():
-        if name in given and given[name] != getattr(config, name):
-            flag, gate_flag = PARAM_BY_NAME[name].flag, PARAM_BY_NAME[gate].flag
-            click.echo(f"note: {flag} is not read under {gate_flag} {getattr(config, gate).name}; "
-                       f"recorded at its default, {getattr(config, name)}", err=True)
+    for name, gate in GATED.items():
+        value = getattr(config, name)
+        if name in given and given[name] != value:
+            shown = value.name if hasattr(value, "name") else value
+            here = " ".join(f"{PARAM_BY_NAME[g].flag} {getattr(config, g).name}"
+                            for g in gate.gates)
+            click.echo(f"note: {PARAM_BY_NAME[name].flag} is not read under {here} (only where "
+                       f"{gate.says()}); recorded at its default, {shown}", err=True)
     return config, profile
 
 
