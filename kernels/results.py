@@ -66,7 +66,8 @@ def combine_phases(out, aivs, crit, start, end, ubep):
     ubep: the die's last AIV, bucket by bucket. bsp (CANN's V1): Init until the die's last
     AIV's Init ends, Token-Sending until its last copy completed, synchronization (fences,
     statuses, status polls) until its SyncAll ends, then the reduction."""
-    t_aiv, bucket, marks, last_copy_ack = aivs.t, aivs.bucket, aivs.marks, aivs.last_copy_ack
+    t_aiv, bucket, marks = aivs.t, aivs.bucket, aivs.marks
+    first_copy, last_copy_ack = aivs.first_copy, aivs.last_copy_ack
     if ubep:
         ca = last_aiv(t_aiv, crit)
         out[O_PH_INIT] += bucket[crit, ca, B_INIT]
@@ -78,7 +79,8 @@ def combine_phases(out, aivs, crit, start, end, ubep):
     send_end = 0
     for a in range(t_aiv.shape[1]):
         init_end = max(init_end, marks[crit, a, CMARK_INIT])
-        send_end = max(send_end, last_copy_ack[crit, a])
+        if first_copy[crit, a] >= 0:     # (an AIV that sent nothing holds no ack of its own)
+            send_end = max(send_end, last_copy_ack[crit, a])
     send_end = max(send_end, init_end)
     synced = marks[crit, 0, CMARK_BSP_SYNC]
     out[O_PH_INIT] += init_end - start

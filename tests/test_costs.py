@@ -138,7 +138,7 @@ def test_a_token_is_reduced_by_its_copies_instructions():
 
 
 def test_the_expert_time_is_in_cycles_and_1024ths_of_a_cycle_per_copy():
-    c, _ = costs_of(op="layer", expert_us=1.5, expert_ns_per_copy=0.3)
+    c, _ = costs_of(op="layer", expert_fixed_us=1.5, expert_ns_per_copy=0.3)
     assert c["expert"] == 3000                                         # 1.5 us at 2 GHz
     assert c["expert_copy"] == math.ceil(0.3 * 2.0 * 1024)             # 0.6 cycles
 

@@ -154,7 +154,7 @@ def _combine(cols, profile: Profile, m, sync, ubep, xfer, issue, fused) -> dict[
         # Duplicate (the fp32 sum set to zero), the Cast back to bf16, the token's store
         return vec(n, REDUCE_TOKEN_OPS) + xfer(2 * n, v["aiv_copy_gbps"])
 
-    expert_us = column(cols, "expert_us").astype(np.float64)
+    fixed_us = column(cols, "expert_fixed_us").astype(np.float64)
     per_copy = column(cols, "expert_ns_per_copy").astype(np.float64)
     return {
         "return_bytes": rb, "return_blocks": blocks,
@@ -169,7 +169,7 @@ def _combine(cols, profile: Profile, m, sync, ubep, xfer, issue, fused) -> dict[
         "reduce_copy": reduce_copy(part), "reduce_token": reduce_token(part),
         "reduce_copy_last": reduce_copy(last), "reduce_token_last": reduce_token(last),
         "reduce_split": split,
-        "expert": np.ceil(expert_us * 1000.0 * v["clock_ghz"] - 1e-9).astype(np.int64),
+        "expert": np.ceil(fixed_us * 1000.0 * v["clock_ghz"] - 1e-9).astype(np.int64),
         "expert_copy": np.ceil(per_copy * v["clock_ghz"] * (1 << EXPERT_SHIFT)
                                - 1e-9).astype(np.int64),
     }
@@ -187,7 +187,9 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     A store then travels at most the longest hop to an ingress port, which serves at most
     every die's stores; a receiver starts from its own die's sending side and polls at most
     every copy, each source's counts and the offsets, with the work after each, then bsp's two
-    SyncAlls and prefix sums. `cols` holds the resolved parameter columns, enums as codes.
+    SyncAlls and prefix sums. Combine's chain is the same in kind (a die returning every copy,
+    its reducers polling and reducing each of theirs), after the dispatch and the experts'
+    time in a layer. `cols` holds the resolved parameter columns, enums as codes.
     """
     c = {name: costs[:, i].astype(np.float64) for name, i in COST_INDEX.items()}
     ranks = np.asarray(cols["ranks"], dtype=np.float64)
@@ -212,4 +214,22 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
                  + e_local * c["prefix"]) + \
         aivs * poll + 2 * c["syncall"] + experts * c["prefix"] + c["signal_issue"] + \
         c["lat_local"]
-    return sending + hop + ingress + receiving
+    dispatched = sending + hop + ingress + receiving
+    # combine, from its start: a die may return every copy (hot experts), each with its read,
+    # quantization, store and a signal, and a status to every die; its ingress port may take
+    # every die's M copies; its reducers poll each of its M copies and the statuses, reduce
+    # each copy and token (the last part of a split one is the largest), a SyncAll
+    ret = c["dest_switch"] + c["return_verify"] + c["return_load"] + c["quant"] + \
+        c["return_issue"] + c["return_egress"] + hop + signal
+    returning = aivs * (c["init"] + search * c["vcount"]) + ranks * m * ret + \
+        ranks * (c["dest_switch"] + signal)
+    returned = ranks * m * (c["return_ingress"] + c["signal_ingress"]) + \
+        ranks * c["signal_ingress"]
+    reducing = m * (poll + c["return_verify"] + c["return_reset"] + c["reduce_copy_last"]) + \
+        m * c["reduce_token_last"] + ranks * (poll + c["status_poll"]) + c["syncall"]
+    combined = returning + hop + returned + reducing
+    # a layer's combine starts after the dispatch and the experts' time (every copy on one die)
+    expert_time = c["expert"] + ranks * m * c["expert_copy"] / (1 << EXPERT_SHIFT) + 1
+    op = column(cols, "op").astype(np.int64)
+    return np.where(op == Op.dispatch, dispatched,
+                    np.where(op == Op.combine, combined, dispatched + expert_time + combined))

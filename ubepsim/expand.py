@@ -101,7 +101,8 @@ def corner(values: list[list[pl.Series]], profile: Profile) -> dict[str, np.ndar
     """Columns no point of the grid has a larger time bound (costs.time_bound) or working
     memory (memory.working_memory) than, both growing with each size: ranks, batch, topk,
     hidden and aivs at their largest, experts per die at its largest (an experts axis over the
-    fewest ranks), each combination of the dtypes, syncs and protocols the grid has."""
+    fewest ranks), each combination of the dtypes, syncs, protocols, ops and combine dtypes the
+    grid has, the expert times at their largest."""
     axis = {s.name: s for cols in values for s in cols}
     defaults = {p.name: p.default for p in PARAMS} | {"aivs": profile.aivs}
 
@@ -111,14 +112,17 @@ def corner(values: list[list[pl.Series]], profile: Profile) -> dict[str, np.ndar
     ranks = largest("ranks")
     per_die = -(-int(axis["experts"].max()) // (int(axis["ranks"].min()) if "ranks" in axis
                                                 else ranks)) if "experts" in axis else 1
+    names = ("dtype", "sync", "protocol", "op", "combine_dtype")
     enums = [_codes(n, axis[n].unique()) if n in axis else
-             np.array([ENUMS[n][defaults[n]].value]) for n in ("dtype", "sync", "protocol")]
-    combos = np.array(np.meshgrid(*enums)).reshape(3, -1)
+             np.array([ENUMS[n][defaults[n]].value]) for n in names]
+    combos = np.array(np.meshgrid(*enums)).reshape(len(names), -1)
     n = combos.shape[1]
     cols = {name: np.full(n, largest(name), dtype=np.int64)
             for name in ("batch", "topk", "hidden", "aivs")}
-    return cols | {"ranks": np.full(n, ranks), "experts": np.full(n, per_die * ranks),
-                   "dtype": combos[0], "sync": combos[1], "protocol": combos[2]}
+    floats = {name: np.full(n, float(axis[name].max()) if name in axis else defaults[name])
+              for name in ("expert_fixed_us", "expert_ns_per_copy")}
+    return cols | floats | {"ranks": np.full(n, ranks), "experts": np.full(n, per_die * ranks)} \
+        | dict(zip(names, combos))
 
 
 def _check_repeats(values: list[list[pl.Series]], profile: Profile, earlier: np.ndarray,

@@ -153,11 +153,12 @@ PARAMS: tuple[Param, ...] = (
     Param("combine_dtype", str, "bf16", "Element type of the copies combine returns: bf16 "
           "(2 B) or int8 (1 B + a bf16 scale per 8 elements, quantized by the sender and "
           "dequantized by the reducer, as CANN's combine does); read by combine and layer."),
-    Param("expert_us", float, 0.0, "Each die's expert computation in a layer, before its "
-          "combine: this fixed time plus expert_ns_per_copy per token copy the die received "
-          "(op = layer).", 0.0, 1e6),
+    Param("expert_fixed_us", float, 0.0, "The fixed part of each die's expert time in a layer, "
+          "between its dispatch and its combine: the time is expert_fixed_us plus "
+          "expert_ns_per_copy per token copy the die received (op = layer; the result "
+          "expert_us is the critical die's).", 0.0, 1e6),
     Param("expert_ns_per_copy", float, 0.0, "The experts' time per token copy their die "
-          "received, beside expert_us (op = layer): hot experts make their die late.",
+          "received, beside expert_fixed_us (op = layer): hot experts make their die late.",
           0.0, 1e6),
 )
 
@@ -170,7 +171,7 @@ WORKLOAD_NAMES = ("ranks", "batch", "topk", "experts", "routing", "zipf_s", "hot
                   "hot_share", "trace", "seed")
 # Parameters added after 0.7.0, which enter a config_id only where they differ from their
 # default (stable_id): every configuration 0.7.0 could express keeps its id.
-LATER_NAMES = ("op", "combine_dtype", "expert_us", "expert_ns_per_copy")
+LATER_NAMES = ("op", "combine_dtype", "expert_fixed_us", "expert_ns_per_copy")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,7 +223,7 @@ GATED: dict[str, Gate] = {
     "sync": _gate({"op": WITH_DISPATCH}, {"protocol": (Protocol.ubep,)}),
     "schedule": _gate({"op": WITH_DISPATCH}, {"protocol": (Protocol.ubep,)}),
     "combine_dtype": _gate({"op": (Op.combine, Op.layer)}),
-    "expert_us": _gate({"op": (Op.layer,)}),
+    "expert_fixed_us": _gate({"op": (Op.layer,)}),
     "expert_ns_per_copy": _gate({"op": (Op.layer,)}),
 }
 
@@ -250,7 +251,7 @@ class Config:
     seed: int
     op: Op = Op.dispatch
     combine_dtype: CombineDtype = CombineDtype.bf16
-    expert_us: float = 0.0
+    expert_fixed_us: float = 0.0
     expert_ns_per_copy: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:

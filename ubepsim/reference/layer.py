@@ -30,7 +30,7 @@ def simulate(cfg: Config, profile: Profile) -> dict:
 
 
 def layer(run: Run, tokens: list[list[list[int]]], returns) -> dict:
-    """Dispatch; then each die's experts compute for expert_us and expert_ns_per_copy per copy
+    """Dispatch; then each die's experts compute for expert_fixed_us and expert_ns_per_copy per copy
     it received, from when its last AIV finished the dispatch; then each die's combine from
     then, its ports taking combine's stores after the dispatch's."""
     plan = schedule(run, tokens)

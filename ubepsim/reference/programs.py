@@ -54,14 +54,16 @@ def token_program(run: Run, s: int, plan: DieSchedule, die: Die, aiv: int, j: in
                   costs: str) -> list[Entry]:
     """Sending AIV j of die s (AIV `aiv`): its copies in its list's order, each with `work`
     cycles before it and charged as `costs` (a dispatched copy, or a returned one), each
-    signalled as run.copy_sync says."""
+    signalled as run.copy_sync says. A store's ref is its copy's index at the die sending
+    it in dispatch (a returned copy's at its source)."""
     policy = run.copy_sync
     mine = plan.lists[j]
     dest = {i: plan.dests[i] for i in mine}
     last_to = {dest[i]: i for i in mine}
     prog = []
     for i in mine:
-        st = Store(s, dest[i], COPY, i, aiv, plan.hops[i], costs)
+        st = Store(s, dest[i], COPY, plan.copies[i][1] if costs == RETURN else i, aiv,
+                   plan.hops[i], costs)
         die.copy_store[i] = die.signal_of[i] = st
         prog.append(Entry(st, work, False, "send"))
         sig = signal(policy, st, last_to[dest[i]] == i)

@@ -38,6 +38,7 @@ def reduce(run: Run, dies: list[Die], s: int, returned: dict, status: DataAsFlag
                          "sync")
                     if policy.verify_per_block:
                         a.spend("sync", c["return_verify"])
+            die.reduced.append((t, a.t))
             for k, (data, _) in enumerate(copies):
                 if a.t < data.visible:
                     die.violations += 1

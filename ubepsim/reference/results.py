@@ -183,6 +183,7 @@ def _row(run: Run, ends: list[int], times: dict[str, int], split: tuple[int, int
                       "stores": [_stores(die) for die in kernels[0]] if returned is None
                       or len(kernels) > 1 else [],
                       "returns": [_stores(die) for die in returned] if returned else [],
+                      "reduced": [die.reduced for die in returned] if returned else [],
                       "costs": c}
     return out
 

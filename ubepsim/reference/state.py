@@ -151,6 +151,7 @@ class Die:
                                    COMBINE_SENTINEL if combine else SENTINEL)
         self.taken: set[tuple[int, int]] = set()
         self.delivered = self.violations = self.collisions = 0
+        self.reduced: list[tuple[int, int]] = []   # combine: (token, when an AIV reduces it)
 
     def settled(self) -> int:
         """When every AIV is done and every store it issued acknowledged."""
