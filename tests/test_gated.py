@@ -22,12 +22,13 @@ CUMSUM = PARAM_BY_NAME["cumsum_aivs"].default
 
 
 def kernel_row(cfg, **poke):
-    """The kernel's output row for cfg, with params columns overwritten after canonicalization:
-    what the kernel itself reads, bypassing the recording at defaults."""
+    """The kernel's output row for cfg, with params (P_*) or cost (C_*) columns overwritten
+    after canonicalization: what the kernel itself reads, bypassing the recording at
+    defaults."""
     cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
     params, costs, chances, cdf, trace = kernel_io.prepare(cols, load_profile())
     for col, value in poke.items():
-        params[0, getattr(layout, col)] = value
+        (params if col.startswith("P_") else costs)[0, getattr(layout, col)] = value
     out = np.zeros((1, layout.N_OUT))
     layer.simulate_batch(params, costs, chances, cdf, trace, out)
     return out[0]
@@ -49,6 +50,31 @@ def test_bsp_never_reads_cumsum_aivs_and_only_weighted_routing_has_a_popularity_
         assert (params[0, layout.P_CDF_LEN] > 0) == (routing != "uniform")
     zipf = make_config({**SMALL, "routing": "zipf", "zipf_s": 3.0}, 8)
     assert not np.array_equal(kernel_row(zipf), kernel_row(make_config(SMALL, 8)))
+
+
+def test_an_op_reads_only_what_it_runs():
+    """Combine has no CalCumSum group; bsp's combine (CANN's V1) has its own split and signals,
+    so reads no sync or schedule; dispatch reads none of combine's costs, nor does combine the
+    experts' time. Each is read where the gate says."""
+    bsp = make_config({**SMALL, "op": "combine", "protocol": "bsp"}, 8)
+    base = kernel_row(bsp)
+    for poke in ({"P_SYNC": 0}, {"P_SYNC": 1}, {"P_SCHEDULE": 0}, {"P_SCHEDULE": 1},
+                 {"P_CUMSUM": 5}):
+        assert np.array_equal(kernel_row(bsp, **poke), base), poke
+    ubep = make_config({**SMALL, "op": "combine", "protocol": "ubep"}, 8)
+    assert np.array_equal(kernel_row(ubep, P_CUMSUM=5), kernel_row(ubep))
+    assert not np.array_equal(kernel_row(ubep, P_SYNC=0), kernel_row(ubep))
+    assert not np.array_equal(kernel_row(ubep, P_SCHEDULE=0), kernel_row(ubep))
+    dispatch = make_config(SMALL, 8)
+    assert np.array_equal(kernel_row(dispatch, C_RETURN_ISSUE=10**5, C_REDUCE_COPY=10**5,
+                                     C_EXPERT=10**5), kernel_row(dispatch))
+    assert np.array_equal(kernel_row(ubep, C_EXPERT=10**5, C_EXPERT_COPY=10**5),
+                          kernel_row(ubep))
+    assert not np.array_equal(kernel_row(ubep, C_REDUCE_COPY=10**5), kernel_row(ubep))
+    both = make_config({**SMALL, "op": "layer"}, 8)
+    late = kernel_row(both, C_EXPERT=10**5)
+    assert late[layout.O_EXPERT] == 10**5 and late[layout.O_LATENCY] > kernel_row(both)[
+        layout.O_LATENCY] + 10**5 - 1
 
 
 def _other(name):

@@ -30,8 +30,8 @@ from ubepsim.params import NAMES, make_config, polars_dtype
 from ubepsim.profile import load_profile
 
 DIES, AIVS, BATCH, TOPK = 8, 8, 64, 4
-STAGES = ("dispatch", "receive", "layer")   # the modules in which a fault swaps a stage it
-                                            # calls
+# the modules in which a fault swaps a stage it calls
+STAGES = ("dispatch", "receive", "layer", "combine", "reduce")
 
 
 @pytest.fixture(scope="module")
@@ -130,15 +130,90 @@ def abandoned(k):
 FAULTS = {f.__name__: f for f in (skip, early, short, miskind, abandoned)}
 
 
-def config(protocol, seed=1):
+# The same faults on combine's return path (and a layer's).
+
+def skip_return(k):
+    """Each source's reducers read its last token's last copy from the store of the copy
+    before it: that copy is never taken."""
+    real = k.reduce.reduce_tokens
+
+    def reduce_tokens(*args):
+        bound = inspect.signature(real).bind(*args)
+        stores = bound.arguments["stores"]
+        copy_ref = stores.copy_ref.copy()
+        M = len(copy_ref) // DIES
+        for d in range(DIES):
+            copy_ref[d * M + M - 1, 0] = copy_ref[d * M + M - 2, 0]
+        bound.arguments["stores"] = stores._replace(copy_ref=copy_ref)
+        return real(*bound.args)
+    return k.reduce, "reduce_tokens", reduce_tokens
+
+
+def early_return(k):
+    """Reducers take each token without polling its copies' signals."""
+    real = k.reduce.reduce_tokens
+
+    def reduce_tokens(*args):
+        bound = inspect.signature(real).bind(*args)
+        bound.arguments["ubep"] = False    # as bsp does after its SyncAll
+        return real(*bound.args)
+    return k.reduce, "reduce_tokens", reduce_tokens
+
+
+def short_return(k):
+    """Every die's combine end is taken a quarter of the way."""
+    real = k.combine.reduce
+
+    def reduce(*args):
+        delivered, violations, collisions, ends = real(*args)
+        return delivered, violations, collisions, ends // 4
+    return k.combine, "reduce", reduce
+
+
+def miskind_return(k):
+    """Each AIV returns its last copy as a flag store: sent, but not as a copy."""
+    real = k.combine.token_programs
+
+    def token_programs(*args):
+        bound = inspect.signature(real).bind(*args)
+        end = real(*args)
+        prog, st = bound.arguments["prog"], bound.arguments["st"]
+        for a in range(len(st)):
+            for x in range(st[a, S_END] - 1, st[a, S_PC] - 1, -1):
+                if prog[x] & 3 == K_COPY:
+                    prog[x] += K_FLAG - K_COPY
+                    break
+        return end
+    return k.combine, "token_programs", token_programs
+
+
+def abandoned_return(k):
+    """A configuration of seed 1 is abandoned before its combine or layer, its row left as it
+    was (zero)."""
+    patched = []
+    for name in ("combine", "layer"):
+        real = getattr(k.layer, name)
+
+        def run_or_not(p, *rest, real=real):
+            if p[P_SEED] != 1:
+                real(p, *rest)
+        patched.append((k.layer, name, run_or_not))
+    return patched
+
+
+RETURN_FAULTS = {f.__name__: f for f in (skip_return, early_return, short_return,
+                                         miskind_return, abandoned_return)}
+
+
+def config(protocol, seed=1, op="dispatch"):
     return make_config({"ranks": DIES, "batch": BATCH, "topk": TOPK, "aivs": AIVS,
-                        "cumsum_aivs": 1, "protocol": protocol, "seed": seed}, 48)
+                        "cumsum_aivs": 1, "protocol": protocol, "seed": seed, "op": op}, 48)
 
 
-def run(kernel, protocol):
+def run(kernel, protocol, op="dispatch"):
     """A configuration's output row through `kernel` (a layer module), and its host check."""
     profile = load_profile()
-    cols = {k: np.asarray([v]) for k, v in config(protocol).as_dict().items()}
+    cols = {k: np.asarray([v]) for k, v in config(protocol, op=op).as_dict().items()}
     params, costs, chances, cdf, trace = kernel_io.prepare(cols, profile)
     out = np.zeros((1, N_OUT))
     with np.errstate(over="ignore"):   # uncompiled, the generator's uint64 products wrap
@@ -181,6 +256,38 @@ def test_each_fault_trips_its_check(python_kernels, monkeypatch, fault, protocol
         assert bad[O_DELIVERED] == total - DIES * token_aivs
     with pytest.raises(kernel_io.KernelFailure, match="did not finish row 0" if fault == "abandoned"
                        else "invariant violated"):
+        results()
+
+
+@pytest.mark.parametrize("op", ["combine", "layer"])
+@pytest.mark.parametrize("protocol", ["bsp", "ubep"])
+@pytest.mark.parametrize("fault", list(RETURN_FAULTS))
+def test_each_return_fault_trips_its_check(python_kernels, monkeypatch, fault, protocol, op):
+    good, _ = run(layer, protocol, op)
+    patched = RETURN_FAULTS[fault](python_kernels)
+    for patch in patched if isinstance(patched, list) else [patched]:
+        monkeypatch.setattr(*patch)
+    bad, results = run(python_kernels.layer, protocol, op)
+    copies = DIES * BATCH * TOPK
+    moved = copies * (2 if op == "layer" else 1)
+    assert good[O_COPIES_TOTAL] == copies and good[O_SENT] == good[O_DELIVERED] == moved
+    assert good[O_VIOLATIONS] == 0 and good[O_LATENCY] >= good[O_BOUND]
+    if fault == "skip_return":        # one copy per die
+        assert bad[O_SENT] == moved
+        assert bad[O_DELIVERED] == moved - DIES
+    elif fault == "early_return":
+        if protocol == "bsp":         # bsp reduces after its SyncAll, polling no copy
+            assert np.array_equal(bad, good)
+            return
+        assert bad[O_VIOLATIONS] > 0
+    elif fault == "short_return":
+        assert bad[O_LATENCY] < bad[O_BOUND]
+    elif fault == "abandoned_return":
+        assert not bad.any()
+    else:                             # one copy per die and AIV: every AIV returns copies
+        assert bad[O_SENT] == bad[O_DELIVERED] == moved - DIES * AIVS
+    with pytest.raises(kernel_io.KernelFailure, match="did not finish row 0"
+                       if fault == "abandoned_return" else "invariant violated"):
         results()
 
 
