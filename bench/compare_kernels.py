@@ -75,12 +75,25 @@ def cost_columns(dispatch) -> list[int]:
 
 
 def batch_kernel(dispatch):
-    """A dispatch module's parallel batch kernel: `simulate_batch`, or `_simulate_batch` in
-    checkouts from before the kernel was split into stage modules."""
+    """A kernels package's parallel batch kernel, found from its dispatch module:
+    layer.simulate_batch (since combine), or the dispatch module's `simulate_batch`, or
+    `_simulate_batch` in checkouts from before the kernel was split into stage modules."""
+    package = dispatch.__name__.rsplit(".", 1)[0]
+    try:
+        return importlib.import_module(f"{package}.layer").simulate_batch
+    except ImportError:
+        pass
     for name in ("simulate_batch", "_simulate_batch"):
         if hasattr(dispatch, name):
             return getattr(dispatch, name)
     raise SystemExit(f"{dispatch.__file__} has no batch kernel (simulate_batch)")
+
+
+def out_columns(dispatch) -> int:
+    """How many output columns another kernel writes (its layout.N_OUT; ours add columns after
+    theirs)."""
+    layout = sys.modules.get(dispatch.__name__.rsplit(".", 1)[0] + ".layout")
+    return layout.N_OUT if layout is not None else N_OUT
 
 
 def main() -> None:
@@ -121,7 +134,8 @@ def main() -> None:
               f"median {statistics.median(times[side]):.3f} s")
     print(f"B / A: best {min(times['B']) / min(times['A']):.3f}, "
           f"median {statistics.median(times['B']) / statistics.median(times['A']):.3f}")
-    differ = np.flatnonzero((outs["A"] != outs["B"]).any(axis=1))
+    common = out_columns(theirs)
+    differ = np.flatnonzero((outs["A"][:, :common] != outs["B"][:, :common]).any(axis=1))
     if len(differ):
         print(f"rows differ: {len(differ):,} of {sample.height:,} (first: sample row "
               f"{differ[0]}, {sample.row(int(differ[0]), named=True)})")

@@ -204,6 +204,41 @@ def qsteps_table(n_experts):
 
 
 @njit(inline="always")
+def slices(sched, aoff, cnt, place, n, NS, n_keys, aoff_all, at):
+    """A die's n copies in key order (cnt: count_keys') dealt to its NS sending AIVs by the
+    schedule: AIV j's at aoff[j] .. aoff[j + 1] of its lists, in key order, except that
+    homogenized deals the key order round-robin (place); aoff also copied to aoff_all from
+    `at`. n_keys: the keys (experts; destination dies in combine)."""
+    if sched == EXPERT_BLOCK:
+        expert_block_slices(aoff, cnt, NS, n_keys)
+    elif sched == BALANCED:
+        balanced_slices(aoff, n, NS)
+    else:
+        homogenized_deal(aoff, place, n, NS)
+    for j in range(NS + 1):
+        aoff_all[at + j] = aoff[j]
+
+
+@njit(inline="always")
+def hop_counts(hops, s, dkey, cnt, EL, copies_hop, into):
+    """Die s's copies per destination (cnt: count_keys' over its walk's keys, EL keys a die,
+    consecutive), added to copies_hop (per hop class) and into (remote copies per destination
+    die), for the hop counts and the latency bound. Returns its copies to itself."""
+    R = dkey.shape[0]
+    n_local = 0
+    for d in range(R):
+        h = hops[s * R + d]
+        r = dkey[d] + d * EL
+        n_to = cnt[r + EL] - cnt[r]
+        copies_hop[h] += n_to
+        if h:
+            into[d] += n_to
+        else:
+            n_local = n_to
+    return n_local
+
+
+@njit(inline="always")
 def slice_search(aoff, key_at, qsteps_of, sched, j):
     """Sending AIV j's search (balanced, homogenized) for its first copy's position in key
     order, which ends on that copy's key, and the VectorCount before its first step:
@@ -293,33 +328,12 @@ def schedule(p, c, experts_of):
         base = s * M
         walk(dkey, hops, s, sched == HOMOGENIZED, EL, classes)
         count_keys(experts_of, base, die_of, dkey, key_c, cnt, fill)
-        # AIV j's copies at aoff[j] .. aoff[j + 1], in key order, except that homogenized
-        # deals the key order round-robin
-        if sched == EXPERT_BLOCK:
-            expert_block_slices(aoff, cnt, NS, E)
-        elif sched == BALANCED:
-            balanced_slices(aoff, M, NS)
-        else:
-            homogenized_deal(aoff, place, M, NS)
-        for j in range(NS + 1):
-            aoff_all[s * (NS + 1) + j] = aoff[j]
+        slices(sched, aoff, cnt, place, M, NS, E, aoff_all, s * (NS + 1))
         deal_copies(experts_of, base, key_c, fill, place, sched == HOMOGENIZED, die_of,
                     token_of, rcur, key_at, xdest, xslot, xtoken)
         qsteps_max = max(qsteps_max, init_work(aoff, xtoken, key_at, qsteps_of, sched, loads,
                                                searches, s * NS))
-        # per destination: the copies sent there (a die's experts have consecutive keys), for
-        # the hop counts and the latency bound
-        n_local = 0
-        for d in range(R):
-            h = hops[s * R + d]
-            r = dkey[d] + d * EL
-            n_to = cnt[r + EL] - cnt[r]
-            copies_hop[h] += n_to
-            if h:
-                into[d] += n_to
-            else:
-                n_local = n_to
-        max_out = max(max_out, M - n_local)
+        max_out = max(max_out, M - hop_counts(hops, s, dkey, cnt, EL, copies_hop, into))
     return Schedule(ecnt, hops, xdest, xslot, aoff_all, loads, searches, copies_hop, into.max(),
                     max_out, qsteps_max)
 
@@ -396,30 +410,13 @@ def return_schedule(p, c, experts_of):
         n = ecnt[(d + 1) * EL] - base
         walk(dkey, hops, d, sched == HOMOGENIZED, 1, classes)
         count_keys(src_of, base, die_of, dkey, key_c[:n], cnt, fill)
-        if sched == EXPERT_BLOCK:
-            expert_block_slices(aoff, cnt, A, R)
-        elif sched == BALANCED:
-            balanced_slices(aoff, n, A)
-        else:
-            homogenized_deal(aoff, place, n, A)
-        for j in range(A + 1):
-            aoff_all[d * (A + 1) + j] = aoff[j]
+        slices(sched, aoff, cnt, place, n, A, R, aoff_all, d * (A + 1))
         deal_returns(src_of, ref_of, base, key_c[:n], fill, place, sched == HOMOGENIZED,
                      key_at, xdest, xslot)
         for j in range(A):
             searches[d * A + j], steps = slice_search(aoff, key_at, qsteps_of, sched, j)
             qsteps_max = max(qsteps_max, steps)
-        n_local = 0
-        for s in range(R):
-            h = hops[d * R + s]
-            r = dkey[s] + s
-            n_to = cnt[r + 1] - cnt[r]
-            copies_hop[h] += n_to
-            if h:
-                into[s] += n_to
-            else:
-                n_local = n_to
-        max_out = max(max_out, n - n_local)
+        max_out = max(max_out, n - hop_counts(hops, d, dkey, cnt, 1, copies_hop, into))
     return Schedule(ecnt, hops, xdest, xslot, aoff_all, np.zeros(R * A, np.int64), searches,
                     copies_hop, into.max(), max_out, qsteps_max)
 

@@ -59,150 +59,100 @@ def python_kernels():
             del sys.modules[module]
 
 
-def skip(k):
-    """Each die's receivers read its last received copy from the store of the copy before it:
-    the last copy is never taken."""
-    real = k.receive.reorder
+def before(module, name, change):
+    """A fault: `module.name` called with its arguments (by name) changed by `change` first."""
+    real = getattr(module, name)
 
-    def reorder(*args):
+    def faulty(*args):
         bound = inspect.signature(real).bind(*args)
-        stores, ecnt = bound.arguments["stores"], bound.arguments["ecnt"]
-        copy_ref = stores.copy_ref.copy()
-        dies = len(stores.bfill)
-        for d in range(dies):
-            last = ecnt[(d + 1) * (len(ecnt) - 1) // dies] - 1
-            copy_ref[last, 0] = copy_ref[last - 1, 0]
-        bound.arguments["stores"] = stores._replace(copy_ref=copy_ref)
+        change(bound.arguments)
         return real(*bound.args)
-    return k.receive, "reorder", reorder
+    return module, name, faulty
 
 
-def early(k):
-    """Receivers read each copy without polling its signal (or, under ubep, the offsets)."""
-    real = k.receive.reorder
+def after(module, name, change):
+    """A fault: `module.name` as it is, then `change(its arguments, its result)` returned."""
+    real = getattr(module, name)
 
-    def reorder(*args):
-        bound = inspect.signature(real).bind(*args)
-        bound.arguments["ubep"] = False    # as bsp does after its SyncAlls
-        return real(*bound.args)
-    return k.receive, "reorder", reorder
+    def faulty(*args):
+        return change(inspect.signature(real).bind(*args).arguments, real(*args))
+    return module, name, faulty
 
 
-def short(k):
-    """Every die's end is taken a quarter of the way."""
-    real = k.dispatch.receive
-
-    def receive(*args):
-        delivered, violations, collisions, ends = real(*args)
-        return delivered, violations, collisions, ends // 4
-    return k.dispatch, "receive", receive
-
-
-def miskind(k):
-    """Each token AIV sends its last copy as a flag store: sent, but not as a copy."""
-    real = k.dispatch.token_programs
-
-    def token_programs(*args):
-        bound = inspect.signature(real).bind(*args)
-        end = real(*args)
-        prog, st = bound.arguments["prog"], bound.arguments["st"]
-        for a in range(bound.arguments["C"], len(st)):
-            for x in range(st[a, S_END] - 1, st[a, S_PC] - 1, -1):
-                if prog[x] & 3 == K_COPY:
-                    prog[x] += K_FLAG - K_COPY
-                    break
-        return end
-    return k.dispatch, "token_programs", token_programs
-
-
-def abandoned(k):
-    """A configuration of seed 1 is abandoned before its dispatch, its row left as it was
+def unless_seed_1(module, name):
+    """A fault: `module.name` skipped for a configuration of seed 1, its row left as it was
     (zero): what an exception raised on a worker thread of the parallel loop leaves, which
     Numba drops."""
-    real = k.layer.dispatch
+    real = getattr(module, name)
 
-    def dispatch_or_not(p, *rest):
+    def faulty(p, *rest):
         if p[P_SEED] != 1:
             real(p, *rest)
-    return k.layer, "dispatch", dispatch_or_not
+    return module, name, faulty
 
 
-FAULTS = {f.__name__: f for f in (skip, early, short, miskind, abandoned)}
-
-
-# The same faults on combine's return path (and a layer's).
-
-def skip_return(k):
-    """Each source's reducers read its last token's last copy from the store of the copy
-    before it: that copy is never taken."""
-    real = k.reduce.reduce_tokens
-
-    def reduce_tokens(*args):
-        bound = inspect.signature(real).bind(*args)
-        stores = bound.arguments["stores"]
+def read_from_the_copy_before(lasts):
+    """A change of a receiver's arguments: the copies at slots lasts(its arguments) read from
+    the store of the copy before each."""
+    def change(args):
+        stores = args["stores"]
         copy_ref = stores.copy_ref.copy()
-        M = len(copy_ref) // DIES
-        for d in range(DIES):
-            copy_ref[d * M + M - 1, 0] = copy_ref[d * M + M - 2, 0]
-        bound.arguments["stores"] = stores._replace(copy_ref=copy_ref)
-        return real(*bound.args)
-    return k.reduce, "reduce_tokens", reduce_tokens
+        for last in lasts(args, len(stores.bfill)):
+            copy_ref[last, 0] = copy_ref[last - 1, 0]
+        args["stores"] = stores._replace(copy_ref=copy_ref)
+    return change
 
 
-def early_return(k):
-    """Reducers take each token without polling its copies' signals."""
-    real = k.reduce.reduce_tokens
-
-    def reduce_tokens(*args):
-        bound = inspect.signature(real).bind(*args)
-        bound.arguments["ubep"] = False    # as bsp does after its SyncAll
-        return real(*bound.args)
-    return k.reduce, "reduce_tokens", reduce_tokens
+def unpolled(args):
+    args["ubep"] = False    # as bsp reads, after its SyncAlls
 
 
-def short_return(k):
-    """Every die's combine end is taken a quarter of the way."""
-    real = k.combine.reduce
-
-    def reduce(*args):
-        delivered, violations, collisions, ends = real(*args)
-        return delivered, violations, collisions, ends // 4
-    return k.combine, "reduce", reduce
+def quarter_ends(args, result):
+    delivered, violations, collisions, ends = result
+    return delivered, violations, collisions, ends // 4
 
 
-def miskind_return(k):
-    """Each AIV returns its last copy as a flag store: sent, but not as a copy."""
-    real = k.combine.token_programs
-
-    def token_programs(*args):
-        bound = inspect.signature(real).bind(*args)
-        end = real(*args)
-        prog, st = bound.arguments["prog"], bound.arguments["st"]
-        for a in range(len(st)):
-            for x in range(st[a, S_END] - 1, st[a, S_PC] - 1, -1):
-                if prog[x] & 3 == K_COPY:
-                    prog[x] += K_FLAG - K_COPY
-                    break
-        return end
-    return k.combine, "token_programs", token_programs
+def last_copy_a_flag(args, end):
+    """Each sending AIV's last copy made a flag store: sent, but not as a copy."""
+    prog, st = args["prog"], args["st"]
+    for a in range(args["C"], len(st)):
+        for x in range(st[a, S_END] - 1, st[a, S_PC] - 1, -1):
+            if prog[x] & 3 == K_COPY:
+                prog[x] += K_FLAG - K_COPY
+                break
+    return end
 
 
-def abandoned_return(k):
-    """A configuration of seed 1 is abandoned before its combine or layer, its row left as it
-    was (zero)."""
-    patched = []
-    for name in ("combine", "layer"):
-        real = getattr(k.layer, name)
+# Faults of dispatch: each die's receivers read its last received copy from the store of the
+# copy before it (the last copy is never taken); receivers read each copy without polling its
+# signal (or, under ubep, the offsets); every die's end is taken a quarter of the way; each
+# token AIV sends its last copy as a flag; a configuration of seed 1 is abandoned before its
+# dispatch.
+FAULTS = {
+    "skip": lambda k: before(k.receive, "reorder", read_from_the_copy_before(
+        lambda args, dies: [args["ecnt"][(d + 1) * (len(args["ecnt"]) - 1) // dies] - 1
+                            for d in range(dies)])),
+    "early": lambda k: before(k.receive, "reorder", unpolled),
+    "short": lambda k: after(k.dispatch, "receive", quarter_ends),
+    "miskind": lambda k: after(k.dispatch, "token_programs", last_copy_a_flag),
+    "abandoned": lambda k: unless_seed_1(k.layer, "dispatch"),
+}
+abandoned = FAULTS["abandoned"]
 
-        def run_or_not(p, *rest, real=real):
-            if p[P_SEED] != 1:
-                real(p, *rest)
-        patched.append((k.layer, name, run_or_not))
-    return patched
-
-
-RETURN_FAULTS = {f.__name__: f for f in (skip_return, early_return, short_return,
-                                         miskind_return, abandoned_return)}
+# The same faults on combine's return path (and a layer's): each source's last token's last
+# copy read from the store of the copy before it; tokens reduced unpolled; combine's ends taken
+# a quarter of the way; each AIV's last returned copy a flag; seed 1's combine or layer
+# abandoned.
+RETURN_FAULTS = {
+    "skip_return": lambda k: before(k.reduce, "reduce_tokens", read_from_the_copy_before(
+        lambda args, dies: [(d + 1) * (len(args["stores"].copy_ref) // dies) - 1
+                            for d in range(dies)])),
+    "early_return": lambda k: before(k.reduce, "reduce_tokens", unpolled),
+    "short_return": lambda k: after(k.combine, "reduce", quarter_ends),
+    "miskind_return": lambda k: after(k.combine, "token_programs", last_copy_a_flag),
+    "abandoned_return": lambda k: [unless_seed_1(k.layer, "combine"),
+                                   unless_seed_1(k.layer, "layer")],
+}
 
 
 def config(protocol, seed=1, op="dispatch"):

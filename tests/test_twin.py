@@ -61,8 +61,16 @@ def write_trace(path, ranks, batch, topk, experts, seed):
     pl.DataFrame(rows).write_parquet(path)
 
 
-def random_configs(n, seed, trace_dir):
-    """n valid random configurations, with every mode represented."""
+def dispatch_modes(i):
+    """Configuration i's modes: cycled through so that every combination shows up."""
+    return dict(protocol=["bsp", "ubep"][i % 2], sync=["sw", "tff", "dc", "sp"][(i // 2) % 4],
+                schedule=["expert_block", "balanced", "homogenized"][(i // 8) % 3],
+                routing=["uniform", "zipf", "hot", "trace"][(i // 24) % 4])
+
+
+def random_configs(n, seed, trace_dir, modes=dispatch_modes, extra=None):
+    """n valid random configurations, with every mode represented: configuration i has
+    modes(i), and the parameters extra(rnd) draws if it is given (test_combine.py's)."""
     rnd = random.Random(seed)
     out = []
     while len(out) < n:
@@ -71,13 +79,9 @@ def random_configs(n, seed, trace_dir):
         experts = ranks * rnd.randint(1, 4)
         v = dict(ranks=ranks, experts=experts, batch=rnd.randint(1, 10),
                  aivs=rnd.randint(2, 9), hidden=rnd.choice([1, 7, 100, 240, 480, 1000]),
-                 dtype=rnd.choice(["bf16", "fp8", "int8"]),
-                 # cycle through the modes so that every combination shows up
-                 protocol=["bsp", "ubep"][i % 2], sync=["sw", "tff", "dc", "sp"][(i // 2) % 4],
-                 schedule=["expert_block", "balanced", "homogenized"][(i // 8) % 3],
-                 routing=["uniform", "zipf", "hot", "trace"][(i // 24) % 4],
+                 dtype=rnd.choice(["bf16", "fp8", "int8"]), **modes(i),
                  zipf_s=rnd.choice([0.5, 1.2, 3.0]), hot_share=rnd.choice([0.2, 0.9]),
-                 seed=rnd.randint(0, 3))
+                 seed=rnd.randint(0, 3), **(extra(rnd) if extra else {}))
         v["topk"] = rnd.randint(1, min(6, experts))
         v["cumsum_aivs"] = rnd.randint(1, v["aivs"] - 1)
         v["hot_experts"] = rnd.randint(1, experts)
@@ -111,15 +115,18 @@ def twins(configs):
     return twin
 
 
+def differences(twin: dict, kernel: dict) -> dict:
+    """The results where kernel and twin differ: {column: (twin's, kernel's)}."""
+    return {k: (twin[k], kernel[k]) for k in twin if k != "_detail" and twin[k] != kernel[k]}
+
+
 @pytest.mark.parametrize("chunk", range(N_CONFIGS // CHUNK))
 def test_kernel_matches_twin_exactly(configs, twins, chunk):
     for i in range(chunk * CHUNK, (chunk + 1) * CHUNK):
         cfg, prof = configs[i]
         twin = twins(i)
         kernel = model.simulate(cfg, PROFILES[prof])
-        mismatched = {k: (twin[k], kernel[k]) for k in twin
-                      if k != "_detail" and twin[k] != kernel[k]}
-        assert not mismatched, (cfg, prof, mismatched)
+        assert not differences(twin, kernel), (cfg, prof, differences(twin, kernel))
 
 
 def test_the_batch_kernel_matches_the_twin_row_by_row(configs, twins):
@@ -133,10 +140,7 @@ def test_the_batch_kernel_matches_the_twin_row_by_row(configs, twins):
                                      PROFILES[prof])
         assert table.height == len(rows)
         for i, kernel in zip(rows, table.iter_rows(named=True)):
-            twin = twins(i)
-            mismatched = {k: (twin[k], kernel[k]) for k in twin
-                      if k != "_detail" and twin[k] != kernel[k]}
-            assert not mismatched, (configs[i], mismatched)
+            assert not differences(twins(i), kernel), (configs[i], differences(twins(i), kernel))
             assert kernel["config_id"] == configs[i][0].config_id
 
 
