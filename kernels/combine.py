@@ -118,21 +118,22 @@ def combine(p, c, chance, rsched, out, marks_out):
                 R * p[P_BATCH] * p[P_TOPK], sent, delivered, violations, collisions)
 
 
-def working_bytes(ranks, batch, topk, aivs, ubep, sync):
-    """The bytes combine allocates beside dispatch's routing, as numbers or numpy columns:
-    its arrays whose sizes grow with the configuration (keep in step with the allocations of
-    return_schedule, combine_stages and the stages they run), the ingress sort's at their
-    largest (every copy returned to one die... its own M). Left out: what stays under a
-    megabyte at every size."""
-    R, B, K, A = (np.asarray(x, dtype=np.int64) for x in (ranks, batch, topk, aivs))
+def working_bytes(ranks, batch, topk, experts, aivs, ubep, sync):
+    """The bytes combine allocates beside the routing, as numbers or numpy columns: its arrays
+    whose sizes grow with the configuration (keep in step with the allocations of
+    return_schedule, combine_stages and the stages they run), a die's scratch at its largest
+    (every copy a die can receive: each token sends at most min(topk, experts per die) there).
+    Left out: what stays under a megabyte at every size. Measured against the resident set:
+    bench/bench_memory.py."""
+    R, B, K, E, A = (np.asarray(x, dtype=np.int64) for x in (ranks, batch, topk, experts, aivs))
     M = B * K
+    most = R * B * np.minimum(K, E // R)            # the most copies one die returns
     own_copy, _ = signal_stores(np.asarray(sync), np.asarray(ubep))
-    per_die = M * (1 + own_copy) + np.where(np.asarray(ubep), 0, R)
+    per_die = M * (1 + own_copy) + np.where(np.asarray(ubep), 0, R)   # a die's bucket
     return (16 * R * per_die             # Stores.arr, Stores.vis
             + 8 * R * M                  # copy_ref (int32 pairs)
             + 16 * R * M                 # receive order (ref_of, src_of), xdest, xslot (int32)
-            + 4 * R * R                  # statuses (int32), hop classes (int8)
-            + 8 * R * A * (N_CMARKS + 13)   # per-AIV state, marks, Init
-            + 8 * 5 * R * M              # per-die scratch of the schedule and the program at
-                                         # their largest (every copy received by one die)
+            + 5 * R * R                  # statuses (int32), hop classes (int8)
+            + 8 * R * A * (N_BUCKETS + N_CMARKS + 8)   # per-AIV state, marks, Init
+            + 8 * 5 * most               # the schedule's per-die scratch, a die's program
             + 16 * per_die)              # the ingress sort's keys and buffer

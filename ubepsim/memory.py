@@ -31,8 +31,8 @@ def working_memory(cols: dict[str, np.ndarray]) -> np.ndarray:
         np.asarray(cols["topk"])
     first = dispatch.working_bytes(cols["ranks"], cols["batch"], cols["topk"], cols["experts"],
                                    cols["aivs"], ubep, sync)
-    second = combine.working_bytes(cols["ranks"], cols["batch"], cols["topk"], cols["aivs"],
-                                   ubep, sync)
+    second = combine.working_bytes(cols["ranks"], cols["batch"], cols["topk"], cols["experts"],
+                                   cols["aivs"], ubep, sync)
     return np.where(op == Op.combine, routing, first) + np.where(op == Op.dispatch, 0, second)
 
 
