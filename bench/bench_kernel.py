@@ -19,7 +19,7 @@ import numba
 import numpy as np
 
 from ubepsim import kernel_io, memory, reference
-from ubepsim.kernels.dispatch import simulate_batch
+from ubepsim.kernels.layer import simulate_batch
 from ubepsim.kernels.layout import N_OUT
 from ubepsim.params import make_config
 from ubepsim.profile import load_profile

@@ -4,7 +4,7 @@
 
 `ubepsim` refuses, before any work, configurations that could not fit in the memory a machine
 has available together (ubepsim.memory.check_memory), from an estimate of what the kernel
-allocates (kernels/dispatch.py working_bytes; with --timeline, simulate's marks and frame too).
+allocates (kernels/dispatch.py and kernels/combine.py working_bytes; with --timeline, simulate's marks and frame too).
 This measures each configuration of a fixed set in a fresh process: its peak resident set
 (ru_maxrss, the kernel's high-water mark, so no peak between samples is missed) after
 simulating it, less the peak after a 16-rank warm-up (interpreter, libraries, JIT). Prints the
