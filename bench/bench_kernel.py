@@ -18,11 +18,12 @@ import time
 import numba
 import numpy as np
 
-from ubepsim import kernel_io, memory, reference
+from ubepsim import reference
 from ubepsim.kernels.dispatch import simulate_batch
 from ubepsim.kernels.layout import N_OUT
-from ubepsim.params import make_config
-from ubepsim.profile import load_profile
+from ubepsim.sweep import kernel_io, memory
+from ubepsim.sweep.params import make_config
+from ubepsim.sweep.profile import load_profile
 
 
 def kernel_seconds(config, profile, repeat: int) -> tuple[float, float]:

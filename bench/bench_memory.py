@@ -46,9 +46,9 @@ def child(config: dict, timeline: bool) -> None:
 def estimate(config: dict, timeline: bool) -> int:
     import numpy as np
 
-    from ubepsim import memory, model
-    from ubepsim.params import make_config
-    from ubepsim.profile import load_profile
+    from ubepsim.sweep import memory, model
+    from ubepsim.sweep.params import make_config
+    from ubepsim.sweep.profile import load_profile
 
     c = make_config(dict(config), load_profile().aivs)
     cols = {n: np.asarray([v]) for n, v in c.as_dict().items()}

@@ -36,10 +36,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from ubepsim.grid import load_grid
-from ubepsim.model import simulate_table
-from ubepsim.params import NAMES
-from ubepsim.sweep import PART_ROWS, metadata, provenance, write_part
+from ubepsim.sweep.engine import PART_ROWS, metadata, provenance, write_part
+from ubepsim.sweep.grid import load_grid
+from ubepsim.sweep.model import simulate_table
+from ubepsim.sweep.params import NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 MILLION = ROOT / "sweeps" / "million.toml"

@@ -29,12 +29,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sweep import MILLION, PER_SETTING, stratified_sample  # noqa: E402
 
-from ubepsim import kernel_io, memory  # noqa: E402
-from ubepsim.grid import load_grid  # noqa: E402
 from ubepsim.kernels import dispatch as ours  # noqa: E402
 from ubepsim.kernels.layout import COSTS, N_OUT  # noqa: E402
-from ubepsim.params import NAMES, canonical  # noqa: E402
-from ubepsim.profile import FIELDS, MECHANISMS  # noqa: E402
+from ubepsim.sweep import kernel_io, memory  # noqa: E402
+from ubepsim.sweep.grid import load_grid  # noqa: E402
+from ubepsim.sweep.params import NAMES, canonical  # noqa: E402
+from ubepsim.sweep.profile import FIELDS, MECHANISMS  # noqa: E402
 
 
 def load_kernels(directory: Path):

@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 
 from conftest import run_cli
-from ubepsim import calibrate as cal
-from ubepsim.model import simulate_table
-from ubepsim.params import make_config
-from ubepsim.profile import FIELDS, load_profile
+from ubepsim.paper import calibrate as cal
+from ubepsim.sweep.model import simulate_table
+from ubepsim.sweep.params import make_config
+from ubepsim.sweep.profile import FIELDS, load_profile
 
 TRUTH = {"aiv_store_gbps": 24.0, "init_cycles": 3000, "syncall_cycles": 2500,
          "blocks_in_flight": 8}
@@ -242,4 +242,4 @@ def test_the_shipped_profile_is_the_generators_text():
     table = problem.table(problem.simulate(shipped))
     text = cal.paper_profile_toml(cal.Fit({}, shipped, table, cal.rms_in_tolerances(table), 0,
                                           0.0))
-    assert (cal.Path(cal.__file__).parent / "profiles" / "cm384.toml").read_text() == text
+    assert (cal.Path(cal.__file__).parent.parent / "profiles" / "cm384.toml").read_text() == text

@@ -12,11 +12,11 @@ import math
 import numpy as np
 import pytest
 
-from ubepsim.costs import COST_INDEX, lower
-from ubepsim.kernel_io import _codes
 from ubepsim.kernels import layout
-from ubepsim.params import make_config
-from ubepsim.profile import HOP_CLASSES, load_profile
+from ubepsim.sweep.costs import COST_INDEX, lower
+from ubepsim.sweep.kernel_io import _codes
+from ubepsim.sweep.params import make_config
+from ubepsim.sweep.profile import HOP_CLASSES, load_profile
 
 PROFILE = load_profile(overrides={
     "clock_ghz": 2.0, "block_bytes": 512, "flag_bytes": 32, "egress_gbps": 100.0,

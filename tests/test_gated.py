@@ -10,11 +10,11 @@ import numpy as np
 import polars as pl
 
 from conftest import run_cli, write_grid
-from ubepsim import kernel_io, model
-from ubepsim.grid import load_grid
 from ubepsim.kernels import dispatch, layout
-from ubepsim.params import GATED, PARAM_BY_NAME, make_config
-from ubepsim.profile import load_profile
+from ubepsim.sweep import kernel_io, model
+from ubepsim.sweep.grid import load_grid
+from ubepsim.sweep.params import GATED, PARAM_BY_NAME, make_config
+from ubepsim.sweep.profile import load_profile
 
 SMALL = {"ranks": 8, "batch": 8, "topk": 2, "aivs": 8}
 CUMSUM = PARAM_BY_NAME["cumsum_aivs"].default

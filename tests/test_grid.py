@@ -10,13 +10,13 @@ import polars as pl
 import pytest
 
 from conftest import TINY_GRID, TINY_SIZE, run_cli, write_grid
-from ubepsim import expand
-from ubepsim import grid as grid_module
-from ubepsim.costs import lower, time_bound
 from ubepsim.errors import InputError
-from ubepsim.filters import filter_expr
-from ubepsim.grid import load_grid
-from ubepsim.params import NAMES
+from ubepsim.sweep import expand
+from ubepsim.sweep import grid as grid_module
+from ubepsim.sweep.costs import lower, time_bound
+from ubepsim.sweep.filters import filter_expr
+from ubepsim.sweep.grid import load_grid
+from ubepsim.sweep.params import NAMES
 
 SWEEPS = Path(__file__).resolve().parent.parent / "sweeps"
 

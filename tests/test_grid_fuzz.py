@@ -8,9 +8,9 @@ import math
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from ubepsim.errors import InputError
-from ubepsim.grid import load_grid
-from ubepsim.params import NAMES, PARAM_BY_NAME
-from ubepsim.profile import FIELDS
+from ubepsim.sweep.grid import load_grid
+from ubepsim.sweep.params import NAMES, PARAM_BY_NAME
+from ubepsim.sweep.profile import FIELDS
 
 
 def toml_key(k: str) -> str:

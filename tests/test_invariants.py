@@ -22,12 +22,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ubepsim import kernel_io, model
 from ubepsim.kernels import dispatch
 from ubepsim.kernels.layout import (K_COPY, K_FLAG, N_OUT, O_BOUND, O_COPIES_TOTAL, O_DELIVERED,
                                     O_LATENCY, O_SENT, O_VIOLATIONS, P_SEED, S_END, S_PC)
-from ubepsim.params import NAMES, make_config, polars_dtype
-from ubepsim.profile import load_profile
+from ubepsim.sweep import kernel_io, model
+from ubepsim.sweep.params import NAMES, make_config, polars_dtype
+from ubepsim.sweep.profile import load_profile
 
 DIES, AIVS, BATCH, TOPK = 8, 8, 64, 4
 STAGES = ("dispatch", "receive")   # the modules in which a fault swaps a stage it calls

@@ -13,11 +13,11 @@ import pytest
 
 import ubepsim
 from conftest import run_cli, write_grid
-from ubepsim import memory
 from ubepsim.errors import InputError
-from ubepsim.grid import load_grid
-from ubepsim.params import make_config
-from ubepsim.profile import load_profile
+from ubepsim.sweep import memory
+from ubepsim.sweep.grid import load_grid
+from ubepsim.sweep.params import make_config
+from ubepsim.sweep.profile import load_profile
 
 MIB = 1 << 20
 

@@ -15,15 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ubepsim.costs import COST_INDEX
 from ubepsim.kernels import ingress as k_ingress
 from ubepsim.kernels import layout, results as k_results
 from ubepsim.kernels import routing as k_routing, schedule as k_schedule, sync as k_sync
-from ubepsim.params import Sync, make_config
 from ubepsim.reference import results as t_results
 from ubepsim.reference import routing as t_routing, sync as t_sync
 from ubepsim.reference.rng import stream
 from ubepsim.reference.state import Aiv
+from ubepsim.sweep.costs import COST_INDEX
+from ubepsim.sweep.params import Sync, make_config
 
 # the twin's package names its driver's stages, so its schedule module is taken by its path
 t_schedule = importlib.import_module("ubepsim.reference.schedule")

@@ -14,15 +14,16 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ubepsim import kernel_io, model, reference
-from ubepsim.costs import time_bound
+from ubepsim import reference
 from ubepsim.errors import InputError
 from ubepsim.kernels import dispatch, layout
-from ubepsim.params import canonical, make_config
-from ubepsim.profile import HOP_CLASSES, load_profile
 from ubepsim.reference.state import (BSP_COUNTS_SENT, BSP_CUMSUM, BSP_SENT, BSP_SYNCALL_1,
                                     BSP_SYNCALL_2, BSP_SYNCALL_3, BSP_VERIFIED, UBEP_COUNTS,
                                     UBEP_OFFSETS, UBEP_SENT)
+from ubepsim.sweep import kernel_io, model
+from ubepsim.sweep.costs import time_bound
+from ubepsim.sweep.params import canonical, make_config
+from ubepsim.sweep.profile import HOP_CLASSES, load_profile
 
 PROFILES = {
     "cm384": load_profile(),

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from ubepsim import calibrate as cal
-from ubepsim import validate as v
-from ubepsim.profile import load_profile
+from ubepsim.paper import calibrate as cal
+from ubepsim.paper import validate as v
+from ubepsim.sweep.profile import load_profile
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "calibration.md"
 

@@ -13,9 +13,10 @@ import re
 import textwrap
 from pathlib import Path
 
-from .params import PARAMS, Config
-from .profile import FIELDS, HOP_CLASSES, MAX_LATENCY_NS, MAX_TIER_DIES, MAX_TIERS, builtin_values
-from .result_fields import RESULTS
+from .sweep.params import PARAMS, Config
+from .sweep.profile import (FIELDS, HOP_CLASSES, MAX_LATENCY_NS, MAX_TIER_DIES, MAX_TIERS,
+                            builtin_values)
+from .sweep.result_fields import RESULTS
 
 KINDS = {int: "integer", float: "number", str: "name", Path: "file", list: "list of integers",
          dict: "table"}

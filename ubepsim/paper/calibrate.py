@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .errors import InputError
-from .files import beside, toml_value
-from .params import ENUMS, NAMES, PARAM_BY_NAME, make_config
-from .profile import FIELDS, HOP_CLASSES, Profile, load_profile
+from ..errors import InputError
+from ..sweep.files import beside, toml_value
+from ..sweep.params import ENUMS, NAMES, PARAM_BY_NAME, make_config
+from ..sweep.profile import FIELDS, HOP_CLASSES, Profile, load_profile
 
 # Keys that describe the machine's shape rather than a cost: set from what is known, never fitted.
 STRUCTURAL = ("aivs", "npu_dies", "tier_sizes", "block_bytes", "flag_bytes", "clock_ghz")
@@ -165,7 +165,7 @@ class Problem:
                 np.asarray(default if value is None else value), (n,)).copy())
 
     def simulate(self, profile: Profile, threads: int | None = None) -> np.ndarray:
-        from .model import simulate_columns
+        from ..sweep.model import simulate_columns
         return self.model_values(simulate_columns(self.cols, profile, threads), profile)
 
     def errors(self, values: np.ndarray) -> np.ndarray:
@@ -591,7 +591,7 @@ def cann_ep(ranks: int, **changes: Any) -> dict[str, Any]:
 
 def syncall_count() -> int:
     """SyncAlls in one BSP dispatch, as the model runs it (its phase list)."""
-    from .model import TIMELINE_PHASES
+    from ..sweep.model import TIMELINE_PHASES
     return TIMELINE_PHASES["bsp"].count("syncall")
 
 
@@ -695,7 +695,7 @@ def efficiency(send_us: np.ndarray, aivs: np.ndarray) -> np.ndarray:
 def paper_grid() -> dict[str, list[int]]:
     """blocks_in_flight candidates: whole copies of Table 4's token (a copy's blocks go out
     together, so values in between behave like the multiple below them)."""
-    from .params import token_bytes
+    from ..sweep.params import token_bytes
     blocks = -(-token_bytes(CANN_EP["hidden"], ENUMS["dtype"][CANN_EP["dtype"]]) // BLOCK_BYTES)
     return {"blocks_in_flight": [blocks * n for n in COPIES_IN_FLIGHT]}
 

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from . import __version__
-from .errors import InputError
-from .files import toml_value, write_parquet, write_text
-from .params import NAMES, make_config
-from .profile import Profile
+from .. import __version__
+from ..errors import InputError
+from ..sweep.files import toml_value, write_parquet, write_text
+from ..sweep.params import NAMES, make_config
+from ..sweep.profile import Profile
 
 KEYS = ("ranks", "batch", "experts", "topk")
 OUT_FORMATS = (".toml", ".parquet")
@@ -86,7 +86,7 @@ def tune(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
     and every seed; pick the best. A maximum the caller chose that some row cannot run is an
     error, never quietly lowered."""
     from .calibrate import config_columns
-    from .model import simulate_columns
+    from ..sweep.model import simulate_columns
 
     if max_cumsum_aivs is None:
         max_cumsum_aivs = default_max_cumsum_aivs(rows)

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from . import calibrate as cal
-from .params import make_config
-from .profile import HOP_CLASSES, Profile
+from ..sweep.params import make_config
+from ..sweep.profile import HOP_CLASSES, Profile
 
 
 @dataclasses.dataclass
@@ -45,7 +45,7 @@ class Check:
 def _simulate(rows: list[dict[str, Any]] | dict[str, np.ndarray], profile: Profile,
               threads: int | None) -> dict[str, np.ndarray]:
     """Results of configurations given as rows or as resolved columns."""
-    from .model import simulate_columns
+    from ..sweep.model import simulate_columns
     cols = cal.config_columns(rows) if isinstance(rows, list) else rows
     return simulate_columns(cols, profile, threads)
 
@@ -217,8 +217,8 @@ QSEARCH = ((128, 128), (160, 160), (128, 256))   # (ranks, experts): Table 3's e
 
 def search_claims(profile: Profile, threads: int | None) -> list[Check]:
     """Section 3.3: the quaternary search converges in 4-5 steps and stays under 1 us."""
-    from .costs import COST_INDEX
-    from .kernel_io import prepare
+    from ..sweep.costs import COST_INDEX
+    from ..sweep.kernel_io import prepare
     rows = [_config(ranks=r, experts=e) for r, e in QSEARCH]
     steps = _simulate(rows, profile, threads)["qsearch_steps"]
     costs = prepare(cal.config_columns(rows), profile)[1]
@@ -389,7 +389,7 @@ def ablation(profile: Profile, threads: int | None = None) -> dict[str, list[Che
     """`validate` of the profile, then of the profile with each mechanism (profile.MECHANISMS)
     at its vanishing value, the others as they are: what each mechanism buys, point by point
     and claim by claim. Keys: "model", then each mechanism's key."""
-    from .profile import FIELDS, MECHANISMS
+    from ..sweep.profile import FIELDS, MECHANISMS
     out = {"model": validate(profile, threads)}
     for key in MECHANISMS:
         out[key] = validate(cal.with_values(profile, {key: FIELDS[key].vanish}), threads)

@@ -22,8 +22,8 @@ The model in short:
 
 from __future__ import annotations
 
-from ..params import Config
-from ..profile import Profile
+from ..sweep.params import Config
+from ..sweep.profile import Profile
 from .egress import egress_phase
 from .ingress import ingress
 from .programs import count_programs, init, token_programs

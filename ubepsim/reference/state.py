@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..costs import COST_INDEX, lower
-from ..params import Config, Protocol
-from ..profile import Profile
+from ..sweep.costs import COST_INDEX, lower
+from ..sweep.params import Config, Protocol
+from ..sweep.profile import Profile
 from .rng import SENTINEL, stream
 from .sync import POLICY, UNSIGNALLED, DataAsFlag
 

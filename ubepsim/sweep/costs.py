@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels.layout import COSTS
-from .kernels.sync import COLLIDES, IN_BLOCK, POLICY, on_copies
+from ..kernels.layout import COSTS
+from ..kernels.sync import COLLIDES, IN_BLOCK, POLICY, on_copies
 from .params import Protocol, token_bytes
 from .profile import HOP_CLASSES, Profile
 

@@ -27,8 +27,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import __version__, memory, model
-from .errors import InputError
+from . import memory, model
+from .. import __version__
+from ..errors import InputError
 from .files import META
 from .grid import Grid
 from .params import NAMES

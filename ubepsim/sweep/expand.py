@@ -19,10 +19,10 @@ import numpy as np
 import polars as pl
 
 from .costs import lower, time_bound
-from .errors import InputError
+from ..errors import InputError
 from .filters import filter_mask
 from .kernel_io import check_time_bound
-from .kernels.layout import MAX_TIME
+from ..kernels.layout import MAX_TIME
 from .params import (ENUMS, GATED, NAMES, PARAMS, canonical, check_rules, polars_dtype,
                      same_config, stable_id)
 from .profile import Profile

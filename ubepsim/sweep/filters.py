@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import polars as pl
 
-from .errors import InputError
+from ..errors import InputError
 from .files import beside, is_number
 from .params import ENUMS, NAMES, PARAM_BY_NAME
 

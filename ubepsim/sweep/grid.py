@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .errors import InputError
+from ..errors import InputError
 from .expand import CHUNK, configurations, corner, expand, point_columns
 from .files import beside, is_number
 from .filters import filter_expr

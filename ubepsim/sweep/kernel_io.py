@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from .costs import lower, time_bound
-from .errors import InputError
-from .kernels import layout as k
+from ..errors import InputError
+from ..kernels import layout as k
 from .params import ENUMS, Routing, canonical, codes, workload_keys
 from .profile import HOP_CLASSES, Profile
 from .result_fields import RESULT_NAMES

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
-from .kernels import dispatch
+from ..errors import InputError
+from ..kernels import dispatch
 from .params import Protocol, codes
 
 

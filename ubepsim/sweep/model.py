@@ -24,10 +24,10 @@ import numpy as np
 import polars as pl
 
 from . import memory
-from .errors import InputError
+from ..errors import InputError
 from .kernel_io import KernelFailure, kernel_order, prepare, result_columns
-from .kernels import dispatch
-from .kernels import layout as k
+from ..kernels import dispatch
+from ..kernels import layout as k
 from .params import (GATED, NAMES, PARAMS, Config, Routing, canonical, make_config, polars_dtype,
                      stable_id)
 from .profile import Profile, load_profile

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .errors import InputError
+from ..errors import InputError
 
 
 class Protocol(enum.IntEnum):

@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from ..errors import InputError
 
 # Hop classes, nearest first. A pair of dies is `local` (same die), `intra_npu` (same NPU), or
 # k-hop where k is the number of switch tiers its path climbs (paper Section 2.3).

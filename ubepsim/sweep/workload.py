@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError
-from .kernels import rng
+from ..errors import InputError
+from ..kernels import rng
 from .params import Routing
 
 TRACE_COLUMNS = ("rank", "token", "k", "expert")
