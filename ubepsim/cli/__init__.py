@@ -14,8 +14,8 @@ import sys
 
 import click
 
-from .. import __version__
 from ..errors import InputError
+from ..version import __version__
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},

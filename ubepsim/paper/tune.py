@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .. import __version__
 from ..errors import InputError
 from ..sweep.files import toml_value, write_parquet, write_text
 from ..sweep.params import NAMES, make_config
 from ..sweep.profile import Profile
+from ..version import __version__
 
 KEYS = ("ranks", "batch", "experts", "topk")
 OUT_FORMATS = (".toml", ".parquet")

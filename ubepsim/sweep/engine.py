@@ -28,8 +28,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import memory, model
-from .. import __version__
 from ..errors import InputError
+from ..version import __version__
 from .files import META
 from .grid import Grid
 from .params import NAMES
