@@ -410,7 +410,7 @@ def check_rules(cols: dict[str, np.ndarray], source: str | None = None,
     fail("trace", (routing != Routing.trace) & has_trace,
          lambda v: "a trace file is only read with routing = trace")
     if check_trace:
-        from .workload import check_trace_file
+        from .workload import check_trace_file   # with the kernel's generator: Numba
         seen = set()
         for i in np.flatnonzero(routing == Routing.trace):
             key = (str(c["trace"][i]), *(int(c[k][i]) for k in ("ranks", "batch", "topk",
