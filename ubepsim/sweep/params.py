@@ -219,14 +219,16 @@ def workload_keys(cols: dict[str, Any]) -> np.ndarray:
 def stable_id(cols: dict[str, Any], names: tuple[str, ...]) -> np.ndarray:
     """63-bit hashes of the named columns, row by row: stable across runs, machines, versions.
 
-    Vectorized splitmix64 over the values (integers as they are, floats by their bits, enums by
-    name, strings by a blake2b digest), so a million rows hash in milliseconds.
+    splitmix64, the kernel's own (kernels/rng.py, here over whole columns), of the values
+    (integers as they are, floats by their bits, enums by name, strings by a blake2b digest), so
+    a million rows hash in milliseconds.
     """
+    from ..kernels.rng import mix64   # Numba, loaded once ids are needed (not for --help)
+
     n = len(np.atleast_1d(cols[names[0]]))
     h = np.zeros(n, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for position, name in enumerate(names):
-            h = _mix64(h ^ _mix64(_as_u64(name, cols[name]) + np.uint64(position)))
+    for position, name in enumerate(names):
+        h = mix64(h ^ mix64(_as_u64(name, cols[name]) + np.uint64(position)))
     return (h >> np.uint64(1)).astype(np.int64)
 
 
@@ -286,13 +288,6 @@ def trace_digest(path: str) -> int:
 def _file_digest(path: str, inode: int, size: int, mtime_ns: int, ctime_ns: int) -> int:
     with open(path, "rb") as f:
         return _digest(hashlib.file_digest(f, "blake2b").digest())
-
-
-def _mix64(x: np.ndarray) -> np.ndarray:
-    z = x + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
 
 
 def coerce(name: str, value: Any, source: str | None = None) -> Any:
