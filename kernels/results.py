@@ -1,5 +1,5 @@
 """A configuration's output row (layout.O_*): latency, phases on the critical path, send
-latencies, waits, and the counts the host checks its invariants on (ubepsim.model)."""
+latencies, waits, and the counts the host checks its invariants on (ubepsim.sweep.kernel_io)."""
 
 from .jit import njit
 from .layout import (B_CUMSUM, B_INIT, B_REORDER, B_SEND, B_SYNC, C_COPY_EGRESS, C_COPY_INGRESS,
