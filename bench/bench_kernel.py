@@ -28,8 +28,7 @@ from ubepsim.sweep.profile import load_profile
 
 def kernel_seconds(config, profile, repeat: int) -> tuple[float, float]:
     """(best, median) of `repeat` timed runs."""
-    cols = {k: np.asarray([v]) for k, v in config.as_dict().items()}
-    params, costs, chances, cdf, trace = kernel_io.prepare(cols, profile)
+    params, costs, chances, cdf, trace = kernel_io.prepare(config.columns(), profile)
     out = np.zeros((1, N_OUT))
     memory.keep_freed_memory()
     simulate_batch(params, costs, chances, cdf, trace, out)    # warm-up (JIT)

@@ -44,15 +44,12 @@ def child(config: dict, timeline: bool) -> None:
 
 
 def estimate(config: dict, timeline: bool) -> int:
-    import numpy as np
-
     from ubepsim.sweep import memory, model
     from ubepsim.sweep.params import make_config
     from ubepsim.sweep.profile import load_profile
 
     c = make_config(dict(config), load_profile().aivs)
-    cols = {n: np.asarray([v]) for n, v in c.as_dict().items()}
-    return int(memory.working_memory(cols)[0]) + (model.timeline_bytes(c) if timeline else 0)
+    return int(memory.working_memory(c.columns())[0]) + (model.timeline_bytes(c) if timeline else 0)
 
 
 def main() -> None:

@@ -102,7 +102,7 @@ def stratified_sample(grid, per_setting: int) -> pl.DataFrame:
     """per_setting configurations of each setting of COST_AXES, drawn with a fixed seed, each
     with its sync variants (the grid's points that differ from it only in sync), which a sweep's
     batch holds too and simulates on one schedule; shuffled."""
-    points = grid.batch(0, grid.size).with_row_index("point")
+    points = grid.frame(0, grid.size).with_row_index("point")
     families = points.group_by([n for n in NAMES if n != "sync"], maintain_order=True).agg(
         "point")
     settings = families.group_by(COST_AXES, maintain_order=True).agg(pl.col("point"))["point"]

@@ -33,7 +33,7 @@ from ubepsim.kernels import dispatch as ours  # noqa: E402
 from ubepsim.kernels.layout import COSTS, N_OUT  # noqa: E402
 from ubepsim.sweep import kernel_io, memory  # noqa: E402
 from ubepsim.sweep.grid import load_grid  # noqa: E402
-from ubepsim.sweep.params import NAMES, canonical  # noqa: E402
+from ubepsim.sweep.params import columns  # noqa: E402
 from ubepsim.sweep.profile import FIELDS, MECHANISMS  # noqa: E402
 
 
@@ -100,7 +100,7 @@ def main() -> None:
     profile = dataclasses.replace(grid.profile, values={
         **grid.profile.values, **{k: FIELDS[k].vanish for k in MECHANISMS}})
     params, costs, chances, cdf, trace = kernel_io.prepare(
-        canonical({n: sample[n].to_numpy() for n in NAMES}), profile)
+        columns(sample), profile)
     order = kernel_io.kernel_order(params)        # as the model hands rows to the kernel
     sample = sample[order]
     kernels = {"A": batch_kernel(ours), "B": batch_kernel(theirs)}

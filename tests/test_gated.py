@@ -23,8 +23,7 @@ CUMSUM = PARAM_BY_NAME["cumsum_aivs"].default
 def kernel_row(cfg, **poke):
     """The kernel's output row for cfg, with params columns overwritten after canonicalization:
     what the kernel itself reads, bypassing the recording at defaults."""
-    cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
-    params, costs, chances, cdf, trace = kernel_io.prepare(cols, load_profile())
+    params, costs, chances, cdf, trace = kernel_io.prepare(cfg.columns(), load_profile())
     for col, value in poke.items():
         params[0, getattr(layout, col)] = value
     out = np.zeros((1, layout.N_OUT))
@@ -43,8 +42,7 @@ def test_bsp_never_reads_cumsum_aivs_and_only_weighted_routing_has_a_popularity_
     # hot routing have, and the workload key, which hashes the recorded values
     for routing in ("uniform", "zipf", "hot"):
         cfg = make_config({**SMALL, "routing": routing, "hot_experts": 2}, 8)
-        cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
-        params = kernel_io.prepare(cols, load_profile())[0]
+        params = kernel_io.prepare(cfg.columns(), load_profile())[0]
         assert (params[0, layout.P_CDF_LEN] > 0) == (routing != "uniform")
     zipf = make_config({**SMALL, "routing": "zipf", "zipf_s": 3.0}, 8)
     assert not np.array_equal(kernel_row(zipf), kernel_row(make_config(SMALL, 8)))
@@ -63,12 +61,14 @@ def test_an_unread_parameter_is_recorded_at_its_default():
         assert getattr(on, name) == value
 
 
-def test_simulate_table_records_unread_parameters_at_their_defaults():
+def test_a_frame_of_points_is_recorded_with_unread_parameters_at_their_defaults():
+    """A frame enters the model through simulate_many, which makes each row a configuration
+    (simulate_table, behind it, takes configurations as a grid or simulate_many makes them)."""
     profile = load_profile()
     raw = make_config({**SMALL, "protocol": "bsp"}, 8).as_dict()
     points = pl.DataFrame([{**raw, "cumsum_aivs": c, "zipf_s": z}
                            for c in (1, 5) for z in (0.5, 2.0)])
-    rows = model.simulate_table(points, profile)
+    rows = model.simulate_many(points, profile)
     assert rows["cumsum_aivs"].to_list() == [CUMSUM] * 4
     assert rows["zipf_s"].to_list() == [1.0] * 4
     assert rows["config_id"].n_unique() == 1

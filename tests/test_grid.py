@@ -46,7 +46,7 @@ def test_unset_parameters_take_defaults_experts_follow_ranks_aivs_the_profile(tm
         [profile]
         aivs = 24
         """))
-    row = g.batch(0, 2).to_dicts()
+    row = g.frame(0, 2).to_dicts()
     assert [r["experts"] for r in row] == [16, 32]
     assert {r["aivs"] for r in row} == {24}
     assert {r["sync"] for r in row} == {"sp"} and {r["trace"] for r in row} == {""}

@@ -137,7 +137,7 @@ def config(protocol, seed=1):
 def run(kernel, protocol):
     """A configuration's output row through `kernel` (a dispatch module), and its host check."""
     profile = load_profile()
-    cols = {k: np.asarray([v]) for k, v in config(protocol).as_dict().items()}
+    cols = config(protocol).columns()
     params, costs, chances, cdf, trace = kernel_io.prepare(cols, profile)
     out = np.zeros((1, N_OUT))
     with np.errstate(over="ignore"):   # uncompiled, the generator's uint64 products wrap

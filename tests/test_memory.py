@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pytest
 
 import ubepsim
@@ -25,8 +24,7 @@ MIB = 1 << 20
 def need(**params) -> int:
     """The model's estimate for one configuration (others at their defaults)."""
     config = make_config(params, load_profile().aivs)
-    return int(memory.working_memory({n: np.asarray([v]) for n, v in
-                                      config.as_dict().items()})[0])
+    return int(memory.working_memory(config.columns())[0])
 
 
 @pytest.fixture

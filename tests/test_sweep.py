@@ -52,7 +52,7 @@ def test_sweep_writes_one_row_per_configuration_with_every_parameter_and_result(
     assert rows["config_id"].dtype == pl.Int64 and rows["protocol"].dtype == pl.String
     # The rows are the model's answer for the grid's points, whatever the batching.
     grid = load_grid(tiny_grid)
-    direct = simulate_table(grid.batch(0, grid.size), grid.profile)
+    direct = simulate_table(grid.frame(0, grid.size), grid.profile)
     assert rows.sort("config_id").equals(direct.sort("config_id"))
     # in the points' order, part by part and row by row (each batch runs shuffled)
     assert pl.concat([pl.read_parquet(p) for p in parts(out)]).equals(direct)

@@ -89,7 +89,7 @@ def _from_grid(path: str, profile: str | None):
     from ..paper.tune import resolved_row
 
     grid = load_grid(path, key="--grid", base_profile=profile)
-    points = grid.batch(0, grid.size)
+    points = grid.frame(0, grid.size)
     if (points["protocol"] != "ubep").any():
         raise InputError("protocol", "tune sizes UBEP's CalCumSum group: the grid's protocol "
                          "must be ubep", path)

@@ -38,7 +38,7 @@ import polars as pl
 
 from ..errors import InputError
 from ..sweep.files import beside, toml_value
-from ..sweep.params import ENUMS, NAMES, PARAM_BY_NAME, make_config
+from ..sweep.params import ENUMS, NAMES, PARAM_BY_NAME, config_columns, make_config
 from ..sweep.profile import FIELDS, HOP_CLASSES, Profile, load_profile
 
 # Keys that describe the machine's shape rather than a cost: set from what is known, never fitted.
@@ -351,13 +351,6 @@ def measurement_problem(frame: pl.DataFrame, aivs_default: int,
 
 def _label(row: dict[str, Any], params: Sequence[str]) -> str:
     return " ".join(f"{k}={row[k]}" for k in params) or "defaults"
-
-
-def config_columns(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    """Resolved configurations (Config.as_dict() rows) as the columns simulate_columns takes."""
-    return {n: np.array([r[n] for r in rows], dtype=object if n in ENUMS or n == "trace"
-                        else (np.float64 if PARAM_BY_NAME[n].kind is float else np.int64))
-            for n in NAMES}
 
 
 # --- the fit -------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import polars as pl
 
 from ..errors import InputError
 from ..sweep.files import toml_value, write_parquet, write_text
-from ..sweep.params import NAMES, make_config
+from ..sweep.params import NAMES, config_columns, make_config
 from ..sweep.profile import Profile
 from ..version import __version__
 
@@ -85,7 +85,6 @@ def tune(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
     """Simulate every row at group sizes 1..max_cumsum_aivs (default: default_max_cumsum_aivs)
     and every seed; pick the best. A maximum the caller chose that some row cannot run is an
     error, never quietly lowered."""
-    from .calibrate import config_columns
     from ..sweep.model import simulate_columns
 
     if max_cumsum_aivs is None:

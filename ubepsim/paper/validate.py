@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import calibrate as cal
-from ..sweep.params import make_config
+from ..sweep.params import config_columns, make_config
 from ..sweep.profile import HOP_CLASSES, Profile
 
 
@@ -46,7 +46,7 @@ def _simulate(rows: list[dict[str, Any]] | dict[str, np.ndarray], profile: Profi
               threads: int | None) -> dict[str, np.ndarray]:
     """Results of configurations given as rows or as resolved columns."""
     from ..sweep.model import simulate_columns
-    cols = cal.config_columns(rows) if isinstance(rows, list) else rows
+    cols = config_columns(rows) if isinstance(rows, list) else rows
     return simulate_columns(cols, profile, threads)
 
 
@@ -221,7 +221,7 @@ def search_claims(profile: Profile, threads: int | None) -> list[Check]:
     from ..sweep.kernel_io import prepare
     rows = [_config(ranks=r, experts=e) for r, e in QSEARCH]
     steps = _simulate(rows, profile, threads)["qsearch_steps"]
-    costs = prepare(cal.config_columns(rows), profile)[1]
+    costs = prepare(config_columns(rows), profile)[1]
     # As the kernel charges it: one VectorCount per step and one for the offset.
     us = (steps + 1) * costs[:, COST_INDEX["vcount"]] / (profile.clock_ghz * 1000.0)
     setup = "UBEP defaults; " + ", ".join(f"{e} experts on {r} ranks" for r, e in QSEARCH)

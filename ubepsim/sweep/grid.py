@@ -24,11 +24,11 @@ import numpy as np
 import polars as pl
 
 from ..errors import InputError
-from .expand import CHUNK, configurations, corner, expand, point_columns
+from .expand import CHUNK, configurations, corner, expand
 from .files import beside, is_number
 from .filters import filter_expr
 from .memory import check_memory, working_memory
-from .params import ENUMS, NAMES, PARAM_BY_NAME, coerce, polars_dtype, trace_digest
+from .params import ENUMS, NAMES, PARAM_BY_NAME, coerce, columns, polars_dtype, trace_digest
 from .profile import BUILTIN, Profile, load_profile
 
 TABLES = ("sweep", "grid", "zip", "profile")
@@ -79,13 +79,9 @@ class Grid:
         return self.product if self.kept is None else len(self.kept)
 
     def frame(self, start: int, stop: int) -> pl.DataFrame:
-        """Points [start, stop), resolved: one column per parameter, enums as pl.Enum."""
+        """Configurations [start, stop): a frame of params.SCHEMA, as simulate_table takes it."""
         index = np.arange(start, stop) if self.kept is None else self.kept[start:stop]
         return configurations(self.values, index, self.profile)
-
-    def batch(self, start: int, stop: int) -> pl.DataFrame:
-        """Points [start, stop) in the form simulate_table takes: enums as their names."""
-        return self.frame(start, stop).with_columns(pl.col(n).cast(pl.String) for n in ENUMS)
 
     def check_memory(self, limits: list[tuple[int, int, str]],
                      threads: str = "--workers") -> None:
@@ -102,7 +98,7 @@ class Grid:
         largest: dict[str, Any] = {}
         for lo in range(0, self.size, CHUNK):
             points = self.frame(lo, min(lo + CHUNK, self.size))
-            need = working_memory(point_columns(points, NAMES))
+            need = working_memory(columns(points))
             i = int(need.argmax())
             if not top.size or need[i] > top[0]:
                 largest = points.row(i, named=True)

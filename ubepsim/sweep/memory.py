@@ -16,16 +16,15 @@ import numpy as np
 
 from ..errors import InputError
 from ..kernels import dispatch
-from .params import Protocol, codes
+from .params import Protocol
 
 
 def working_memory(cols: dict[str, np.ndarray]) -> np.ndarray:
     """Bytes the kernel works in while it simulates each configuration of resolved columns
-    (enums as names, members or codes): kernels.dispatch.working_bytes."""
+    (params.columns): kernels.dispatch.working_bytes."""
     return dispatch.working_bytes(cols["ranks"], cols["batch"], cols["topk"], cols["experts"],
-                                  cols["aivs"],
-                                  codes("protocol", cols["protocol"]) == Protocol.ubep,
-                                  codes("sync", cols["sync"]))
+                                  cols["aivs"], np.asarray(cols["protocol"]) == Protocol.ubep,
+                                  np.asarray(cols["sync"], dtype=np.int64))
 
 
 # A container's or batch job's memory: per cgroup version (v2, then v1's memory hierarchy),

@@ -5,13 +5,12 @@
     simulate_table(points, profile) -> frame     many, already resolved (the sweep engine's)
 
 A configuration is a Config or a dict of parameters (the others at their defaults, as in
-`ubepsim run`); `points` is a polars DataFrame with one column per parameter
-(ubepsim.params.NAMES), values resolved (experts and aivs filled in, enums as their names). The
-result frame has the same rows in the same order: every parameter, `config_id`, then every
-field of ubepsim.result_fields: a sweep's rows (whose Parquet gives the enums back as
-strings). A row depends only on its own parameters (never on the rest of the batch or on
-threads). The kernel's inputs and outputs are packed and read in ubepsim.kernel_io, the memory
-a simulation needs is checked in ubepsim.memory.
+`ubepsim run`), made canonical by params.make_config; `points` is a frame of configurations as
+a grid gives them (Grid.frame: one column per parameter, canonical, an enum as a pl.Enum or as
+its names). The result frame has the same rows in the same order: every parameter, `config_id`,
+then every field of result_fields: a sweep's rows. A row depends only on its own parameters
+(never on the rest of the batch or on threads). The kernel's inputs and outputs are packed and
+read in kernel_io, the memory a simulation needs is checked in memory.
 """
 
 from __future__ import annotations
@@ -28,8 +27,7 @@ from ..errors import InputError
 from .kernel_io import KernelFailure, kernel_order, prepare, result_columns
 from ..kernels import dispatch
 from ..kernels import layout as k
-from .params import (GATED, NAMES, PARAMS, Config, Routing, canonical, make_config, polars_dtype,
-                     stable_id)
+from .params import NAMES, PARAMS, SCHEMA, Config, Routing, columns, make_config, stable_id
 from .profile import Profile, load_profile
 from .result_fields import RESULTS
 
@@ -49,7 +47,8 @@ TIMELINE_ROW_BYTES = 56
 
 def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int | None = None,
                      memory_checked: bool = False) -> dict[str, np.ndarray]:
-    """Result columns for resolved parameter columns, through the parallel batch kernel.
+    """Result columns for configurations' columns (params.columns), through the parallel batch
+    kernel.
     Refuses (InputError) configurations that could not fit in memory together, unless the
     caller has checked that already (a sweep, once for its whole grid)."""
     import numba
@@ -73,9 +72,8 @@ def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int
 
 def simulate_table(points: pl.DataFrame, profile: Profile, threads: int | None = None,
                    memory_checked: bool = False) -> pl.DataFrame:
-    """Every parameter, config_id and every result for each row of `points` (same order).
-    GATED parameters their protocol or routing does not read are given at their defaults."""
-    cols = canonical({name: points[name].to_numpy() for name in NAMES})
+    """Every parameter, config_id and every result for each row of `points` (same order)."""
+    cols = columns(points)
     try:
         res = simulate_columns(cols, profile, threads, memory_checked)
     except KernelFailure as e:   # a row's place in a sweep's batch tells its user nothing
@@ -83,7 +81,6 @@ def simulate_table(points: pl.DataFrame, profile: Profile, threads: int | None =
         given = ", ".join(f"{n} = {point[n]}" for n in NAMES if point[n] not in (None, ""))
         raise KernelFailure(e.row, f"{e}; its configuration: {given}") from None
     frame = points.select(NAMES).with_columns(
-        *(pl.Series(name, cols[name], dtype=points[name].dtype) for name in GATED),
         pl.Series("config_id", stable_id(cols, NAMES), dtype=pl.Int64))
     return frame.with_columns([pl.Series(f.name, res[f.name],
                                          dtype=pl.Float64 if f.dtype == "f8" else pl.Int64)
@@ -119,7 +116,7 @@ def simulate_many(configs: Iterable[Config | Mapping[str, Any]] | pl.DataFrame,
     if isinstance(configs, pl.DataFrame):
         configs = configs.iter_rows(named=True)
     rows = [_config(c, profile, f"configs[{i}]").as_dict() for i, c in enumerate(configs)]
-    points = pl.DataFrame(rows, schema={n: polars_dtype(n) for n in NAMES})
+    points = pl.DataFrame(rows, schema=SCHEMA)
     return simulate_table(points, profile, threads)
 
 
@@ -133,7 +130,7 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     """
     profile = _profile(profile)
     config = _config(config, profile, "config")
-    cols = {name: np.asarray([v]) for name, v in config.as_dict().items()}
+    cols = config.columns()
     memory.check_memory(memory.working_memory(cols) + (timeline_bytes(config) if timeline else 0),
                         config.as_dict(), memory.available_memory())
     memory.keep_freed_memory()

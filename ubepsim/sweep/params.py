@@ -1,7 +1,16 @@
 """The model's parameters: one name per concept, shared by TOML keys, CLI flags and Parquet columns.
 
 Each parameter carries its own help text, the single source for `--help`, docs/reference.md
-(ubepsim.docs) and the validation messages. Variants are IntEnums whose values are the integer codes the kernels use.
+(ubepsim.docs) and the validation messages. Variants are IntEnums numbered 0, 1, 2, ... in
+order, their values the integer codes the kernels use (kernels/layout.py; a test holds the two
+equal).
+
+A configuration takes two forms along the sweep path, made canonical once, where it enters
+(`make_config` for one, ubepsim.sweep.expand for a grid's points): a frame of configurations,
+one column per parameter (SCHEMA: an enum as a pl.Enum of its names), which rows are made of;
+and the columns the model computes on (`columns`: numpy, an enum as its codes). A pl.Enum
+stores a value as its index among the names, which is the IntEnum's code, so the enumerations
+go from names to codes through one table, ENUMS.
 """
 
 from __future__ import annotations
@@ -170,45 +179,48 @@ class Config:
     def token_bytes(self) -> int:
         return int(token_bytes(self.hidden, self.dtype))
 
+    def columns(self) -> dict[str, np.ndarray]:
+        """The configuration as the model computes on it: one-row columns, enums as codes."""
+        return {n: np.asarray([v]) for n, v in dataclasses.asdict(self).items()}
+
     @property
     def config_id(self) -> int:
         """A stable 63-bit hash of every parameter (a trace by its file's content, not its
         path), the same on every run and machine. The hardware profile is not in it, so one
         grid swept on two profiles gives rows that join on it."""
-        return int(stable_id(self.as_dict(), NAMES)[0])
+        return int(stable_id(self.columns(), NAMES)[0])
 
     @property
     def workload_key(self) -> int:
-        return int(workload_keys(self.as_dict())[0])
+        return int(workload_keys(self.columns())[0])
 
 
-def canonical(cols: dict[str, Any]) -> dict[str, Any]:
-    """Resolved parameter columns (enums as names, members or codes) with every GATED
-    parameter at its default where its protocol or routing does not read it."""
+def canonical(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Resolved parameter columns (enums as codes) with every GATED parameter at its default
+    where its protocol or routing does not read it."""
     out = dict(cols)
     for name, (gate, reader) in GATED.items():
-        unread = codes(gate, cols[gate]) != reader
+        unread = np.asarray(cols[gate]) != reader
         if unread.any():
             out[name] = np.where(unread, PARAM_BY_NAME[name].default, np.asarray(cols[name]))
     return out
 
 
-def codes(name: str, values: Any) -> np.ndarray:
-    """A column of enum `name` (names, members or codes) as the integer codes the kernels use."""
-    v = np.atleast_1d(np.asarray(values))
-    if v.dtype.kind in "iu":
-        return v.astype(np.int64)
-    # names or members (str() of an IntEnum member is its code): each distinct one looked up once
-    uniq, inverse = np.unique(v.astype(str), return_inverse=True)
-    lookup = _LOOKUP[name]
-    bad = [x for x in uniq if x not in lookup]
-    if bad:
-        raise KeyError(f"{name}: {bad[0]!r}")
-    return np.array([lookup[x] for x in uniq], dtype=np.int64)[inverse.ravel()]
+def columns(points: pl.DataFrame, names: tuple[str, ...] = NAMES) -> dict[str, np.ndarray]:
+    """The named columns of a frame of configurations as the model computes on them: numpy, an
+    enum as its codes (its pl.Enum's physical index; a column of names is cast to it first)."""
+    out = {}
+    for name in names:
+        col = points[name]
+        if name in ENUMS:
+            col = col.cast(polars_dtype(name)).to_physical().cast(pl.Int64)
+        out[name] = col.to_numpy()
+    return out
 
 
-_LOOKUP = {name: {m.name: m.value for m in e} | {str(m.value): m.value for m in e}
-           for name, e in ENUMS.items()}
+def config_columns(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """Resolved configurations (Config.as_dict() rows) as the columns the model computes on."""
+    return columns(pl.DataFrame(rows, schema=SCHEMA))
 
 
 def workload_keys(cols: dict[str, Any]) -> np.ndarray:
@@ -242,15 +254,13 @@ def same_config(a: dict[str, Any], b: dict[str, Any], names: tuple[str, ...]) ->
     return same
 
 
-def _as_u64(name: str, values: Any) -> np.ndarray:
+def _as_u64(name: str, values: np.ndarray) -> np.ndarray:
+    """A column as the 64-bit words stable_id hashes (enums given as codes)."""
     if name in ENUMS:
-        return _NAME_DIGESTS[name][codes(name, values)]
+        return _NAME_DIGESTS[name][np.asarray(values, dtype=np.int64)]
     v = np.atleast_1d(np.asarray(values, dtype=object if name == "trace" else None))
     if name == "trace":
         uniq = {x: trace_digest(str(x)) for x in set(v.tolist())}
-        v = np.array([uniq[x] for x in v.tolist()], dtype=np.uint64)
-    elif v.dtype.kind in "OUS":
-        uniq = {x: _digest(str(x)) for x in set(v.tolist())}
         v = np.array([uniq[x] for x in v.tolist()], dtype=np.uint64)
     elif PARAM_BY_NAME[name].kind is float:
         v = v.astype(np.float64).view(np.uint64)
@@ -335,12 +345,15 @@ def _fmt(x: float) -> str:
 
 
 def polars_dtype(name: str) -> pl.DataType:
-    """A parameter's column type in frames: an enum as pl.Enum of its names (a dataset read
-    back from Parquet gives them as strings)."""
+    """A parameter's column type in frames: an enum as pl.Enum of its names, in code order (a
+    dataset stores them as strings: what any Parquet reader reads)."""
     p = PARAM_BY_NAME[name]
     if p.choices is not None:
-        return pl.Enum(p.choices)  # the names, stored as small codes
+        return pl.Enum(p.choices)  # the names, each stored as its index: the IntEnum's code
     return {int: pl.Int64, float: pl.Float64}.get(p.kind, pl.String)
+
+
+SCHEMA = {name: polars_dtype(name) for name in NAMES}   # a frame of configurations
 
 
 def make_config(values: dict[str, Any], aivs_default: int, source: str | None = None,
