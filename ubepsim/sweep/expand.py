@@ -20,7 +20,7 @@ import polars as pl
 
 from .costs import lower, time_bound
 from ..errors import InputError
-from .filters import filter_mask
+from .filters import Filter
 from .kernel_io import check_time_bound
 from ..kernels.layout import MAX_TIME
 from .params import (ENUMS, GATED, NAMES, PARAMS, canonical, check_rules, columns, polars_dtype,
@@ -32,7 +32,7 @@ INDEX = "__index"   # a point's index in the product, beside the parameters whil
 GATES = (*GATED, *{gate for gate, _ in GATED.values()})   # what params.canonical reads
 
 
-def expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Expr],
+def expand(values: list[list[pl.Series]], profile: Profile, filters: list[Filter],
            product: int, source: str) -> tuple[np.ndarray | None, int, str]:
     """One pass over the product, a chunk of points at a time: the filter (over the values as
     the grid gives them), each kept point checked against the model's rules, its config_id.
@@ -55,8 +55,8 @@ def expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Exp
         points = _build(values, index, profile)
         if filters:
             points = points.with_columns(pl.Series(INDEX, index))
-            for expr in filters:
-                points = points.filter(filter_mask(points, expr, source))
+            for flt in filters:
+                points = points.filter(flt.keeps(points))
             kept[filtered:filtered + points.height] = points[INDEX].to_numpy()
             points = points.drop(INDEX)
         cols = canonical(columns(points))

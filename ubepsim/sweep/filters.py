@@ -1,206 +1,172 @@
-"""The [sweep] filter's language: an expression over parameter names compiled into a polars
-expression (never eval'd), and the points it keeps.
+"""The [sweep] filter: an SQL condition over parameter names, the dialect of the WHERE clauses
+`ubepsim query` runs, compiled by polars (polars.sql_expr). It sees the points as the grid
+gives them: an enum as its name, a trace file as the grid names it (relative to the grid file).
 
-A filter is undefined at a point where it divides by zero or takes a power with no real value
-(Python would raise): such a term is null there, and a point the rest of the filter does not
-decide without it (False and ..., True or ...) is refused with the point.
+Here is only what polars does not do for a filter. Before any work, a filter must name
+parameters only, compare an enum parameter with its own values, and give true or false; and a
+filter written in 0.7.0's Python-like language is told what to write instead. While the grid
+expands, a filter must decide each point by that point's parameters alone (an aggregate such as
+AVG or a window such as ROW_NUMBER would see the other points of a chunk of the grid), and a
+point where it is undefined is refused, never silently kept or dropped: where it is null and the
+rest of it does not decide (SQL's three-valued logic; an integer division or remainder by zero
+is null), and where any term of it is no finite number (polars' `/`, POWER, SQRT and LN give an
+infinity or a NaN where the value is undefined, and a NaN compares above every number).
 """
 
 from __future__ import annotations
 
-import ast
-import operator
-import sys
-from typing import Any, Callable
+import dataclasses
+import math
+import os
+from pathlib import Path
 
 import polars as pl
 
 from ..errors import InputError
-from .files import beside, is_number
-from .params import ENUMS, NAMES, PARAM_BY_NAME
+from .params import ENUMS, NAMES, PARAM_BY_NAME, SCHEMA
+
+EXAMPLE = "topk <= experts AND (protocol = 'ubep' OR cumsum_aivs = 4)"
+HELP = (f"a filter is an SQL condition over parameter names, as in a WHERE clause of `ubepsim "
+        f"query`, e.g. \"{EXAMPLE}\"")
+# What 0.7.0's filters, written in Python, wrote differently: (what betrays it, what to write).
+PYTHON = (("**", "POWER(a, b) for a ** b"),
+          ("[", "(a, b) for a list [a, b], as in sync IN ('sw', 'sp')"),
+          ('"', "'ubep' for \"ubep\" (double quotes name a column)"))
+ROW = "__row"   # a row's own number, over which a filter is evaluated on each point alone
+# The points as a filter sees them: an enum as its name.
+VIEW = {name: pl.String if name in ENUMS else dtype for name, dtype in SCHEMA.items()}
 
 
-def _power(base: pl.Expr, exponent: pl.Expr) -> pl.Expr:
-    # a power of a parameter, in floating point: an integer power would wrap around and refuse a
-    # negative exponent, where Python gives a float (powers of constants are folded exactly)
-    v = base.cast(pl.Float64) ** exponent.cast(pl.Float64)
-    return pl.when(~v.is_nan()).then(v)
+@dataclasses.dataclass(frozen=True)
+class Filter:
+    text: str
+    expr: pl.Expr
+    terms: tuple[pl.Expr, ...]   # its computed terms that give numbers (floats)
+    source: str | None
+
+    def keeps(self, points: pl.DataFrame) -> pl.Series:
+        """Which points the filter keeps: true or false at every point, else an InputError."""
+        view = _as_written(points, self.source)
+        no_number = pl.any_horizontal(~t.is_finite() for t in self.terms).fill_null(False) \
+            if self.terms else pl.lit(False)
+        try:
+            keep = view.with_row_index(ROW).select(
+                self.expr.alias("keep"), self.expr.over(ROW).alias("alone"),
+                no_number.alias("no_number"))
+        except pl.exceptions.PolarsError as e:
+            raise self._fail(f"cannot be evaluated ({_first_line(e)})") from None
+        if not keep["keep"].eq_missing(keep["alone"]).all():
+            raise self._fail("decides a point by other points (an aggregate such as AVG or "
+                             "COUNT, or a window such as ROW_NUMBER() OVER ()): a filter keeps "
+                             "or drops each point by its own parameters")
+        for bad, why in ((keep["no_number"], "a term of it is no finite number there (a "
+                          "division by zero, a root or logarithm of a number below zero): write "
+                          "such a division with NULLIF(x, 0), whose null the rest of the filter "
+                          "may decide"),
+                         (keep["keep"].is_null(), "it is null there (an integer division or "
+                          "remainder by zero, a NULL) and the rest of it does not decide")):
+            if bad.any():
+                row = view.row(int(bad.arg_max()), named=True)
+                at = ", ".join(f"{k} = {row[k]!r}" for k in sorted(set(
+                    self.expr.meta.root_names())))
+                raise self._fail(f"is undefined at {at}: {why}", explain=False)
+        return keep["keep"]
+
+    def _fail(self, problem: str, explain: bool = True) -> InputError:
+        return _error(problem, self.text, self.source, explain)
 
 
-Binary = Callable[[pl.Expr, pl.Expr], pl.Expr]
-
-
-def _dividing(op: Binary) -> Binary:
-    return lambda a, b: pl.when(b != 0).then(op(a, b))
-
-
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.Div: _dividing(operator.truediv), ast.FloorDiv: _dividing(operator.floordiv),
-           ast.Mod: _dividing(operator.mod), ast.Pow: _power}
-_PYTHON = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,   # the same,
-           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv,         # on numbers
-           ast.Mod: operator.mod, ast.Pow: operator.pow}                       # (folded)
-_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
-            ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
-_ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
-FILTER_SYNTAX = ("parameter names, numbers, quoted enum names, + - * / // % **, comparisons "
-                 "(== != < <= > >=, in [...]; enums only == != in), and, or, not, parentheses")
-INT64 = (-(1 << 63), (1 << 63) - 1)
-
-
-def _literal(value: Any) -> pl.Expr:
-    """A filter's constant. Polars makes a Python int an Int32 literal, in which integer
-    arithmetic wraps around past 2 ** 31; the parameters' columns are 64-bit, so are numbers
-    (an integer beyond them, such as a folded 2 ** 64, as the nearest float)."""
-    if isinstance(value, int):
-        return pl.lit(value, pl.Int64) if INT64[0] <= value <= INT64[1] else \
-            pl.lit(float(value), pl.Float64)
-    if isinstance(value, float):
-        return pl.lit(value, pl.Float64)
-    return pl.lit(value)
-
-
-def filter_expr(text: str, source: str | None = None) -> pl.Expr:
-    """Parse a filter such as `topk <= experts and (protocol == "ubep" or cumsum_aivs == 4)`."""
-    def fail(message: str) -> InputError:
-        return InputError("sweep.filter", f"{message} in {text!r}; allowed: {FILTER_SYNTAX}",
-                          source)
-
+def compile_filter(text: str, source: str | None = None) -> Filter:
+    """A grid's filter, compiled by polars and checked; InputError (sweep.filter) if it does not
+    parse, names anything but a parameter, compares an enum with a value it lacks, cannot be
+    evaluated over the parameters' columns, or gives anything but true or false."""
     try:
-        tree = ast.parse(text, mode="eval").body
-    except SyntaxError as e:
-        raise fail(f"does not parse ({e.msg})") from None
-
-    def param_of(node: ast.AST) -> str | None:
-        return node.id if isinstance(node, ast.Name) and node.id in PARAM_BY_NAME else None
-
-    def constant(node: ast.AST, param: str | None) -> Any:
-        """A number or string, checked against the parameter it is compared with."""
-        if not (isinstance(node, ast.Constant) and (is_number(node.value) or
-                                                    isinstance(node.value, str))):
-            raise fail(f"unexpected {ast.unparse(node)!r}")
-        value, p = node.value, PARAM_BY_NAME.get(param)
-        if p is not None and p.choices is not None:
-            if value not in p.choices:
-                raise fail(f"{value!r} is not a {param}; choose one of {', '.join(p.choices)}")
-        elif p is not None and p.kind in (int, float) and not is_number(value):
-            raise fail(f"{value!r} is not a number, as {param} is")
-        elif p is not None and p.kind not in (int, float) and not isinstance(value, str):
-            raise fail(f"{value!r} is not a file name, as {param} is")
-        if isinstance(value, int) and abs(value) > sys.float_info.max:
-            raise fail(f"{value} is too large")
-        if isinstance(value, int) and not INT64[0] <= value <= INT64[1]:
-            raise fail(f"{value} does not fit in 64 bits (write it as a float, e.g. "
-                       f"{float(value):.0e})")
-        if param == "trace" and value and source is not None:
-            value = beside(source, value)   # as the grid's own trace values are
-        return value
-
-    def folded(node: ast.AST) -> int | float | None:
-        """A subexpression of numbers alone, computed exactly as Python does (2 ** 62 stays an
-        integer, so seed > 2 ** 62 compares exactly), or None."""
-        if isinstance(node, ast.Constant):
-            return node.value if is_number(node.value) else None
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            v = folded(node.operand)
-            return None if v is None else (-v if isinstance(node.op, ast.USub) else v)
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-            a, b = folded(node.left), folded(node.right)
-            if a is None or b is None:
-                return None
-            if isinstance(node.op, ast.Pow) and abs(b) > 1024 and abs(a) > 1:
-                raise fail(f"{ast.unparse(node)} is too large")   # not 10 ** 10 ** 9 digits
-            try:
-                v = _PYTHON[type(node.op)](a, b)
-            except (ZeroDivisionError, OverflowError) as e:
-                raise fail(f"{ast.unparse(node)}: {e}") from None
-            if not is_number(v):   # a complex root, an infinite float
-                raise fail(f"{ast.unparse(node)} is not a finite real number")
-            if abs(v) > sys.float_info.max:   # an int no column value can reach or be
-                raise fail(f"{ast.unparse(node)} is too large")
-            return v
-        return None
-
-    def build(node: ast.AST, param: str | None = None) -> pl.Expr:
-        if isinstance(node, (ast.BinOp, ast.UnaryOp)):
-            v = folded(node)
-            if v is not None:
-                return _literal(v)
-        if isinstance(node, ast.Name):
-            if node.id not in PARAM_BY_NAME:
-                raise fail(f"unknown name {node.id!r} (parameters: {', '.join(NAMES)})")
-            return pl.col(node.id)
-        if isinstance(node, ast.Constant):
-            return _literal(constant(node, param))
-        if isinstance(node, ast.BoolOp):
-            parts = [build(v) for v in node.values]
-            combine = operator.and_ if isinstance(node.op, ast.And) else operator.or_
-            out = parts[0]
-            for p in parts[1:]:
-                out = combine(out, p)
-            return out
-        if isinstance(node, ast.UnaryOp):
-            inner = build(node.operand)
-            if isinstance(node.op, ast.Not):
-                return ~inner
-            if isinstance(node.op, ast.USub):
-                return -inner
-            if isinstance(node.op, ast.UAdd):
-                return inner
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-            for name in map(param_of, (node.left, node.right)):
-                if name and PARAM_BY_NAME[name].kind not in (int, float):
-                    raise fail(f"{name} is not a number: no arithmetic on it")
-            if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and folded(node.right) == 0:
-                raise fail(f"{ast.unparse(node)}: division by zero")
-            return _BINARY[type(node.op)](build(node.left), build(node.right))
-        if isinstance(node, ast.Compare):
-            out = None
-            left = node.left
-            for op, right in zip(node.ops, node.comparators):
-                param = param_of(left) or param_of(right)
-                if isinstance(op, (ast.In, ast.NotIn)):
-                    if not isinstance(right, (ast.List, ast.Tuple)):
-                        raise fail("`in` needs a list such as [\"sw\", \"sp\"]")
-                    # equalities, not is_in: 1 and 1.0 match alike, as they do with ==
-                    term = pl.lit(False)
-                    for e in right.elts:
-                        term = term | (build(left) == _literal(constant(e, param)))
-                    term = ~term if isinstance(op, ast.NotIn) else term
-                elif type(op) in _COMPARE:
-                    sides = build(left, param), build(right, param)
-                    enum = next((n for n in map(param_of, (left, right)) if n in ENUMS), None)
-                    if isinstance(op, _ORDER) and enum:
-                        # polars would compare them in declaration order, which means nothing
-                        raise fail(f"{enum}'s values have no order; compare it with ==, != or "
-                                   f"in [...]")
-                    term = _COMPARE[type(op)](*sides)
-                else:
-                    raise fail(f"unsupported comparison {type(op).__name__}")
-                out = term if out is None else out & term
-                left = right
-            return out
-        raise fail(f"unexpected {ast.unparse(node)!r}")
-
-    return build(tree)
-
-
-def filter_mask(points: pl.DataFrame, expr: pl.Expr, source: str) -> pl.Series:
-    """Which points a filter keeps: true or false at every point, else an InputError."""
-    compare = "compare values, e.g. \"topk <= experts\""
-    try:
-        keep = points.select(expr).to_series()
+        expr = pl.sql_expr(text)
     except pl.exceptions.PolarsError as e:
-        reason = str(e).splitlines()[0].rstrip(".")
-        raise InputError("sweep.filter", f"cannot evaluate: {reason}; {compare}", source) \
-            from None
-    if keep.dtype != pl.Boolean:
-        raise InputError("sweep.filter", f"cannot evaluate: it gives {keep.dtype} values, not "
-                         f"true or false; {compare}", source)
-    if keep.null_count():
-        row = points.row(int(keep.is_null().arg_max()), named=True)
-        at = ", ".join(f"{k} = {row[k]!r}" for k in sorted(set(expr.meta.root_names())))
-        raise InputError("sweep.filter", f"undefined at {at}: a division by zero or a power "
-                         f"with no real value", source)
-    return keep
+        raise _error(f"does not parse ({_first_line(e)})", text, source) from None
+    unknown = sorted(set(expr.meta.root_names()) - set(NAMES))
+    if unknown:
+        raise _error(f"unknown name {unknown[0]!r} (parameters: {', '.join(NAMES)})", text,
+                     source)
+    terms = _terms(expr)
+    empty = pl.DataFrame(schema=VIEW)
+    try:   # types are checked on no rows: a comparison of a number with a word, say
+        dtypes = [empty.select(term).to_series().dtype for term, _ in terms]
+    except pl.exceptions.PolarsError as e:
+        raise _error(f"cannot be evaluated ({_first_line(e)})", text, source) from None
+    if dtypes[0] != pl.Boolean:
+        raise _error(f"gives {dtypes[0]} values, not true or false", text, source)
+    for term, operands in terms:
+        _check_term(term, [terms[i][0] for i in operands], [dtypes[i] for i in operands], text,
+                    source)
+    return Filter(text, expr, tuple(term for (term, _), dtype in zip(terms, dtypes)
+                                    if dtype.is_float() and not term.meta.is_column()
+                                    and not term.meta.is_literal()), source)
 
+
+def _terms(expr: pl.Expr) -> list[tuple[pl.Expr, list[int]]]:
+    """The expression and every term under it, each with the places of its operands."""
+    out: list[tuple[pl.Expr, list[int]]] = []
+
+    def visit(term: pl.Expr) -> int:
+        at = len(out)
+        out.append((term, []))
+        out[at][1].extend(visit(operand) for operand in term.meta.pop())
+        return at
+    visit(expr)
+    return out
+
+
+def _check_term(term: pl.Expr, children: list[pl.Expr], types: list[pl.DataType], text: str,
+                source: str | None) -> None:
+    """A term (with its operands and their types) whose meaning polars does not check: an enum
+    tested for a value it lacks, an infinite number, a comparison compared with a number
+    (Python's chained a < b < c)."""
+    columns = [c.meta.output_name() for c in children if c.meta.is_column()]
+    for child in children:
+        if not child.meta.is_literal():
+            continue
+        value = pl.select(child).to_series().explode()
+        for name in (c for c in columns if c in ENUMS):
+            # an equality or membership test, by what it gives for each of the enum's values
+            # (a pattern, LIKE 'u%', or an order, < 'tff', may name no value)
+            choices = PARAM_BY_NAME[name].choices
+            if pl.DataFrame({name: choices}).select(term).to_series().to_list() == \
+                    [c in value.to_list() for c in choices]:
+                wrong = [v for v in value.to_list() if v not in choices]
+                if wrong:
+                    raise _error(f"{wrong[0]!r} is not a {name}; choose one of "
+                                 f"{', '.join(choices)}", text, source)
+        if value.dtype.is_float() and not all(math.isfinite(v) for v in value.drop_nulls()):
+            raise _error(f"{value[0]} is not a finite number", text, source)
+    if len(types) == 2 and types.count(pl.Boolean) == 1 and any(t.is_numeric() for t in types):
+        raise _error("compares the truth of a comparison with a number: SQL does not chain "
+                     "comparisons; write a < b AND b < c for a < b < c", text, source)
+
+
+def _as_written(points: pl.DataFrame, source: str | None) -> pl.DataFrame:
+    """The points as a filter sees them: an enum as its name, a trace file relative to the
+    grid file (as [grid] names it)."""
+    view = points.with_columns(pl.col(n).cast(pl.String) for n in ENUMS)
+    if source is None:
+        return view
+    home = Path(source).parent.resolve()
+    traces = {p: os.path.relpath(p, home) for p in view["trace"].unique() if p}
+    return view.with_columns(pl.col("trace").replace(traces)) if traces else view
+
+
+def _error(problem: str, text: str, source: str | None, explain: bool = True) -> InputError:
+    """The one message of a filter's mistake, naming the filter; with `explain`, what a filter
+    is, and what to write instead of what 0.7.0's filters wrote in Python."""
+    old = [write for mark, write in PYTHON if mark in text]
+    hint = f"; 0.7.0's filters were Python: write {', '.join(old)}" if old else ""
+    return InputError("sweep.filter", f"{text!r} {problem}" + (f"; {HELP}{hint}" if explain
+                                                               else ""), source)
+
+
+def _first_line(e: Exception) -> str:
+    """Polars' reason in a line: its first, without the dump of a parse tree after a colon."""
+    line = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    if len(line) > 100:
+        line = line.split(": ")[0] if ": " in line[:100] else line[:100] + "..."
+    return line.rstrip(".:")

@@ -7,7 +7,7 @@
 
 Here: the file's tables and keys, each axis's values (each checked with `params.coerce`) and
 the Grid they make. The expansion of the axes into points, with their deduplication and the
-grid's fingerprint, is ubepsim.expand; the [sweep] filter's language is ubepsim.filters. Every
+grid's fingerprint, is expand; the [sweep] filter, an SQL condition, is filters. Every
 error is an InputError naming the grid file and the key.
 """
 
@@ -26,7 +26,7 @@ import polars as pl
 from ..errors import InputError
 from .expand import CHUNK, configurations, corner, expand
 from .files import beside, is_number
-from .filters import filter_expr
+from .filters import compile_filter
 from .memory import check_memory, working_memory
 from .params import ENUMS, NAMES, PARAM_BY_NAME, coerce, columns, polars_dtype, trace_digest
 from .profile import BUILTIN, Profile, load_profile
@@ -36,8 +36,8 @@ SWEEP_KEYS = {
     "name": "the sweep's name (a string), recorded with the results",
     "out": "the output directory (a string); `--out DIR` overrides it",
     "seeds": "the replicate seeds: an integer, a list of integers or { range = [first, last] }",
-    "filter": "an expression over parameter names that keeps a point, e.g. \"topk <= experts\" "
-              "(or a list of them, all must hold)",
+    "filter": "an SQL condition over parameter names that keeps a point, e.g. \"topk <= "
+              "experts AND protocol = 'ubep'\" (or a list of them, all must hold)",
     "profile": "the base hardware profile: \"cm384\" or a TOML file (relative to the grid file)",
 }
 AXIS_FORMS = ("a value, a list of values, or { range = [first, last] } with an optional "
@@ -166,7 +166,7 @@ def load_grid(path: str | Path, key: str = "GRID.toml", base_profile: str | None
     if not isinstance(filters, list) or not all(isinstance(f, str) for f in filters):
         raise InputError("sweep.filter", f"expected a string or a list of strings "
                          f"({SWEEP_KEYS['filter']})", source)
-    filters = [filter_expr(f, source) for f in filters]
+    filters = [compile_filter(f, source) for f in filters]
     values = [[pl.Series(name, v, polars_dtype(name)) for name, v in cols.items()]
               for _, cols in axes]
     product = math.prod(sizes.values())
