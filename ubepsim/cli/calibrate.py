@@ -91,14 +91,15 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
 
 
 def _paper(out: Path | None, check: bool, threads: int | None, max_evaluations: int) -> None:
-    from ..paper import calibrate as cal
+    from ..paper import cm384
     from ..sweep.profile import load_profile
 
-    click.echo(f"refitting cm384: {', '.join(cal.PAPER_KEYS)} (some minutes on 2 cores)", err=True)
-    result = cal.calibrate_paper(threads=threads, max_evaluations=max_evaluations,
-                                 progress=_progress)
-    click.echo(_report(result, cal.paper_start(), cal.HARDWARE_FIGURES))
-    text = cal.paper_profile_toml(result)
+    click.echo(f"refitting cm384: {', '.join(cm384.PAPER_KEYS)} (some minutes on 2 cores)",
+               err=True)
+    result = cm384.calibrate_paper(threads=threads, max_evaluations=max_evaluations,
+                                   progress=_progress)
+    click.echo(_report(result, cm384.paper_start(), cm384.HARDWARE_FIGURES))
+    text = cm384.paper_profile_toml(result)
     if check:
         shipped = load_profile().values
         differ = {k: (shipped[k], v) for k, v in result.profile.values.items()

@@ -24,6 +24,7 @@ from ..sweep.files import toml_value, write_parquet, write_text
 from ..sweep.params import NAMES, config_columns, make_config
 from ..sweep.profile import Profile
 from ..version import __version__
+from .numbers import FIG14_GROUPS
 
 KEYS = ("ranks", "batch", "experts", "topk")
 OUT_FORMATS = (".toml", ".parquet")
@@ -72,7 +73,7 @@ def resolved_row(values: dict[str, Any], aivs_default: int) -> dict[str, Any]:
 def max_groups(aivs: int) -> int:
     """Figure 14's 16 group sizes, or fewer on dies with fewer AIVs: at least one AIV must send
     tokens."""
-    return min(16, aivs - 1)
+    return min(FIG14_GROUPS[-1], aivs - 1)
 
 
 def default_max_cumsum_aivs(rows: list[dict[str, Any]]) -> int:
