@@ -386,11 +386,10 @@ def fit(problem: Problem, profile: Profile, keys: Sequence[str],
     """
     started = time.perf_counter()
     keys = tuple(keys)
-    gridded = [k for k in keys if k in GRID_KEYS]
-    smooth = [k for k in keys if k not in GRID_KEYS]
     grid = dict(grid or {})
-    for k in gridded:
-        grid.setdefault(k, _powers_of_two(k, get_value(profile.values, k)))
+    for k in keys:
+        if k in GRID_KEYS:
+            grid.setdefault(k, _powers_of_two(k, get_value(profile.values, k)))
     cache: dict[tuple, np.ndarray] = {}
 
     def evaluate(values: dict[str, float]) -> np.ndarray:
@@ -400,6 +399,35 @@ def fit(problem: Problem, profile: Profile, keys: Sequence[str],
             cache[key] = problem.simulate(trial, threads)
         return cache[key]
 
+    values = {k: _round(k, v, significant)
+              for k, v in _search(problem, profile, keys, grid, evaluate, max_evaluations,
+                                  progress).items()}
+    # Where a key's start value gives the same results as its fitted one, the measurements
+    # hold nothing for the move (a key no point depends on would be written at its bound, or
+    # wherever the search stopped): it keeps its start value.
+    kept = []
+    for k in keys:
+        v0 = get_value(profile.values, k)
+        if values[k] != v0 and np.array_equal(evaluate({**values, k: v0}), evaluate(values)):
+            values[k] = v0
+            kept.append(k)
+    final = with_values(profile, values)
+    simulated = evaluate(values)
+    support = {k: _support(k, values, grid[k] if k in GRID_KEYS else None, simulated, evaluate)
+               for k in keys if k not in kept}
+    table = problem.table(simulated)
+    return Fit({m: get_value(final.values, m) for k in keys for m in members(k)}, final, table,
+               rms_in_tolerances(table), len(cache), time.perf_counter() - started, tuple(kept),
+               support)
+
+
+def _search(problem: Problem, profile: Profile, keys: tuple[str, ...],
+            grid: dict[str, Sequence[int]], evaluate: Callable, max_evaluations: int,
+            progress: Callable[[str], None] | None) -> dict[str, float]:
+    """The best values of `keys`: least squares over the smooth ones at every combination of
+    the gridded ones' candidates."""
+    gridded = [k for k in keys if k in GRID_KEYS]
+    smooth = [k for k in keys if k not in GRID_KEYS]
     best: tuple[float, dict[str, float]] | None = None
     start = {k: get_value(profile.values, k) for k in smooth}
     for combo in itertools.product(*(grid[k] for k in gridded)):
@@ -416,38 +444,22 @@ def fit(problem: Problem, profile: Profile, keys: Sequence[str],
             if best is None or cost < best[0]:
                 best = (cost, values)
     assert best is not None
-    values = {k: _round(k, v, significant) for k, v in best[1].items()}
-    # Where a key's start value gives the same results as its fitted one, the measurements
-    # hold nothing for the move (a key no point depends on would be written at its bound, or
-    # wherever the search stopped): it keeps its start value.
-    kept = []
-    for k in keys:
-        v0 = get_value(profile.values, k)
-        if values[k] != v0 and np.array_equal(evaluate({**values, k: v0}), evaluate(values)):
-            values[k] = v0
-            kept.append(k)
-    final = with_values(profile, values)
-    simulated = evaluate(values)
-    # How many points each fitted key moves, one step away from its value: a key that moves
-    # one point (or none) is set by that point alone, not fitted to the measurements.
-    support = {}
-    for k in keys:
-        if k in kept:
-            continue
-        v = values[k]
-        if k in gridded:   # its neighbouring candidate: a smaller step may move nothing
-            at = list(grid[k]).index(v) if v in grid[k] else 0
-            step = grid[k][at + 1] if at + 1 < len(grid[k]) else grid[k][max(at - 1, 0)]
-        elif _kind(k) is int:
-            step = max(v * (1 + STEP), round(v) + 1)
-        else:
-            step = v * (1 + STEP)
-        moved = evaluate({**values, k: step}) != simulated
-        support[k] = int(np.count_nonzero(moved))
-    table = problem.table(simulated)
-    return Fit({m: get_value(final.values, m) for k in keys for m in members(k)}, final, table,
-               rms_in_tolerances(table), len(cache), time.perf_counter() - started, tuple(kept),
-               support)
+    return best[1]
+
+
+def _support(key: str, values: dict[str, float], candidates: Sequence[int] | None,
+             simulated: np.ndarray, evaluate: Callable) -> int:
+    """How many points a fitted key moves one step away from its value: a key that moves one
+    point (or none) is set by that point alone, not fitted to the measurements."""
+    v = values[key]
+    if candidates is not None:   # its neighbouring candidate: a smaller step may move nothing
+        at = list(candidates).index(v) if v in candidates else 0
+        step = candidates[at + 1] if at + 1 < len(candidates) else candidates[max(at - 1, 0)]
+    elif _kind(key) is int:
+        step = max(v * (1 + STEP), round(v) + 1)
+    else:
+        step = v * (1 + STEP)
+    return int(np.count_nonzero(evaluate({**values, key: step}) != simulated))
 
 
 def _least_squares(problem: Problem, keys: list[str], start: dict[str, float],
