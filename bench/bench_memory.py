@@ -3,7 +3,7 @@
     python bench/bench_memory.py [--timeline] [--config '{"ranks": 16384, "sync": "sw"}']
 
 `ubepsim` refuses, before any work, configurations that could not fit in the memory a machine
-has available together (ubepsim.memory.check_memory), from an estimate of what the kernel
+has available together (ubepsim.sweep.memory.check_memory), from an estimate of what the kernel
 allocates (kernels/dispatch.py working_bytes; with --timeline, simulate's marks and frame too).
 This measures each configuration of a fixed set in a fresh process: its peak resident set
 (ru_maxrss, the kernel's high-water mark, so no peak between samples is missed) after

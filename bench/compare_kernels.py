@@ -61,7 +61,7 @@ def load_kernels(directory: Path):
 
 
 # The cost columns of checkouts from before the per-source costs (docs/model.md), which kept
-# them in ubepsim.costs rather than in kernels/layout.py.
+# them in ubepsim.sweep.costs rather than in kernels/layout.py.
 PER_SOURCE_COSTS = ("dest_switch", "count_chain", "status_poll")
 
 

@@ -2,9 +2,10 @@
 
     python -m ubepsim.docs > docs/reference.md
 
-Parameters come from ubepsim.params.PARAMS, result columns from ubepsim.result_fields.RESULTS (with
-config_id, whose help is its property's docstring), hardware keys from ubepsim.profile.FIELDS
-with the built-in profile's values. A test holds docs/reference.md equal to `reference()`.
+Parameters come from ubepsim.sweep.params.PARAMS, result columns from
+ubepsim.sweep.result_fields.RESULTS (with config_id, whose help is its property's docstring),
+hardware keys from ubepsim.sweep.profile.FIELDS with the built-in profile's values. A test holds
+docs/reference.md equal to `reference()`.
 """
 
 from __future__ import annotations

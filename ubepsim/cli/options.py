@@ -1,4 +1,5 @@
-"""Model flags for click commands, generated from ubepsim.params.PARAMS (one name per concept)."""
+"""Model flags for click commands, generated from ubepsim.sweep.params.PARAMS (one name per
+concept)."""
 
 from __future__ import annotations
 
