@@ -39,6 +39,9 @@ VIEW = {name: pl.String if name in ENUMS else dtype for name, dtype in SCHEMA.it
 
 @dataclasses.dataclass(frozen=True)
 class Filter:
+    """A grid's filter as compile_filter checked it: its text, polars' expression, and the terms
+    that must be finite numbers at every point it decides."""
+
     text: str
     expr: pl.Expr
     terms: tuple[pl.Expr, ...]   # its computed terms that give numbers (floats)
