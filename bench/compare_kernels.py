@@ -29,12 +29,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sweep import MILLION, PER_SETTING, stratified_sample  # noqa: E402
 
-from ubepsim import kernel_io, memory  # noqa: E402
-from ubepsim.grid import load_grid  # noqa: E402
 from ubepsim.kernels import dispatch as ours  # noqa: E402
 from ubepsim.kernels.layout import COSTS, N_OUT  # noqa: E402
-from ubepsim.params import NAMES, canonical  # noqa: E402
-from ubepsim.profile import FIELDS, MECHANISMS  # noqa: E402
+from ubepsim.sweep import kernel_io, memory  # noqa: E402
+from ubepsim.sweep.grid import load_grid  # noqa: E402
+from ubepsim.sweep.params import columns  # noqa: E402
+from ubepsim.sweep.profile import FIELDS, MECHANISMS  # noqa: E402
 
 
 def load_kernels(directory: Path):
@@ -61,7 +61,7 @@ def load_kernels(directory: Path):
 
 
 # The cost columns of checkouts from before the per-source costs (docs/model.md), which kept
-# them in ubepsim.costs rather than in kernels/layout.py.
+# them in ubepsim.sweep.costs rather than in kernels/layout.py.
 PER_SOURCE_COSTS = ("dest_switch", "count_chain", "status_poll")
 
 
@@ -113,7 +113,7 @@ def main() -> None:
     profile = dataclasses.replace(grid.profile, values={
         **grid.profile.values, **{k: FIELDS[k].vanish for k in MECHANISMS}})
     params, costs, chances, cdf, trace = kernel_io.prepare(
-        canonical({n: sample[n].to_numpy() for n in NAMES}), profile)
+        columns(sample), profile)
     order = kernel_io.kernel_order(params)        # as the model hands rows to the kernel
     sample = sample[order]
     kernels = {"A": batch_kernel(ours), "B": batch_kernel(theirs)}

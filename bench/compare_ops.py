@@ -24,17 +24,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sweep import MILLION, PER_SETTING, stratified_sample  # noqa: E402
 
-from ubepsim import kernel_io, memory  # noqa: E402
-from ubepsim.grid import load_grid  # noqa: E402
 from ubepsim.kernels.layer import simulate_batch  # noqa: E402
 from ubepsim.kernels.layout import N_OUT  # noqa: E402
-from ubepsim.params import NAMES, canonical  # noqa: E402
+from ubepsim.sweep import kernel_io, memory  # noqa: E402
+from ubepsim.sweep.grid import load_grid  # noqa: E402
+from ubepsim.sweep.params import Op, canonical, columns  # noqa: E402
 
 
 def inputs(sample, op: str, profile):
     """The kernel's inputs for the sample run as `op`, in the order the model hands them."""
-    cols = {n: sample[n].to_numpy() for n in NAMES}
-    cols["op"] = np.full(sample.height, op)
+    cols = columns(sample)
+    cols["op"] = np.full(sample.height, Op[op].value)
+    # the sample's points made configurations of `op` (what it does not read at its defaults)
     params, costs, chances, cdf, trace = kernel_io.prepare(canonical(cols), profile)
     order = kernel_io.kernel_order(params)
     return params[order], costs[order], chances[order], cdf, trace

@@ -37,9 +37,9 @@ import numba  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sweep import MILLION, PER_SETTING, stratified_sample  # noqa: E402
 
-from ubepsim.grid import load_grid  # noqa: E402
 from ubepsim.kernels import layer  # noqa: E402
-from ubepsim.model import simulate_table  # noqa: E402
+from ubepsim.sweep.grid import load_grid  # noqa: E402
+from ubepsim.sweep.model import simulate_table  # noqa: E402
 
 MAX_SIZE = 1 << 20   # no function is this long: a longer gap holds code not ours
 

@@ -6,10 +6,10 @@ before it: layer.simulate, layer.simulate_batch, which run any op). The model is
 plain-Python twin (ubepsim.reference), which these stages must match exactly, cycle for cycle.
 
 How it compiles, measured in paired runs (bench/compare_kernels.py): the stages after the
-schedule are compiled into `dispatch` (inline="always"), one function as before the kernel was
-split into modules; compiled apart, with their arrays handed over as arguments, the same loops
-took 6% longer. The egress event loop is the exception, compiled apart and called per die and
-phase (egress.egress_phase says why); the schedule's per-die steps are calls (no slower).
+schedule are compiled into `dispatch` (inline="always"), one function; compiled apart, with
+their arrays handed over as arguments, the same loops took 6% longer. The egress event loop is
+the exception, compiled apart and called per die and phase (egress.egress_phase says why); the
+schedule's per-die steps are calls (no slower).
 """
 
 import numpy as np

@@ -1,13 +1,14 @@
 """Every code, column and bit layout the kernel stages share, and the stages' named results.
 
 Numba reads module globals as compile-time constants, so these cost nothing at run time; the
-host (ubepsim.model, ubepsim.costs) builds the kernel's input matrices and reads its output rows
-by the same names.
+host (ubepsim.sweep.kernel_io, ubepsim.sweep.costs) builds the kernel's input matrices and reads
+its output rows by the same names.
 """
 
 from collections import namedtuple
 
-# Protocol, sync, schedule and routing codes (the values of ubepsim.params' IntEnums).
+# Protocol, sync, schedule and routing codes: the values of ubepsim.sweep.params' IntEnums
+# (tests/test_costs.py holds them equal).
 BSP, UBEP = 0, 1
 SW, TFF, DC, SP = 0, 1, 2, 3
 EXPERT_BLOCK, BALANCED, HOMOGENIZED = 0, 1, 2
@@ -15,7 +16,8 @@ UNIFORM, ZIPF, HOT, TRACE = 0, 1, 2, 3
 DISPATCH, COMBINE, LAYER = 0, 1, 2
 
 # Hop classes, by the code schedule.hop_classes gives a (source, destination) pair: the die
-# itself, the other die of its NPU, then one more per switch tier climbed (paper Table 2).
+# itself, the other die of its NPU, then one more per switch tier climbed (paper Table 2). The
+# host's hop classes are these (ubepsim.sweep.profile: one latency_ns key per class).
 HOP_CLASSES = ("local", "intra_npu", "one_hop", "two_hop", "three_hop")
 N_HOPS = len(HOP_CLASSES)
 
@@ -26,7 +28,8 @@ B_INIT, B_SEND, B_SYNC, B_CUMSUM, B_REORDER, B_REDUCE = 0, 1, 2, 3, 4, 5
 N_BUCKETS = 6
 
 # Phase marks: each AIV's clock at the boundaries of its phases, appended in this order (the
-# timeline's intervals, ubepsim.model.TIMELINE_PHASES). Every AIV starts at 0 and ends Init.
+# timeline's intervals, ubepsim.sweep.model.TIMELINE_PHASES). Every AIV starts at 0 and ends
+# Init.
 MARK_START, MARK_INIT = 0, 1
 # A bsp AIV then (paper Figure 2): Token-Sending, SyncAll, SendFlag & Count, Flag verification,
 # SyncAll, CalCumSum, SyncAll, Token-Reordering. A ubep AIV has fewer marks: sending and
@@ -42,14 +45,14 @@ CMARK_BSP_STATUS, CMARK_BSP_POLLED, CMARK_BSP_SYNC, CMARK_BSP_REDUCED = 3, 4, 5,
 CMARK_UBEP_REDUCED = 3
 N_CMARKS = CMARK_BSP_REDUCED + 1
 
-# Columns of the parameter matrix (ubepsim.model.prepare builds it).
+# Columns of the parameter matrix (ubepsim.sweep.kernel_io.prepare builds it).
 (P_RANKS, P_BATCH, P_TOPK, P_EXPERTS, P_AIVS, P_CUMSUM, P_PROTOCOL, P_SYNC, P_SCHEDULE,
  P_ROUTING, P_SEED, P_WKEY, P_CDF_START, P_CDF_LEN, P_TRACE, P_OP) = range(16)
 N_PARAMS = 16
 
-# Columns of the cost matrix (ubepsim.costs.lower fills them by these names): integer cycles,
-# bytes or blocks per configuration. Column "x" is C_X below, made from this tuple so that the
-# two never part; the hop latencies follow in hop class order, from C_LAT_LOCAL.
+# Columns of the cost matrix (ubepsim.sweep.costs.lower fills them by these names): integer
+# cycles, bytes or blocks per configuration. Column "x" is C_X below, made from this tuple so
+# that the two never part; the hop latencies follow in hop class order, from C_LAT_LOCAL.
 COSTS = (
     "token_bytes", "copy_blocks", "count_blocks",
     "copy_issue", "copy_egress", "copy_ingress",
@@ -88,7 +91,7 @@ N_OUT = O_COMBINE + 1
 
 # Egress requests are ordered by (time, AIV): both packed in one key, the AIV in the low bits.
 AIV_BITS = 13   # aivs <= 4096
-MAX_TIME = 1 << (63 - AIV_BITS)   # times stay below it: ubepsim.model.check_time_bound
+MAX_TIME = 1 << (63 - AIV_BITS)   # times stay below it: ubepsim.sweep.kernel_io.check_time_bound
 # A program word: the store id above SID_SHIFT, then the new-destination bit (the store goes to
 # another die than its AIV's store before it: it first loads that die's window address), then
 # the destination (ranks <= 16384), then the kind in the low two bits.

@@ -3,7 +3,7 @@
 A Data-as-Flag variant changes the stores that signal their own arrival (count messages, and
 token copies under ubep) and the receiver's work on them. What each variant adds is written once,
 in POLICY; the kernel reads a configuration's row once (`effects`) and its stages consult those
-values, never the variant's code; the lowering (ubepsim.costs) reads the same table for the
+values, never the variant's code; the lowering (ubepsim.sweep.costs) reads the same table for the
 in-block flag's smaller payload and for the sentinel's collisions.
 """
 

@@ -20,7 +20,7 @@ from test_twin import PROFILES, differences, random_configs, twins  # noqa: F401
 # boundaries (a layer's dispatch's, then its combine's) are the twin's
 from test_twin import (test_kernel_and_twin_check_the_same_bound,  # noqa: F401
                        test_no_time_passes_the_time_bound, test_timeline_marks_match_the_twin)
-from ubepsim import model
+from ubepsim.sweep import model
 from ubepsim.reference.state import C_BSP_POLLED, C_BSP_STATUS, C_BSP_SYNCALL, C_SENT, INIT
 
 N_CONFIGS = 360

@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import polars as pl
 import pytest
 
-from ubepsim.costs import COST_INDEX, lower
-from ubepsim.kernel_io import _codes
 from ubepsim.kernels import layout
-from ubepsim.params import make_config
-from ubepsim.profile import HOP_CLASSES, load_profile
+from ubepsim.sweep.costs import COST_INDEX, lower
+from ubepsim.sweep.params import ENUMS, columns, config_columns, make_config, polars_dtype
+from ubepsim.sweep.profile import HOP_CLASSES, load_profile
 
 PROFILE = load_profile(overrides={
     "clock_ghz": 2.0, "block_bytes": 512, "flag_bytes": 32, "egress_gbps": 100.0,
@@ -32,8 +32,7 @@ def costs_of(profile=PROFILE, **values):
     die), hidden 1000 in bf16 (2,000-byte tokens), batch 32, top-4, unless given."""
     cfg = make_config({"ranks": 16, "experts": 64, "hidden": 1000, "dtype": "bf16",
                        "batch": 32, "topk": 4, **values}, 48)
-    cols = _codes({k: np.asarray([v]) for k, v in cfg.as_dict().items()})
-    costs, chances = lower(cols, profile)
+    costs, chances = lower(cfg.columns(), profile)
     return {name: int(costs[0, i]) for name, i in COST_INDEX.items()}, chances[0]
 
 
@@ -163,3 +162,28 @@ def test_the_cost_columns_name_the_profiles_hop_classes():
     assert layout.HOP_CLASSES == HOP_CLASSES
     assert [COST_INDEX[f"lat_{h}"] for h in HOP_CLASSES] == \
         list(range(layout.C_LAT_LOCAL, layout.C_LAT_LOCAL + layout.N_HOPS))
+
+
+def test_the_kernels_codes_are_the_parameters_enumerations():
+    """Each IntEnum numbers its members 0, 1, 2, ... in the order of its pl.Enum's names, so a
+    frame's index of a name is its code; every enum the kernel's parameter matrix carries (a
+    P_<NAME> column) has the same codes in kernels/layout.py, which repeats them as constants
+    for Numba (the kernel does not import the host)."""
+    for name, enum in ENUMS.items():
+        assert [m.value for m in enum] == list(range(len(enum))), name
+        assert polars_dtype(name).categories.to_list() == [m.name for m in enum], name
+    carried = [name for name in ENUMS if hasattr(layout, f"P_{name.upper()}")]
+    assert {"protocol", "sync", "schedule", "routing"} <= set(carried)
+    for name in carried:
+        for member in ENUMS[name]:
+            assert getattr(layout, member.name.upper()) == member.value, (name, member.name)
+
+
+def test_names_and_pl_enums_become_the_same_codes():
+    rows = [make_config({"protocol": p, "sync": s, "routing": r}, 48).as_dict()
+            for p in ("ubep", "bsp") for s in ("sp", "sw", "tff") for r in ("hot", "uniform")]
+    names = columns(pl.DataFrame(rows))             # enums as strings, as a dataset holds them
+    assert names["protocol"].dtype == np.int64
+    for name in ENUMS:
+        expected = [ENUMS[name][row[name]].value for row in rows]
+        assert names[name].tolist() == config_columns(rows)[name].tolist() == expected, name

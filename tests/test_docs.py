@@ -93,9 +93,6 @@ def test_the_mechanism_table_names_tests_that_exist():
 def test_the_mechanism_table_names_functions_that_exist(column, package):
     """Each row's module and functions, in the kernel and in the twin (a cell that says "the
     same names" has the kernel's)."""
-    if not hasattr(importlib.import_module(package), "__path__") or \
-            importlib.util.find_spec(f"{package}.schedule") is None:
-        pytest.skip(f"{package} is not yet split into the modules the table names")
     for row in _mechanisms():
         module, *names = re.findall(r"`(\w+)(?:\.py)?`", row[column])
         if "the same names" in row[column]:

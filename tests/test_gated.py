@@ -11,11 +11,11 @@ import numpy as np
 import polars as pl
 
 from conftest import run_cli, write_grid
-from ubepsim import kernel_io, model
-from ubepsim.grid import load_grid
 from ubepsim.kernels import layer, layout
-from ubepsim.params import GATED, PARAM_BY_NAME, make_config
-from ubepsim.profile import load_profile
+from ubepsim.sweep import kernel_io, model
+from ubepsim.sweep.grid import load_grid
+from ubepsim.sweep.params import GATED, PARAM_BY_NAME, make_config
+from ubepsim.sweep.profile import load_profile
 
 SMALL = {"ranks": 8, "batch": 8, "topk": 2, "aivs": 8}
 CUMSUM = PARAM_BY_NAME["cumsum_aivs"].default
@@ -25,8 +25,7 @@ def kernel_row(cfg, **poke):
     """The kernel's output row for cfg, with params (P_*) or cost (C_*) columns overwritten
     after canonicalization: what the kernel itself reads, bypassing the recording at
     defaults."""
-    cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
-    params, costs, chances, cdf, trace = kernel_io.prepare(cols, load_profile())
+    params, costs, chances, cdf, trace = kernel_io.prepare(cfg.columns(), load_profile())
     for col, value in poke.items():
         (params if col.startswith("P_") else costs)[0, getattr(layout, col)] = value
     out = np.zeros((1, layout.N_OUT))
@@ -45,8 +44,7 @@ def test_bsp_never_reads_cumsum_aivs_and_only_weighted_routing_has_a_popularity_
     # hot routing have, and the workload key, which hashes the recorded values
     for routing in ("uniform", "zipf", "hot"):
         cfg = make_config({**SMALL, "routing": routing, "hot_experts": 2}, 8)
-        cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
-        params = kernel_io.prepare(cols, load_profile())[0]
+        params = kernel_io.prepare(cfg.columns(), load_profile())[0]
         assert (params[0, layout.P_CDF_LEN] > 0) == (routing != "uniform")
     zipf = make_config({**SMALL, "routing": "zipf", "zipf_s": 3.0}, 8)
     assert not np.array_equal(kernel_row(zipf), kernel_row(make_config(SMALL, 8)))
@@ -112,12 +110,14 @@ def test_an_unread_parameter_is_recorded_at_its_default():
         assert reads == {True, False}, name
 
 
-def test_simulate_table_records_unread_parameters_at_their_defaults():
+def test_a_frame_of_points_is_recorded_with_unread_parameters_at_their_defaults():
+    """A frame enters the model through simulate_many, which makes each row a configuration
+    (simulate_table, behind it, takes configurations as a grid or simulate_many makes them)."""
     profile = load_profile()
     raw = make_config({**SMALL, "protocol": "bsp"}, 8).as_dict()
     points = pl.DataFrame([{**raw, "cumsum_aivs": c, "zipf_s": z}
                            for c in (1, 5) for z in (0.5, 2.0)])
-    rows = model.simulate_table(points, profile)
+    rows = model.simulate_many(points, profile)
     assert rows["cumsum_aivs"].to_list() == [CUMSUM] * 4
     assert rows["zipf_s"].to_list() == [1.0] * 4
     assert rows["config_id"].n_unique() == 1

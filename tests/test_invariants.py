@@ -22,12 +22,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ubepsim import kernel_io, model
 from ubepsim.kernels import layer
 from ubepsim.kernels.layout import (K_COPY, K_FLAG, N_OUT, O_BOUND, O_COPIES_TOTAL, O_DELIVERED,
                                     O_LATENCY, O_SENT, O_VIOLATIONS, P_SEED, S_END, S_PC)
-from ubepsim.params import NAMES, make_config, polars_dtype
-from ubepsim.profile import load_profile
+from ubepsim.sweep import kernel_io, model
+from ubepsim.sweep.params import NAMES, make_config, polars_dtype
+from ubepsim.sweep.profile import load_profile
 
 DIES, AIVS, BATCH, TOPK = 8, 8, 64, 4
 # the modules in which a fault swaps a stage it calls
@@ -163,7 +163,7 @@ def config(protocol, seed=1, op="dispatch"):
 def run(kernel, protocol, op="dispatch"):
     """A configuration's output row through `kernel` (a layer module), and its host check."""
     profile = load_profile()
-    cols = {k: np.asarray([v]) for k, v in config(protocol, op=op).as_dict().items()}
+    cols = config(protocol, op=op).columns()
     params, costs, chances, cdf, trace = kernel_io.prepare(cols, profile)
     out = np.zeros((1, N_OUT))
     with np.errstate(over="ignore"):   # uncompiled, the generator's uint64 products wrap

@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from conftest import run_cli
-from ubepsim.model import simulate_table
-from ubepsim.params import make_config
-from ubepsim.profile import load_profile
+from ubepsim.sweep.model import simulate_table
+from ubepsim.sweep.params import make_config
+from ubepsim.sweep.profile import load_profile
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -180,10 +180,10 @@ def test_empty_dataset_is_not_the_current_directory(tmp_path, monkeypatch, data)
 
 @pytest.mark.parametrize("kind", ["aiv", "timeline"])
 def test_label_titles_timeline_figures(tmp_path, monkeypatch, data, kind):
-    import ubepsim.plot
+    import ubepsim.paper.plot
 
     titles = []
-    monkeypatch.setattr(ubepsim.plot, "save",
+    monkeypatch.setattr(ubepsim.paper.plot, "save",
                         lambda fig, path: titles.extend(ax.get_title() for ax in fig.axes))
     code, _, err = run_cli("plot", data["timeline"][0], "--kind", kind, "--label", "Foo",
                            "--out", tmp_path / "t.png")
@@ -194,8 +194,8 @@ def test_label_titles_timeline_figures(tmp_path, monkeypatch, data, kind):
 def test_every_timeline_phase_has_one_colour():
     """The Gantt chart colours the phases the model writes, and only those (a renamed phase
     would otherwise be drawn black)."""
-    from ubepsim.model import TIMELINE_PHASES
-    from ubepsim.plot import PHASE_COLOURS
+    from ubepsim.sweep.model import TIMELINE_PHASES
+    from ubepsim.paper.plot import PHASE_COLOURS
 
     assert set(PHASE_COLOURS) == {p for phases in TIMELINE_PHASES.values() for p in phases}
 
@@ -203,15 +203,15 @@ def test_every_timeline_phase_has_one_colour():
 def test_aiv_figure_says_which_send_time_it_draws(tmp_path, monkeypatch, data):
     """The bars are the timeline's send phase (to the last store's issue), which is not the
     result send_max_aiv_us (to the last copy's completion); the figure says so."""
-    import ubepsim.plot
+    import ubepsim.paper.plot
 
     figs = []
-    monkeypatch.setattr(ubepsim.plot, "save", lambda fig, path: figs.append(fig))
+    monkeypatch.setattr(ubepsim.paper.plot, "save", lambda fig, path: figs.append(fig))
     code, _, err = run_cli("plot", *data["aiv"], "--kind", "aiv", "--out", tmp_path / "a.png")
     assert code == 0, err
     axes = figs[0].axes
     tl = pl.read_parquet(data["aiv"][0])
-    die = ubepsim.plot.critical_die(tl)
+    die = ubepsim.paper.plot.critical_die(tl)
     slowest = tl.filter((pl.col("die") == die) & (pl.col("phase") == "send")).select(
         (pl.col("end_us") - pl.col("start_us")).max()).item()
     assert f"slowest AIV's send phase {slowest:.1f} us (to its last store's issue)" \
@@ -223,8 +223,8 @@ def test_aiv_figure_says_which_send_time_it_draws(tmp_path, monkeypatch, data):
 def test_aiv_figure_draws_only_the_aivs_that_send():
     """bsp with fewer copies per die than AIVs: the idle AIVs' send phases are empty, and the
     figure's bars and mean cover the others only (as send_mean_aiv_us does)."""
-    from ubepsim.model import simulate
-    from ubepsim.plot import aiv_sends
+    from ubepsim.sweep.model import simulate
+    from ubepsim.paper.plot import aiv_sends
 
     tl = simulate(make_config({"ranks": 8, "batch": 2, "topk": 2, "aivs": 8, "protocol": "bsp"},
                               8), load_profile(), timeline=True)["timeline"]

@@ -16,7 +16,7 @@ QUERY_GRID = """\
 [sweep]
 name = "queries"
 out = "results/quickstart"
-filter = "protocol == 'ubep' or cumsum_aivs == 4"
+filter = "protocol = 'ubep' OR cumsum_aivs = 4"
 
 [grid]
 ranks = [4, 8, 16]

@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 
 from conftest import run_cli
-from ubepsim.params import NAMES
-from ubepsim.profile import load_profile
-from ubepsim.result_fields import RESULT_NAMES
+from ubepsim.sweep.params import NAMES
+from ubepsim.sweep.profile import load_profile
+from ubepsim.sweep.result_fields import RESULT_NAMES
 
 SMALL = ("--ranks", 8, "--batch", 4, "--topk", 2, "--aivs", 8, "--cumsum-aivs", 2)
 
@@ -87,7 +87,7 @@ def test_a_timeline_file_says_what_it_is_the_timeline_of(tmp_path):
     import pyarrow.parquet as pq
 
     from ubepsim import __version__
-    from ubepsim.profile import load_profile
+    from ubepsim.sweep.profile import load_profile
     path, custom = tmp_path / "tl.parquet", tmp_path / "p.toml"
     custom.write_text("[hardware]\ninit_cycles = 300\n")
     code, out, err = run_cli("run", *SMALL, "--json", "--profile", custom, "--timeline", path)
@@ -301,7 +301,7 @@ def test_a_trace_rewritten_under_its_old_stamp_is_read_again(tmp_path):
     time set back (cp -p, rsync -t) still moves the change time."""
     import os
 
-    from ubepsim.params import trace_digest
+    from ubepsim.sweep.params import trace_digest
 
     path = tmp_path / "t.bin"
     path.write_bytes(b"a" * 64)
@@ -344,8 +344,8 @@ def test_the_documented_defaults_are_what_run_simulates():
     import re
     from pathlib import Path
 
-    from ubepsim.params import NAMES
-    from ubepsim.profile import load_profile
+    from ubepsim.sweep.params import NAMES
+    from ubepsim.sweep.profile import load_profile
     doc = (Path(__file__).resolve().parent.parent / "docs" / "reference.md").read_text()
     section = doc.split("## Parameters")[1].split("\n## ")[0]
     table = dict(re.findall(r"^\| `(\w+)` \| `--[\w-]+` \| \w+ \| ([^|]*) \|", section, re.M))

@@ -13,17 +13,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ubepsim import kernel_io
-from ubepsim.costs import COST_INDEX
 from ubepsim.kernels import ingress as k_ingress
 from ubepsim.kernels import layout, programs as k_programs, results as k_results
 from ubepsim.kernels import routing as k_routing, schedule as k_schedule, sync as k_sync
-from ubepsim.params import Sync, make_config
-from ubepsim.profile import load_profile
 from ubepsim.reference import programs as t_programs, results as t_results
 from ubepsim.reference import routing as t_routing, schedule as t_schedule, sync as t_sync
 from ubepsim.reference.rng import stream
 from ubepsim.reference.state import FLAG, Aiv, Die, Run
+from ubepsim.sweep import kernel_io
+from ubepsim.sweep.costs import COST_INDEX
+from ubepsim.sweep.params import Sync, make_config
+from ubepsim.sweep.profile import load_profile
 SETTINGS = settings(max_examples=60, deadline=None)
 
 
@@ -223,7 +223,7 @@ def test_latency_bound(lat, copies, fixed, egress, ingress):
 
 def kernel_inputs(cfg, profile):
     """The kernel's parameter and cost rows of cfg, and its routing."""
-    cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
+    cols = cfg.columns()
     params, costs, _, cdf, trace = kernel_io.prepare(cols, profile)
     p = params[0]
     cdf = cdf[p[layout.P_CDF_START]:p[layout.P_CDF_START] + p[layout.P_CDF_LEN]]

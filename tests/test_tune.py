@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import run_cli, write_grid
-from ubepsim import model
-from ubepsim.params import make_config
-from ubepsim.profile import load_profile
+from ubepsim.sweep import model
+from ubepsim.sweep.params import make_config
+from ubepsim.sweep.profile import load_profile
 
 SMALL = ("--ranks", "4,8", "--batch", "4,32", "--topk", "2", "--aivs", "8",
          "--max-cumsum-aivs", "4")
@@ -196,7 +196,7 @@ def test_the_default_group_size_is_the_best_of_the_default_workload():
     """docs/calibration.md: the default cumsum_aivs is what `tune --ranks 128 --batch 64 --seed
     0,...,19` finds for the default configuration, so that `ubepsim run` starts from a tuned
     UBEP."""
-    from ubepsim.params import PARAM_BY_NAME
+    from ubepsim.sweep.params import PARAM_BY_NAME
     doc = " ".join((Path(__file__).resolve().parent.parent / "docs" / "calibration.md")
                    .read_text().split())
     assert "`ubepsim tune --ranks 128 --batch 64 --seed $(seq -s, 0 19)`" in doc

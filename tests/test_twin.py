@@ -14,15 +14,16 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ubepsim import kernel_io, model, reference
-from ubepsim.costs import time_bound
+from ubepsim import reference
 from ubepsim.errors import InputError
 from ubepsim.kernels import layer, layout
-from ubepsim.params import canonical, make_config
-from ubepsim.profile import HOP_CLASSES, load_profile
 from ubepsim.reference.state import (BSP_COUNTS_SENT, BSP_CUMSUM, BSP_SENT, BSP_SYNCALL_1,
                                     BSP_SYNCALL_2, BSP_SYNCALL_3, BSP_VERIFIED, UBEP_COUNTS,
                                     UBEP_OFFSETS, UBEP_SENT)
+from ubepsim.sweep import kernel_io, model
+from ubepsim.sweep.costs import time_bound
+from ubepsim.sweep.params import config_columns, make_config
+from ubepsim.sweep.profile import HOP_CLASSES, load_profile
 
 PROFILES = {
     "cm384": load_profile(),
@@ -152,8 +153,8 @@ def test_sync_variants_on_one_schedule_equal_each_alone(configs):
         mine = [c for c, p in configs if p == prof][:12]
         variants = [{**c.as_dict(), "sync": sync} for c in mine
                     for sync in ("sw", "tff", "dc", "sp")]
-        cols = {name: np.asarray([v[name] for v in variants]) for name in variants[0]}
-        params, costs, chances, cdf, trace = kernel_io.prepare(cols, PROFILES[prof])
+        params, costs, chances, cdf, trace = kernel_io.prepare(config_columns(variants),
+                                                               PROFILES[prof])
         # the variants of a configuration lie side by side (kernel_order): one run each
         order = kernel_io.kernel_order(params)
         runs = 1 + sum(not layer.same_schedule(params, costs, i, j)
@@ -239,8 +240,7 @@ def test_kernel_and_twin_check_the_same_bound(configs, twins):
     """The invariants' latency bound, which no result column shows, is the same in both."""
     for prof in PROFILES:
         rows = [i for i, (_, p) in enumerate(configs) if p == prof][::4]
-        dicts = [configs[i][0].as_dict() for i in rows]
-        cols = {k: np.asarray([d[k] for d in dicts]) for k in dicts[0]}
+        cols = config_columns([configs[i][0].as_dict() for i in rows])
         params, costs, chances, cdf, trace = kernel_io.prepare(cols, PROFILES[prof])
         out = np.zeros((len(rows), layout.N_OUT))
         layer.simulate_batch(params, costs, chances, cdf, trace, out)
@@ -252,9 +252,9 @@ def test_no_time_passes_the_time_bound(configs, twins):
     """costs.time_bound, which keeps every time below the kernel's MAX_TIME, is above every
     phase boundary of every AIV (the latest of them is the latency)."""
     for i, (cfg, prof) in enumerate(configs):
-        cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
+        cols = cfg.columns()
         costs = kernel_io.prepare(cols, PROFILES[prof])[1]
-        bound = time_bound(kernel_io._codes(canonical(cols)), costs)[0]
+        bound = time_bound(cols, costs)[0]
         d = twins(i)["_detail"]
         latest = max(max(max(aiv) for aiv in die) for die in d["marks"])
         assert latest == d["latency_cycles"] < bound, (cfg, prof)
@@ -264,7 +264,7 @@ def test_bad_invariant_is_reported(monkeypatch):
     """A kernel row that delivered fewer copies than it dispatched is an error, not a result."""
     cfg = make_config({"ranks": 4, "batch": 4, "topk": 2, "aivs": 4, "cumsum_aivs": 1}, 48)
     prof = PROFILES["cm384"]
-    cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
+    cols = cfg.columns()
     params, costs, chances, cdf, trace = kernel_io.prepare(cols, prof)
     out = np.zeros((1, layout.N_OUT))
     layer.simulate_batch(params, costs, chances, cdf, trace, out)

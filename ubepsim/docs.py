@@ -2,9 +2,10 @@
 
     python -m ubepsim.docs > docs/reference.md
 
-Parameters come from ubepsim.params.PARAMS, result columns from ubepsim.result_fields.RESULTS (with
-config_id, whose help is its property's docstring), hardware keys from ubepsim.profile.FIELDS
-with the built-in profile's values. A test holds docs/reference.md equal to `reference()`.
+Parameters come from ubepsim.sweep.params.PARAMS, result columns from
+ubepsim.sweep.result_fields.RESULTS (with config_id, whose help is its property's docstring),
+hardware keys from ubepsim.sweep.profile.FIELDS with the built-in profile's values. A test holds
+docs/reference.md equal to `reference()`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import re
 import textwrap
 from pathlib import Path
 
-from .params import PARAMS, Config
-from .profile import FIELDS, HOP_CLASSES, MAX_LATENCY_NS, MAX_TIER_DIES, MAX_TIERS, builtin_values
-from .result_fields import RESULTS
+from .sweep.params import PARAMS, Config
+from .sweep.profile import (FIELDS, HOP_CLASSES, MAX_LATENCY_NS, MAX_TIER_DIES, MAX_TIERS,
+                            builtin_values)
+from .sweep.result_fields import RESULTS
 
 KINDS = {int: "integer", float: "number", str: "name", Path: "file", list: "list of integers",
          dict: "table"}

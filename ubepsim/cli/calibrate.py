@@ -9,7 +9,7 @@ import click
 from . import cli
 from .options import CheckFailed, WORKERS, check_threads, split_list, workers_option
 from ..errors import InputError
-from ..files import check_out, write_text
+from ..sweep.files import check_out, write_text
 
 PAPER_COMMAND = "ubepsim calibrate --paper --out ubepsim/profiles/cm384.toml"
 
@@ -47,8 +47,8 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
     measured and simulated latency and the error. `--paper` refits the built-in profile
     instead; `ubepsim calibrate --paper --check` shows the shipped values are the fit's.
     """
-    from .. import calibrate as cal
-    from ..profile import load_profile
+    from ..paper import calibrate as cal
+    from ..sweep.profile import load_profile
 
     if max_evaluations < 1:
         raise InputError("--max-evaluations", f"must be at least 1, got {max_evaluations}")
@@ -91,14 +91,15 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
 
 
 def _paper(out: Path | None, check: bool, threads: int | None, max_evaluations: int) -> None:
-    from .. import calibrate as cal
-    from ..profile import load_profile
+    from ..paper import cm384
+    from ..sweep.profile import load_profile
 
-    click.echo(f"refitting cm384: {', '.join(cal.PAPER_KEYS)} (some minutes on 2 cores)", err=True)
-    result = cal.calibrate_paper(threads=threads, max_evaluations=max_evaluations,
-                                 progress=_progress)
-    click.echo(_report(result, cal.paper_start(), cal.HARDWARE_FIGURES))
-    text = cal.paper_profile_toml(result)
+    click.echo(f"refitting cm384: {', '.join(cm384.PAPER_KEYS)} (some minutes on 2 cores)",
+               err=True)
+    result = cm384.calibrate_paper(threads=threads, max_evaluations=max_evaluations,
+                                   progress=_progress)
+    click.echo(_report(result, cm384.paper_start(), cm384.HARDWARE_FIGURES))
+    text = cm384.paper_profile_toml(result)
     if check:
         shipped = load_profile().values
         differ = {k: (shipped[k], v) for k, v in result.profile.values.items()
@@ -122,7 +123,7 @@ def _report(result, start, figures: dict[str, str] | None = None) -> str:
     """Every point (measured, simulated, its error and that error in tolerances), the degrees
     of freedom, and every fitted key: start -> fitted value, the points it moves, and the
     hardware figure it should be near where one is known."""
-    from ..calibrate import get_value, members
+    from ..paper.calibrate import get_value, members
 
     t = result.table
     width = max(len(p) for p in t["point"])

@@ -1,4 +1,5 @@
-"""Model flags for click commands, generated from ubepsim.params.PARAMS (one name per concept)."""
+"""Model flags for click commands, generated from ubepsim.sweep.params.PARAMS (one name per
+concept)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,14 @@ from typing import Any, Callable
 import click
 
 from ..errors import InputError
-from ..params import GATED, PARAM_BY_NAME, PARAMS, coerce, make_config
-from ..profile import load_profile
+from ..sweep.params import GATED, PARAM_BY_NAME, PARAMS, coerce, make_config
+from ..sweep.profile import load_profile
 
 
 def warn_about(dataset: str) -> None:
     """What `scan` leaves out of a sweep's directory (stray files, missing rows), on stderr:
     an answer over part of a dataset must not look like one over all of it."""
-    from ..sweep import shortfall
+    from ..sweep.engine import shortfall
 
     for warning in shortfall(dataset):
         click.echo(f"warning: {warning}", err=True)

@@ -9,9 +9,9 @@ import click
 
 from . import cli
 from .options import config_from_flags, model_options
-from ..files import check_out, write_parquet
-from ..params import NAMES
-from ..result_fields import RESULTS
+from ..sweep.files import check_out, write_parquet
+from ..sweep.params import NAMES
+from ..sweep.result_fields import RESULTS
 
 
 @cli.command()
@@ -23,7 +23,7 @@ from ..result_fields import RESULTS
                    "to this Parquet file (its phases: docs/model.md, Timelines).")
 def run(as_json: bool, timeline: Path | None, **flags) -> None:
     """Simulate one dispatch configuration and print its results."""
-    from ..model import simulate
+    from ..sweep.model import simulate
 
     config, profile = config_from_flags(flags)
     if timeline is not None:

@@ -50,8 +50,8 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
     protocol or routing does not read (cumsum_aivs under bsp, zipf_s under uniform routing, ...)
     are one configuration, simulated once.
     """
-    from .. import sweep as engine
-    from ..grid import load_grid, shape
+    from ..sweep import engine
+    from ..sweep.grid import load_grid, shape
 
     threads = _threads(threads, scheduler)
     for flag, value in (("--batch-size", batch_rows), ("--part-rows", part_rows)):
@@ -111,7 +111,7 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
 def _connecting(scheduler: str) -> None:
     """Announce the wait for a remote scheduler (a local:N cluster is started, not waited
     for)."""
-    from .. import sweep as engine
+    from ..sweep import engine
 
     if engine.local_workers(scheduler) is None:
         click.echo(f"connecting to the Dask scheduler at {scheduler} (giving up after "
@@ -131,7 +131,7 @@ def _naming_out(run, out: str | None, grid_file: str):
 
 def _threads(threads: int | None, scheduler: str | None) -> int | None:
     if scheduler:
-        from ..sweep import local_workers
+        from ..sweep.engine import local_workers
 
         local_workers(scheduler)  # refuses a malformed address before any work
         if threads is not None and threads < 1:

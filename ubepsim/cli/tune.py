@@ -44,9 +44,9 @@ def tune(grid_file: str | None, max_cumsum_aivs: int | None, out: Path | None, a
 
     Example: ubepsim tune --ranks 64,128,256 --batch 8,16,32,64,128 --out cumsum.toml
     """
-    from .. import tune as engine
-    from ..files import check_out
-    from ..profile import load_profile
+    from ..paper import tune as engine
+    from ..sweep.files import check_out
+    from ..sweep.profile import load_profile
 
     if max_cumsum_aivs is not None and max_cumsum_aivs < 1:
         raise InputError("--max-cumsum-aivs", f"must be at least 1, got {max_cumsum_aivs}")
@@ -85,11 +85,11 @@ def tune(grid_file: str | None, max_cumsum_aivs: int | None, out: Path | None, a
 
 
 def _from_grid(path: str, profile: str | None):
-    from ..grid import load_grid
-    from ..tune import resolved_row
+    from ..sweep.grid import load_grid
+    from ..paper.tune import resolved_row
 
     grid = load_grid(path, key="--grid", base_profile=profile)
-    points = grid.batch(0, grid.size)
+    points = grid.frame(0, grid.size)
     if (points["protocol"] != "ubep").any():
         raise InputError("protocol", "tune sizes UBEP's CalCumSum group: the grid's protocol "
                          "must be ubep", path)

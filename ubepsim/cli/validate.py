@@ -33,8 +33,8 @@ def validate(profile_spec: str, as_json: bool, strict: bool, ablation: bool,
     once the kernel is compiled (the first run of ubepsim on a machine compiles it); with
     --ablation, that again per mechanism.
     """
-    from ..profile import load_profile
-    from .. import validate as v
+    from ..sweep.profile import load_profile
+    from ..paper import validate as v
 
     check_threads(WORKERS, threads)
     profile = load_profile(profile_spec, key="--profile")

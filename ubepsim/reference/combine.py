@@ -4,7 +4,7 @@ to the copy's source die, which reduces each token's copies."""
 
 from __future__ import annotations
 
-from ..params import Sync
+from ..sweep.params import Sync
 from .egress import egress_phase
 from .ingress import ingress
 from .programs import init, status_programs, token_programs

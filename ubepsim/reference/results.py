@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..profile import HOP_CLASSES
+from ..sweep.profile import HOP_CLASSES
 from .schedule import Schedule
 from .state import (BSP_CUMSUM, BSP_SYNCALL_1, BSP_SYNCALL_2, BSP_SYNCALL_3, C_BSP_SYNCALL, COPY,
                     INIT, Die, Run, Store)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .. import params
-from ..params import Config
-from ..profile import HOP_CLASSES
+from ..sweep import params
+from ..sweep.params import Config
+from ..sweep.profile import HOP_CLASSES
 from .state import Run, share
 
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..costs import COST_INDEX, lower
-from ..params import Config, Protocol
-from ..profile import Profile
+from ..sweep.costs import COST_INDEX, lower
+from ..sweep.params import Config, Protocol
+from ..sweep.profile import Profile
 from .rng import COMBINE_SENTINEL, SENTINEL, stream
 from .sync import POLICY, UNSIGNALLED, DataAsFlag
 
@@ -67,7 +67,7 @@ class Run:
     @classmethod
     def of(cls, cfg: Config, profile: Profile) -> Run:
         # the lowering takes columns of values: a column of one
-        costs, chances = lower({k: np.asarray([v]) for k, v in cfg.__dict__.items()}, profile)
+        costs, chances = lower(cfg.columns(), profile)
         c = {name: int(costs[0, i]) for name, i in COST_INDEX.items()}
         ubep = cfg.protocol is Protocol.ubep
         cumsum_aivs = cfg.cumsum_aivs if ubep else 0

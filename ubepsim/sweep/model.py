@@ -5,13 +5,12 @@
     simulate_table(points, profile) -> frame     many, already resolved (the sweep engine's)
 
 A configuration is a Config or a dict of parameters (the others at their defaults, as in
-`ubepsim run`); `points` is a polars DataFrame with one column per parameter
-(ubepsim.params.NAMES), values resolved (experts and aivs filled in, enums as their names). The
-result frame has the same rows in the same order: every parameter, `config_id`, then every
-field of ubepsim.result_fields: a sweep's rows (whose Parquet gives the enums back as
-strings). A row depends only on its own parameters (never on the rest of the batch or on
-threads). The kernel's inputs and outputs are packed and read in ubepsim.kernel_io, the memory
-a simulation needs is checked in ubepsim.memory.
+`ubepsim run`), made canonical by params.make_config; `points` is a frame of configurations as
+a grid gives them (Grid.frame: one column per parameter, canonical, an enum as a pl.Enum or as
+its names). The result frame has the same rows in the same order: every parameter, `config_id`,
+then every field of result_fields: a sweep's rows. A row depends only on its own parameters
+(never on the rest of the batch or on threads). The kernel's inputs and outputs are packed and
+read in kernel_io, the memory a simulation needs is checked in memory.
 """
 
 from __future__ import annotations
@@ -24,12 +23,12 @@ import numpy as np
 import polars as pl
 
 from . import memory
-from .errors import InputError
+from ..errors import InputError
 from .kernel_io import KernelFailure, kernel_order, prepare, result_columns
-from .kernels import layer
-from .kernels import layout as k
-from .params import (GATED, LATER_NAMES, NAMES, PARAM_BY_NAME, PARAMS, Config, Routing,
-                     canonical, make_config, polars_dtype, series, stable_id)
+from ..kernels import layer
+from ..kernels import layout as k
+from .params import (LATER_NAMES, NAMES, PARAM_BY_NAME, PARAMS, SCHEMA, Config, Routing, columns,
+                     make_config, stable_id)
 from .profile import Profile, load_profile
 from .result_fields import RESULTS
 
@@ -57,7 +56,8 @@ TIMELINE_ROW_BYTES = 56
 
 def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int | None = None,
                      memory_checked: bool = False) -> dict[str, np.ndarray]:
-    """Result columns for resolved parameter columns, through the parallel batch kernel.
+    """Result columns for configurations' columns (params.columns), through the parallel batch
+    kernel.
     Refuses (InputError) configurations that could not fit in memory together, unless the
     caller has checked that already (a sweep, once for its whole grid)."""
     import numba
@@ -82,11 +82,11 @@ def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int
 def simulate_table(points: pl.DataFrame, profile: Profile, threads: int | None = None,
                    memory_checked: bool = False) -> pl.DataFrame:
     """Every parameter, config_id and every result for each row of `points` (same order).
-    GATED parameters their protocol or routing does not read are given at their defaults, and
-    parameters added after 0.7.0 that `points` lacks (params.LATER_NAMES) too."""
-    points = points.with_columns(pl.lit(PARAM_BY_NAME[n].default, polars_dtype(n)).alias(n)
+    Parameters added after 0.7.0 that `points` lacks (params.LATER_NAMES) are at their
+    defaults, where every configuration 0.7.0 could express is canonical as it was."""
+    points = points.with_columns(pl.lit(PARAM_BY_NAME[n].default, SCHEMA[n]).alias(n)
                                  for n in LATER_NAMES if n not in points.columns)
-    cols = canonical({name: points[name].to_numpy() for name in NAMES})
+    cols = columns(points)
     try:
         res = simulate_columns(cols, profile, threads, memory_checked)
     except KernelFailure as e:   # a row's place in a sweep's batch tells its user nothing
@@ -96,7 +96,6 @@ def simulate_table(points: pl.DataFrame, profile: Profile, threads: int | None =
                           and not (n in LATER_NAMES and point[n] == PARAM_BY_NAME[n].default))
         raise KernelFailure(e.row, f"{e}; its configuration: {given}") from None
     frame = points.select(NAMES).with_columns(
-        *(series(name, cols[name], points[name].dtype) for name in GATED),
         pl.Series("config_id", stable_id(cols, NAMES), dtype=pl.Int64))
     return frame.with_columns([pl.Series(f.name, res[f.name],
                                          dtype=pl.Float64 if f.dtype == "f8" else pl.Int64)
@@ -132,7 +131,7 @@ def simulate_many(configs: Iterable[Config | Mapping[str, Any]] | pl.DataFrame,
     if isinstance(configs, pl.DataFrame):
         configs = configs.iter_rows(named=True)
     rows = [_config(c, profile, f"configs[{i}]").as_dict() for i, c in enumerate(configs)]
-    points = pl.DataFrame(rows, schema={n: polars_dtype(n) for n in NAMES})
+    points = pl.DataFrame(rows, schema=SCHEMA)
     return simulate_table(points, profile, threads)
 
 
@@ -146,7 +145,7 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     """
     profile = _profile(profile)
     config = _config(config, profile, "config")
-    cols = {name: np.asarray([v]) for name, v in config.as_dict().items()}
+    cols = config.columns()
     memory.check_memory(memory.working_memory(cols) + (timeline_bytes(config) if timeline else 0),
                         config.as_dict(), memory.available_memory())
     memory.keep_freed_memory()

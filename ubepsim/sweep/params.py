@@ -1,7 +1,16 @@
 """The model's parameters: one name per concept, shared by TOML keys, CLI flags and Parquet columns.
 
 Each parameter carries its own help text, the single source for `--help`, docs/reference.md
-(ubepsim.docs) and the validation messages. Variants are IntEnums whose values are the integer codes the kernels use.
+(ubepsim.docs) and the validation messages. Variants are IntEnums numbered 0, 1, 2, ... in
+order, their values the integer codes the kernels use (kernels/layout.py; a test holds the two
+equal).
+
+A configuration takes two forms along the sweep path, made canonical once, where it enters
+(`make_config` for one, ubepsim.sweep.expand for a grid's points): a frame of configurations,
+one column per parameter (SCHEMA: an enum as a pl.Enum of its names), which rows are made of;
+and the columns the model computes on (`columns`: numpy, an enum as its codes). A pl.Enum
+stores a value as its index among the names, which is the IntEnum's code, so the enumerations
+go from names to codes through one table, ENUMS.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .errors import InputError
+from ..errors import InputError
 
 
 class Protocol(enum.IntEnum):
@@ -187,12 +196,12 @@ class Gate:
         return tuple(dict.fromkeys(g for clause in self.clauses for g, _ in clause))
 
     def reads(self, cols: dict[str, Any]) -> np.ndarray:
-        """Row by row, whether the parameter is read (enums as names, members or codes)."""
+        """Row by row, whether the parameter is read (columns with enums as codes)."""
         read = None
         for clause in self.clauses:
             holds = None
             for gate, readers in clause:
-                ok = np.isin(codes(gate, cols[gate]), [int(r) for r in readers])
+                ok = np.isin(np.asarray(cols[gate]), [int(r) for r in readers])
                 holds = ok if holds is None else holds & ok
             read = holds if read is None else read | holds
         return read
@@ -263,57 +272,62 @@ class Config:
     def token_bytes(self) -> int:
         return int(token_bytes(self.hidden, self.dtype))
 
+    def columns(self) -> dict[str, np.ndarray]:
+        """The configuration as the model computes on it: one-row columns, enums as codes."""
+        return {n: np.asarray([v]) for n, v in dataclasses.asdict(self).items()}
+
     @property
     def config_id(self) -> int:
         """A stable 63-bit hash of every parameter (a trace by its file's content, not its
         path), the same on every run and machine. The hardware profile is not in it, so one
         grid swept on two profiles gives rows that join on it."""
-        return int(stable_id(self.as_dict(), NAMES)[0])
+        return int(stable_id(self.columns(), NAMES)[0])
 
     @property
     def workload_key(self) -> int:
-        return int(workload_keys(self.as_dict())[0])
+        return int(workload_keys(self.columns())[0])
 
 
-def canonical(cols: dict[str, Any]) -> dict[str, Any]:
-    """Resolved parameter columns (enums as names, members or codes) with every GATED
-    parameter at its default where no configuration it is in reads it; a GATED enum comes back
-    as its codes (`series` makes a frame's column of it)."""
+def canonical(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Resolved parameter columns (enums as codes) with every GATED parameter at its default
+    where no configuration it is in reads it (GATED: its protocol, routing or op)."""
     out = dict(cols)
     for name, gate in GATED.items():
         unread = ~gate.reads(cols)
-        default = PARAM_BY_NAME[name].default
-        if name in ENUMS:
-            out[name] = np.where(unread, ENUMS[name][default].value, codes(name, cols[name]))
-        elif unread.any():
-            out[name] = np.where(unread, default, np.asarray(cols[name]))
+        if unread.any():
+            out[name] = np.where(unread, default_value(name), np.asarray(cols[name]))
     return out
 
 
-def series(name: str, values: Any, dtype: pl.DataType | None = None) -> pl.Series:
-    """A frame's column of parameter `name` from canonical's values (an enum's codes as its
-    names)."""
-    if name in ENUMS and np.asarray(values).dtype.kind in "iu":
-        values = np.array([m.name for m in ENUMS[name]])[np.asarray(values)]
-    return pl.Series(name, values, dtype=dtype or polars_dtype(name))
+def default_value(name: str) -> Any:
+    """A parameter's default as the model computes on it (an enum as its code)."""
+    default = PARAM_BY_NAME[name].default
+    return ENUMS[name][default].value if name in ENUMS else default
 
 
-def codes(name: str, values: Any) -> np.ndarray:
-    """A column of enum `name` (names, members or codes) as the integer codes the kernels use."""
-    v = np.atleast_1d(np.asarray(values))
-    if v.dtype.kind in "iu":
-        return v.astype(np.int64)
-    # names or members (str() of an IntEnum member is its code): each distinct one looked up once
-    uniq, inverse = np.unique(v.astype(str), return_inverse=True)
-    lookup = _LOOKUP[name]
-    bad = [x for x in uniq if x not in lookup]
-    if bad:
-        raise KeyError(f"{name}: {bad[0]!r}")
-    return np.array([lookup[x] for x in uniq], dtype=np.int64)[inverse.ravel()]
+def columns(points: pl.DataFrame, names: tuple[str, ...] = NAMES) -> dict[str, np.ndarray]:
+    """The named columns of a frame of configurations as the model computes on them: numpy, an
+    enum as its codes (its pl.Enum's physical index; a column of names is cast to it first)."""
+    out = {}
+    for name in names:
+        col = points[name]
+        if name in ENUMS:
+            col = col.cast(polars_dtype(name)).to_physical().cast(pl.Int64)
+        out[name] = col.to_numpy()
+    return out
 
 
-_LOOKUP = {name: {m.name: m.value for m in e} | {str(m.value): m.value for m in e}
-           for name, e in ENUMS.items()}
+def series(name: str, values: np.ndarray) -> pl.Series:
+    """The inverse of `columns` for one parameter: a frame's column of SCHEMA from the values
+    the model computes on (an enum's codes picked out of its pl.Enum's names)."""
+    if name in ENUMS:
+        return pl.Series(name, PARAM_BY_NAME[name].choices, SCHEMA[name]).gather(values)
+    return pl.Series(name, values, SCHEMA[name])
+
+
+def config_columns(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """Resolved configurations (Config.as_dict() rows) as the columns the model computes on."""
+    return columns(pl.DataFrame(rows, schema=SCHEMA))
 
 
 def workload_keys(cols: dict[str, Any]) -> np.ndarray:
@@ -324,17 +338,19 @@ def workload_keys(cols: dict[str, Any]) -> np.ndarray:
 def stable_id(cols: dict[str, Any], names: tuple[str, ...]) -> np.ndarray:
     """63-bit hashes of the named columns, row by row: stable across runs, machines, versions.
 
-    Vectorized splitmix64 over the values (integers as they are, floats by their bits, enums by
-    name, strings by a blake2b digest), so a million rows hash in milliseconds.
+    splitmix64, the kernel's own (kernels/rng.py, here over whole columns), of the values
+    (integers as they are, floats by their bits, enums by name, strings by a blake2b digest), so
+    a million rows hash in milliseconds.
     """
+    from ..kernels.rng import mix64   # Numba, loaded once ids are needed (not for --help)
+
     n = len(np.atleast_1d(cols[names[0]]))
     h = np.zeros(n, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for position, name in enumerate(names):
-            v = _as_u64(name, cols[name])
-            step = _mix64(h ^ _mix64(v + np.uint64(position)))
-            # a parameter added after 0.7.0 counts only where it is not at its default
-            h = np.where(v == _DEFAULT_U64[name], h, step) if name in LATER_NAMES else step
+    for position, name in enumerate(names):
+        v = _as_u64(name, cols[name])
+        step = mix64(h ^ mix64(v + np.uint64(position)))
+        # a parameter added after 0.7.0 counts only where it is not at its default
+        h = np.where(v == _DEFAULT_U64[name], h, step) if name in LATER_NAMES else step
     return (h >> np.uint64(1)).astype(np.int64)
 
 
@@ -348,15 +364,13 @@ def same_config(a: dict[str, Any], b: dict[str, Any], names: tuple[str, ...]) ->
     return same
 
 
-def _as_u64(name: str, values: Any) -> np.ndarray:
+def _as_u64(name: str, values: np.ndarray) -> np.ndarray:
+    """A column as the 64-bit words stable_id hashes (enums given as codes)."""
     if name in ENUMS:
-        return _NAME_DIGESTS[name][codes(name, values)]
+        return _NAME_DIGESTS[name][np.asarray(values, dtype=np.int64)]
     v = np.atleast_1d(np.asarray(values, dtype=object if name == "trace" else None))
     if name == "trace":
         uniq = {x: trace_digest(str(x)) for x in set(v.tolist())}
-        v = np.array([uniq[x] for x in v.tolist()], dtype=np.uint64)
-    elif v.dtype.kind in "OUS":
-        uniq = {x: _digest(str(x)) for x in set(v.tolist())}
         v = np.array([uniq[x] for x in v.tolist()], dtype=np.uint64)
     elif PARAM_BY_NAME[name].kind is float:
         v = v.astype(np.float64).view(np.uint64)
@@ -375,7 +389,7 @@ _NAME_DIGESTS = {name: np.array([_digest(m.name) for m in e], dtype=np.uint64)
                  for name, e in ENUMS.items()}
 
 
-_DEFAULT_U64 = {name: _as_u64(name, [PARAM_BY_NAME[name].default])[0] for name in LATER_NAMES}
+_DEFAULT_U64 = {name: _as_u64(name, np.asarray([default_value(name)]))[0] for name in LATER_NAMES}
 
 
 def trace_digest(path: str) -> int:
@@ -397,13 +411,6 @@ def trace_digest(path: str) -> int:
 def _file_digest(path: str, inode: int, size: int, mtime_ns: int, ctime_ns: int) -> int:
     with open(path, "rb") as f:
         return _digest(hashlib.file_digest(f, "blake2b").digest())
-
-
-def _mix64(x: np.ndarray) -> np.ndarray:
-    z = x + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
 
 
 def coerce(name: str, value: Any, source: str | None = None) -> Any:
@@ -451,18 +458,21 @@ def _fmt(x: float) -> str:
 
 
 def polars_dtype(name: str) -> pl.DataType:
-    """A parameter's column type in frames: an enum as pl.Enum of its names (a dataset read
-    back from Parquet gives them as strings)."""
+    """A parameter's column type in frames: an enum as pl.Enum of its names, in code order (a
+    dataset stores them as strings: what any Parquet reader reads)."""
     p = PARAM_BY_NAME[name]
     if p.choices is not None:
-        return pl.Enum(p.choices)  # the names, stored as small codes
+        return pl.Enum(p.choices)  # the names, each stored as its index: the IntEnum's code
     return {int: pl.Int64, float: pl.Float64}.get(p.kind, pl.String)
+
+
+SCHEMA = {name: polars_dtype(name) for name in NAMES}   # a frame of configurations
 
 
 def make_config(values: dict[str, Any], aivs_default: int, source: str | None = None,
                 check_trace: bool = True) -> Config:
     """Validate one point: types, ranges and the cross-parameter rules of the model. GATED
-    parameters its protocol or routing does not read are recorded at their defaults."""
+    parameters its protocol, routing or op does not read are recorded at their defaults."""
     for name in values:
         if name not in PARAM_BY_NAME:
             raise InputError(name, f"unknown parameter; allowed: {', '.join(NAMES)}", source)
@@ -476,7 +486,7 @@ def make_config(values: dict[str, Any], aivs_default: int, source: str | None = 
         resolved["aivs"] = aivs_default
     cols = canonical({k: np.asarray([v]) for k, v in resolved.items()})
     for name in GATED:
-        resolved[name] = (ENUMS[name](int(codes(name, cols[name])[0])) if name in ENUMS
+        resolved[name] = (ENUMS[name](int(cols[name][0])) if name in ENUMS
                           else PARAM_BY_NAME[name].kind(cols[name][0]))
     check_rules(cols, source, check_trace)
     return Config(**resolved)
@@ -506,8 +516,9 @@ def check_rules(cols: dict[str, np.ndarray], source: str | None = None,
     fail("topk", c["topk"] > c["experts"], lambda v: f"{v('topk')} exceeds experts "
          f"({v('experts')}); a token's experts are distinct")
     # only ubep's dispatch reads cumsum_aivs
-    fail("cumsum_aivs", GATED["cumsum_aivs"].reads(c) & (c["cumsum_aivs"] >= c["aivs"]), lambda v: f"{v('cumsum_aivs')} "
-         f"must be below aivs ({v('aivs')}); at least one AIV must send tokens")
+    fail("cumsum_aivs", GATED["cumsum_aivs"].reads(c) & (c["cumsum_aivs"] >= c["aivs"]),
+         lambda v: f"{v('cumsum_aivs')} must be below aivs ({v('aivs')}); at least one AIV "
+         f"must send tokens")
     hot = routing == Routing.hot
     fail("hot_experts", hot & (c["hot_experts"] > c["experts"]), lambda v: f"{v('hot_experts')} "
          f"exceeds experts ({v('experts')})")
@@ -522,7 +533,7 @@ def check_rules(cols: dict[str, np.ndarray], source: str | None = None,
     fail("trace", (routing != Routing.trace) & has_trace,
          lambda v: "a trace file is only read with routing = trace")
     if check_trace:
-        from .workload import check_trace_file
+        from .workload import check_trace_file   # with the kernel's generator: Numba
         seen = set()
         for i in np.flatnonzero(routing == Routing.trace):
             key = (str(c["trace"][i]), *(int(c[k][i]) for k in ("ranks", "batch", "topk",

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from .errors import InputError
-from .files import replacing
-from .params import NAMES, Sync
+from ..errors import InputError
+from ..sweep.files import replacing
+from ..sweep.params import NAMES, Sync
 
 KINDS = ("heatmap", "breakdown", "aiv", "sync", "timeline")
 TIMELINE_KINDS = ("aiv", "timeline")
@@ -84,7 +84,7 @@ def scan_results(dataset: str, kind: str) -> pl.LazyFrame:
     """One DATASET, each of its files checked to be sweep results with the columns `kind`
     needs (a timeline or a stray table beside the parts failed later, or was blamed on
     --where)."""
-    from .sweep import scan
+    from ..sweep.engine import scan
 
     frame = scan(dataset, RESULTS_COLUMNS, f": not sweep results; --kind {kind} reads what "
                  f"`ubepsim sweep` writes")

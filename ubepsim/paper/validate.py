@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from . import calibrate as cal
-from .params import make_config
-from .profile import HOP_CLASSES, Profile
+from . import cm384, numbers
+from .calibrate import with_values
+from ..sweep.params import config_columns, make_config
+from ..sweep.profile import HOP_CLASSES, Profile
 
 
 @dataclasses.dataclass
@@ -45,13 +46,13 @@ class Check:
 def _simulate(rows: list[dict[str, Any]] | dict[str, np.ndarray], profile: Profile,
               threads: int | None) -> dict[str, np.ndarray]:
     """Results of configurations given as rows or as resolved columns."""
-    from .model import simulate_columns
-    cols = cal.config_columns(rows) if isinstance(rows, list) else rows
+    from ..sweep.model import simulate_columns
+    cols = config_columns(rows) if isinstance(rows, list) else rows
     return simulate_columns(cols, profile, threads)
 
 
 def _config(**values: Any) -> dict[str, Any]:
-    return make_config(values, cal.AIVS).as_dict()
+    return make_config(values, numbers.AIVS).as_dict()
 
 
 def _point(item: str, paper: float, model: float, setup: str, fmt: str = "{:.4g}") -> Check:
@@ -63,9 +64,9 @@ def _claim(item: str, paper: str, model: str, passed: bool, setup: str) -> Check
     return Check("claim", item, paper, model, None, bool(passed), setup)
 
 
-def cann_ep_setup(ranks: str, aivs: int = cal.AIVS) -> str:
-    """Table 4's CANN EP configuration (calibrate.cann_ep) in words, from the values it runs."""
-    w = cal.CANN_EP
+def cann_ep_setup(ranks: str, aivs: int = numbers.AIVS) -> str:
+    """Table 4's CANN EP configuration (cm384.cann_ep) in words, from the values it runs."""
+    w = numbers.CANN_EP
     return (f"CANN EP: {w['protocol']} / {w['sync']} / {w['schedule']}, {ranks} ranks, one "
             f"expert per rank, {w['batch']} tokens per rank, top-{w['topk']}, hidden "
             f"{w['hidden']} {w['dtype']}, uniform routing, {aivs} AIVs, seed 0")
@@ -82,44 +83,44 @@ def calibration_points(profile: Profile, threads: int | None = None) -> list[Che
     128-rank panel, and the claim Figure 3(b) stands for: half of the AIVs saturate the
     bandwidth."""
     clock = profile.clock_ghz
-    out = [_point(f"Table 2: {cal.TABLE2_LABELS[h]} latency (ns)", ns,
+    out = [_point(f"Table 2: {numbers.TABLE2_LABELS[h]} latency (ns)", ns,
                   profile.latency_cycles()[HOP_CLASSES.index(h)] / clock,
                   f"no simulation: the profile's latency_ns.{h} in whole cycles of "
                   f"clock_ghz ({clock:g})")
-           for h, ns in cal.TABLE2_NS.items()]
-    problem = cal.paper_problem(FIG14_SEEDS)
+           for h, ns in numbers.TABLE2_NS.items()]
+    problem = cm384.paper_problem(FIG14_SEEDS)
     res = _simulate(problem.cols, profile, threads)
     values = problem.model_values(res, profile)
-    ranks = list(cal.TABLE4_CANN_EP)
-    n2, n4 = len(cal.TABLE2_NS), len(ranks)
+    ranks = list(numbers.TABLE4_CANN_EP)
+    n2, n4 = len(numbers.TABLE2_NS), len(ranks)
     labels = problem.labels
     for i, r in enumerate(ranks):
-        out.append(_point(labels[n2 + i], cal.TABLE4_CANN_EP[r][0], values[n2 + i],
+        out.append(_point(labels[n2 + i], numbers.TABLE4_CANN_EP[r][0], values[n2 + i],
                           cann_ep_setup(str(r))))
     for i, r in enumerate(ranks):
         out.append(_point(f"Table 4: CANN EP bandwidth, {r} ranks (GB/s)",
-                          cal.TABLE4_CANN_EP[r][1], res["bw_gbps"][i],
+                          numbers.TABLE4_CANN_EP[r][1], res["bw_gbps"][i],
                           f"{cann_ep_setup(str(r))}; bytes_per_rank / latency_us"))
-    aivs = list(cal.FIG3B_EFFICIENCY)
+    aivs = list(numbers.FIG3B_EFFICIENCY)
     at = n2 + n4
     eff = np.concatenate([[1.0], values[at:at + len(aivs) - 1]])
     for a, e in zip(aivs, eff):   # the first is the reference, 100% (calibrate leaves it out)
-        out.append(_point(cal.fig3b_label(a), cal.FIG3B_EFFICIENCY[a], e,
-                          f"{cann_ep_setup(str(cal.FIG3B_RANKS), a)}; efficiency "
+        out.append(_point(cm384.fig3b_label(a), numbers.FIG3B_EFFICIENCY[a], e,
+                          f"{cann_ep_setup(str(numbers.FIG3B_RANKS), a)}; efficiency "
                           f"(T_{aivs[0]} x {aivs[0]}) / (T_{a} x {a}), T its phase_send_us",
                           "{:.1%}"))
     at += len(aivs) - 1
-    out.append(_point(labels[at], cal.SYNCALL_SHARE, values[at],
+    out.append(_point(labels[at], numbers.SYNCALL_SHARE, values[at],
                       f"{cann_ep_setup(', '.join(map(str, ranks)))}; the "
-                      f"{cal.syncall_count()} SyncAlls' syncall_cycles over latency_us, "
+                      f"{cm384.syncall_count()} SyncAlls' syncall_cycles over latency_us, "
                       f"averaged over the rank counts", "{:.1%}"))
     out += fig14_points(values[at + 1:])
     send = res["phase_send_us"][n4:n4 + len(aivs)]
-    half = send[aivs.index(cal.AIVS // 2)] / send[aivs.index(cal.AIVS)]
+    half = send[aivs.index(numbers.AIVS // 2)] / send[aivs.index(numbers.AIVS)]
     out.append(_claim("Section 3.2: half of the AIVs saturate the transmission bandwidth",
-                      f"Token-Sending with {cal.AIVS // 2} AIVs within 10% of {cal.AIVS}",
+                      f"Token-Sending with {numbers.AIVS // 2} AIVs within 10% of {numbers.AIVS}",
                       f"{half:.3f} x", half <= 1.10,
-                      f"Figure 3(b)'s: CANN EP, Table 4's workload, {cal.FIG3B_RANKS} ranks"))
+                      f"Figure 3(b)'s: CANN EP, Table 4's workload, {numbers.FIG3B_RANKS} ranks"))
     return out
 
 
@@ -127,19 +128,20 @@ def fig14_points(extra: np.ndarray) -> list[Check]:
     """Figure 14's 128-rank panel, row by row: the cost of a one-AIV group (the model's extra
     latency at one AIV against the paper's), and the group size the model would choose (the
     paper's extra latency at the model's best size: 0 where they agree)."""
-    cells = extra.reshape(len(cal.FIG14_EXTRA_US), len(cal.FIG14_GROUPS))
-    setup = (f"Figure 14's: UBEP (defaults), {cal.FIG14_RANKS} ranks, one expert per die, "
-             f"top-8, hidden 7168, group sizes {cal.FIG14_GROUPS[0]}-{cal.FIG14_GROUPS[-1]}, "
+    cells = extra.reshape(len(numbers.FIG14_EXTRA_US), len(numbers.FIG14_GROUPS))
+    setup = (f"Figure 14's: UBEP (defaults), {numbers.FIG14_RANKS} ranks, one expert per die, "
+             f"top-{numbers.FIG14_SETUP['topk']}, hidden {numbers.FIG14_SETUP['hidden']}, group "
+             f"sizes {numbers.FIG14_GROUPS[0]}-{numbers.FIG14_GROUPS[-1]}, "
              f"seeds {FIG14_SEEDS[0]}-{FIG14_SEEDS[-1]} averaged; extra latency over the row's "
              f"best")
     out = []
-    for row, (batch, paper) in zip(cells, cal.FIG14_EXTRA_US.items()):
-        best = cal.FIG14_GROUPS[int(np.argmin(row))]
-        paper_best = cal.FIG14_GROUPS[int(np.argmin(paper))]
+    for row, (batch, paper) in zip(cells, numbers.FIG14_EXTRA_US.items()):
+        best = numbers.FIG14_GROUPS[int(np.argmin(row))]
+        paper_best = numbers.FIG14_GROUPS[int(np.argmin(paper))]
         missed = paper[best - 1]
-        out.append(_point(f"Figure 14: {cal.FIG14_RANKS} ranks, batch {batch}: extra latency "
+        out.append(_point(f"Figure 14: {numbers.FIG14_RANKS} ranks, batch {batch}: extra latency "
                           f"of a one-AIV CalCumSum group (us)", paper[0], row[0], setup))
-        out.append(Check("point", f"Figure 14: {cal.FIG14_RANKS} ranks, batch {batch}: the "
+        out.append(Check("point", f"Figure 14: {numbers.FIG14_RANKS} ranks, batch {batch}: the "
                          f"paper's extra latency at the model's best group size (us)",
                          f"0 (best: {paper_best})", f"{missed:g} (best: {best})", missed, None,
                          setup, "us"))
@@ -199,7 +201,7 @@ SCHEDULES = (("expert_block", "bsp", "sw"), ("balanced", "ubep", "sp"),
 
 def schedule_claims(profile: Profile, threads: int | None) -> list[Check]:
     """Section 3.3: topology-blind schedules leave stragglers; homogenization removes them."""
-    fig9 = cal.with_values(profile, {"tier_sizes": [32]})
+    fig9 = with_values(profile, {"tier_sizes": [32]})
     rows = [_config(ranks=128, experts=256, routing="hot", hot_experts=8, hot_share=0.5,
                     schedule=s, protocol=p, sync=y) for s, p, y in SCHEDULES]
     send = _simulate(rows, fig9, threads)["send_max_aiv_us"]
@@ -216,21 +218,24 @@ QSEARCH = ((128, 128), (160, 160), (128, 256))   # (ranks, experts): Table 3's e
 
 
 def search_claims(profile: Profile, threads: int | None) -> list[Check]:
-    """Section 3.3: the quaternary search converges in 4-5 steps and stays under 1 us."""
-    from .costs import COST_INDEX
-    from .kernel_io import prepare
+    """Section 3.3: the quaternary search converges in 4-5 steps and stays under 1 us
+    (numbers.QSEARCH_STEPS, QSEARCH_US)."""
+    from ..sweep.costs import COST_INDEX
+    from ..sweep.kernel_io import prepare
     rows = [_config(ranks=r, experts=e) for r, e in QSEARCH]
     steps = _simulate(rows, profile, threads)["qsearch_steps"]
-    costs = prepare(cal.config_columns(rows), profile)[1]
+    costs = prepare(config_columns(rows), profile)[1]
     # As the kernel charges it: one VectorCount per step and one for the offset.
     us = (steps + 1) * costs[:, COST_INDEX["vcount"]] / (profile.clock_ghz * 1000.0)
     setup = "UBEP defaults; " + ", ".join(f"{e} experts on {r} ranks" for r, e in QSEARCH)
+    fewest, most = numbers.QSEARCH_STEPS
     return [
-        _claim("Section 3.3: the quaternary search converges in 4-5 steps", "4-5 steps",
-               ", ".join(str(int(s)) for s in steps), bool(np.all((steps >= 4) & (steps <= 5))),
-               setup),
-        _claim("Section 3.3: the search stays under 1 us", "< 1 us",
-               f"at most {us.max():.3f} us", bool(us.max() < 1.0), setup),
+        _claim(f"Section 3.3: the quaternary search converges in {fewest}-{most} steps",
+               f"{fewest}-{most} steps", ", ".join(str(int(s)) for s in steps),
+               bool(np.all((steps >= fewest) & (steps <= most))), setup),
+        _claim(f"Section 3.3: the search stays under {numbers.QSEARCH_US:g} us",
+               f"< {numbers.QSEARCH_US:g} us", f"at most {us.max():.3f} us",
+               bool(us.max() < numbers.QSEARCH_US), setup),
     ]
 
 
@@ -307,12 +312,13 @@ def protocol_claims(profile: Profile, threads: int | None) -> list[Check]:
     """UBEP against CANN EP: lower latency at Table 4's EP sizes, less waiting, and (Figure 7)
     a send phase that can be longer."""
     from .tune import resolved_row, tune
-    ranks = list(cal.TABLE4_CANN_EP)
-    rows = [resolved_row(cal.cann_ep(r, protocol="ubep", sync="sp", schedule="homogenized"),
-                         cal.AIVS) for r in ranks]
-    ubep = tune(rows, [0], profile, 16, threads).table["latency_us"].to_numpy()
+    ranks = list(numbers.TABLE4_CANN_EP)
+    rows = [resolved_row(cm384.cann_ep(r, protocol="ubep", sync="sp", schedule="homogenized"),
+                         numbers.AIVS) for r in ranks]
+    groups = numbers.FIG14_GROUPS[-1]
+    ubep = tune(rows, [0], profile, groups, threads).table["latency_us"].to_numpy()
     cann_ep = {"protocol": "bsp", "sync": "sw", "schedule": "expert_block"}
-    base = _simulate([cal.cann_ep(r) for r in ranks] + [_config(**cann_ep), _config()] +
+    base = _simulate([cm384.cann_ep(r) for r in ranks] + [_config(**cann_ep), _config()] +
                      [_config(batch=b, **cann_ep) for b in FIG7A_BATCH] +
                      [_config(batch=b) for b in FIG7A_BATCH], profile, threads)
     cann = base["latency_us"][:len(ranks)]
@@ -323,7 +329,7 @@ def protocol_claims(profile: Profile, threads: int | None) -> list[Check]:
                "UBEP < CANN EP", ", ".join(f"{r}: {u:.0f} vs {c:.0f} us"
                                           for r, u, c in zip(ranks, ubep, cann)),
                bool(np.all(ubep < cann)), "Table 4's workload; UBEP with sentinel polling, "
-               "homogenized schedule, its best group size of 1-16"),
+               f"homogenized schedule, its best group size of 1-{groups}"),
         _claim("Sections 3.2, 5.2: without SyncAll, UBEP's AIVs wait less than CANN EP's",
                "UBEP waits less", f"mean wait {wait[1]:.1f} vs {wait[0]:.1f} us",
                bool(wait[1] < wait[0]), "Figure 7's default: 128 ranks, batch 64, top-8"),
@@ -344,13 +350,12 @@ REDUCTION_SETUPS = ([{"ranks": r, "batch": b} for r in (64, 128, 256) for b in F
                     + [{"ranks": 64, "experts": 128, "batch": 64},
                        {"ranks": 128, "experts": 256, "batch": 64}])
 REDUCTION_SEEDS = (0, 1, 2)
-HEADLINE = 0.524          # the abstract: "reduces All-to-All latency by up to 52.4%"
-HEADLINE_SLACK = 0.05     # the largest reduction within 5 points of it
+HEADLINE_SLACK = 0.05     # the largest reduction within 5 points of the abstract's headline
 
 
 def reduction_claims(profile: Profile, threads: int | None) -> list[Check]:
-    """The abstract's headline: UBEP cuts CANN EP's dispatch latency by up to 52.4%, over the
-    setups of Figures 7, 8 and 12, UBEP at its best CalCumSum group size."""
+    """The abstract's headline (numbers.HEADLINE): UBEP cuts CANN EP's dispatch latency by up to
+    52.4%, over the setups of Figures 7, 8 and 12, UBEP at its best CalCumSum group size."""
     from .tune import max_groups, resolved_row, tune
     rows = [resolved_row(_config(**s), profile.aivs) for s in REDUCTION_SETUPS]
     ubep = tune(rows, list(REDUCTION_SEEDS), profile, max_groups(profile.aivs),
@@ -361,10 +366,11 @@ def reduction_claims(profile: Profile, threads: int | None) -> list[Check]:
     cut = 1.0 - ubep / cann
     i = int(np.argmax(cut))
     where = ", ".join(f"{k} {v}" for k, v in REDUCTION_SETUPS[i].items())
-    return [_claim("Abstract: UBEP reduces All-to-All (dispatch) latency by up to 52.4% against "
-                   "CANN EP", f"largest reduction {HEADLINE:.1%} (within "
+    headline = numbers.HEADLINE
+    return [_claim(f"Abstract: UBEP reduces All-to-All (dispatch) latency by up to "
+                   f"{headline:.1%} against CANN EP", f"largest reduction {headline:.1%} (within "
                    f"{HEADLINE_SLACK:.0%} points)", f"largest {cut[i]:.1%} ({where}); least "
-                   f"{cut.min():.1%}", abs(cut[i] - HEADLINE) <= HEADLINE_SLACK + 1e-12,
+                   f"{cut.min():.1%}", abs(cut[i] - headline) <= HEADLINE_SLACK + 1e-12,
                    f"Figures 7, 8 and 12's setups: ranks 64-256, batch "
                    f"{FIG7A_BATCH[0]}-{FIG7A_BATCH[-1]}, one expert per die, and 128 / 256 "
                    f"experts on 64 / 128 ranks; UBEP (defaults) at its best group size of "
@@ -389,8 +395,8 @@ def ablation(profile: Profile, threads: int | None = None) -> dict[str, list[Che
     """`validate` of the profile, then of the profile with each mechanism (profile.MECHANISMS)
     at its vanishing value, the others as they are: what each mechanism buys, point by point
     and claim by claim. Keys: "model", then each mechanism's key."""
-    from .profile import FIELDS, MECHANISMS
+    from ..sweep.profile import FIELDS, MECHANISMS
     out = {"model": validate(profile, threads)}
     for key in MECHANISMS:
-        out[key] = validate(cal.with_values(profile, {key: FIELDS[key].vanish}), threads)
+        out[key] = validate(with_values(profile, {key: FIELDS[key].vanish}), threads)
     return out

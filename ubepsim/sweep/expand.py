@@ -19,11 +19,11 @@ import numpy as np
 import polars as pl
 
 from .costs import lower, time_bound
-from .errors import InputError
-from .filters import filter_mask
+from ..errors import InputError
+from .filters import Filter
 from .kernel_io import check_time_bound
-from .kernels.layout import MAX_TIME
-from .params import (ENUMS, GATED, NAMES, PARAMS, canonical, check_rules, polars_dtype,
+from ..kernels.layout import MAX_TIME
+from .params import (ENUMS, GATED, NAMES, PARAMS, canonical, check_rules, columns, polars_dtype,
                      same_config, series, stable_id)
 from .profile import Profile
 
@@ -33,7 +33,7 @@ GATES = tuple(dict.fromkeys((*GATED, *(g for gate in GATED.values() for g in gat
 # (what params.canonical reads)
 
 
-def expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Expr],
+def expand(values: list[list[pl.Series]], profile: Profile, filters: list[Filter],
            product: int, source: str) -> tuple[np.ndarray | None, int, str]:
     """One pass over the product, a chunk of points at a time: the filter (over the values as
     the grid gives them), each kept point checked against the model's rules, its config_id.
@@ -56,11 +56,11 @@ def expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Exp
         points = _build(values, index, profile)
         if filters:
             points = points.with_columns(pl.Series(INDEX, index))
-            for expr in filters:
-                points = points.filter(filter_mask(points, expr, source))
+            for flt in filters:
+                points = points.filter(flt.keeps(points))
             kept[filtered:filtered + points.height] = points[INDEX].to_numpy()
             points = points.drop(INDEX)
-        cols = canonical(point_columns(points, NAMES))
+        cols = canonical(columns(points))
         _check_points(cols, source)
         if slow:
             check_time_bound(cols, lower(cols, profile)[0], profile, source)
@@ -113,7 +113,7 @@ def corner(values: list[list[pl.Series]], profile: Profile) -> dict[str, np.ndar
     per_die = -(-int(axis["experts"].max()) // (int(axis["ranks"].min()) if "ranks" in axis
                                                 else ranks)) if "experts" in axis else 1
     names = ("dtype", "sync", "protocol", "op", "combine_dtype")
-    enums = [_codes(n, axis[n].unique()) if n in axis else
+    enums = [columns(axis[n].unique().to_frame(), (n,))[n] if n in axis else
              np.array([ENUMS[n][defaults[n]].value]) for n in names]
     combos = np.array(np.meshgrid(*enums)).reshape(len(names), -1)
     n = combos.shape[1]
@@ -132,12 +132,12 @@ def _check_repeats(values: list[list[pl.Series]], profile: Profile, earlier: np.
     InputError. Rows are keyed on config_id, so two configurations may never share one."""
     for lo in range(0, len(earlier), CHUNK):
         a, b = (configurations(values, x[lo:lo + CHUNK], profile) for x in (earlier, later))
-        same = same_config(point_columns(a, NAMES), point_columns(b, NAMES), NAMES)
+        same = same_config(columns(a), columns(b), NAMES)
         if not same.all():
             i = int(np.argmin(same))
             ra, rb = a.row(i, named=True), b.row(i, named=True)
             differ = ", ".join(f"{n} = {ra[n]!r} and {rb[n]!r}" for n in NAMES if ra[n] != rb[n])
-            config_id = stable_id(point_columns(a.slice(i, 1), NAMES), NAMES)[0]
+            config_id = stable_id(columns(a.slice(i, 1)), NAMES)[0]
             raise InputError("config_id", f"two configurations of the grid ({differ}) have the "
                              f"same config_id, {config_id}: a collision of its 63-bit hash, which "
                              f"rows are keyed on; sweep them in separate grids", source)
@@ -155,10 +155,14 @@ def _build(values: list[list[pl.Series]], index: np.ndarray, profile: Profile) -
 
 def configurations(values: list[list[pl.Series]], index: np.ndarray,
                    profile: Profile) -> pl.DataFrame:
-    """The configurations at product indices `index`: the points, each parameter its protocol
-    or routing does not read at its default (params.GATED)."""
-    points = _build(values, index, profile)
-    cols = canonical(point_columns(points, GATES))
+    """The configurations at product indices `index` (a frame of params.SCHEMA)."""
+    return _canonical(_build(values, index, profile))
+
+
+def _canonical(points: pl.DataFrame) -> pl.DataFrame:
+    """Points made configurations, where a grid's points enter the sweep path: each parameter
+    its protocol, routing or op does not read at its default (params.GATED)."""
+    cols = canonical(columns(points, GATES))
     return points.with_columns(series(n, cols[n]) for n in GATED)
 
 
@@ -172,19 +176,6 @@ def _resolve(frame: pl.DataFrame, profile: Profile) -> pl.DataFrame:
     if "experts" not in frame.columns:
         frame = frame.with_columns(experts=pl.col("ranks"))
     return frame.select(NAMES)
-
-
-def _codes(name: str, col: pl.Series) -> np.ndarray:
-    """A column as numpy; enum names as the IntEnum codes the kernels and check_rules use."""
-    if name in ENUMS:
-        values = np.array([ENUMS[name][c].value for c in col.dtype.categories], dtype=np.int64)
-        return values[col.to_physical().to_numpy()]
-    return col.to_numpy()
-
-
-def point_columns(points: pl.DataFrame, names) -> dict[str, np.ndarray]:
-    """Columns of a frame of points as numpy, enums as their codes."""
-    return {name: _codes(name, points[name]) for name in names}
 
 
 def _check_points(cols: dict[str, np.ndarray], source: str) -> None:

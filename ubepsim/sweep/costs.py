@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels.layout import COSTS, EXPERT_SHIFT
-from .kernels.sync import COLLIDES, IN_BLOCK, POLICY, on_copies
-from .params import ENUMS, PARAM_BY_NAME, CombineDtype, Op, Protocol, combine_bytes, token_bytes
+from ..kernels.layout import COSTS, EXPERT_SHIFT
+from ..kernels.sync import COLLIDES, IN_BLOCK, POLICY, on_copies
+from .params import CombineDtype, Op, Protocol, combine_bytes, token_bytes
 from .profile import HOP_CLASSES, Profile
 
 
@@ -21,15 +21,6 @@ def _ceil_div(a, b):
 
 # The columns of the cost matrix handed to the kernels, by name (kernels/layout.py COSTS).
 COST_INDEX = {name: i for i, name in enumerate(COSTS)}
-
-
-def column(cols: dict[str, np.ndarray], name: str) -> np.ndarray:
-    """A parameter's column, or its default where `cols` has none (a parameter added after a
-    caller's set of columns was written, such as a grid's corner before combine)."""
-    if name in cols:
-        return np.asarray(cols[name])
-    default = PARAM_BY_NAME[name].default
-    return np.asarray(ENUMS[name][default].value if name in ENUMS else default)
 
 
 # CANN's combine, per copy and per token (docs/model.md, "Combine"): the vector instructions of
@@ -123,7 +114,7 @@ def _combine(cols, profile: Profile, m, sync, ubep, xfer, issue, fused) -> dict[
     aiv_copy_gbps, stores as a token copy's."""
     v = profile.values
     hidden = np.broadcast_to(np.asarray(cols["hidden"], dtype=np.int64), m.shape)
-    combine_dtype = np.broadcast_to(column(cols, "combine_dtype").astype(np.int64), m.shape)
+    combine_dtype = np.broadcast_to(np.asarray(cols["combine_dtype"]).astype(np.int64), m.shape)
     int8 = combine_dtype == CombineDtype.int8
     scales = -(-hidden // 8)
     rb = combine_bytes(hidden, combine_dtype)
@@ -154,8 +145,8 @@ def _combine(cols, profile: Profile, m, sync, ubep, xfer, issue, fused) -> dict[
         # Duplicate (the fp32 sum set to zero), the Cast back to bf16, the token's store
         return vec(n, REDUCE_TOKEN_OPS) + xfer(2 * n, v["aiv_copy_gbps"])
 
-    fixed_us = column(cols, "expert_fixed_us").astype(np.float64)
-    per_copy = column(cols, "expert_ns_per_copy").astype(np.float64)
+    fixed_us = np.asarray(cols["expert_fixed_us"]).astype(np.float64)
+    per_copy = np.asarray(cols["expert_ns_per_copy"]).astype(np.float64)
     return {
         "return_bytes": rb, "return_blocks": blocks,
         "return_issue": issue(blocks * v["block_bytes"]),
@@ -230,6 +221,6 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     combined = returning + hop + returned + reducing
     # a layer's combine starts after the dispatch and the experts' time (every copy on one die)
     expert_time = c["expert"] + ranks * m * c["expert_copy"] / (1 << EXPERT_SHIFT) + 1
-    op = column(cols, "op").astype(np.int64)
+    op = np.asarray(cols["op"]).astype(np.int64)
     return np.where(op == Op.dispatch, dispatched,
                     np.where(op == Op.combine, combined, dispatched + expert_time + combined))
