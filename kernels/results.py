@@ -5,16 +5,16 @@ for a dispatch (`result_row`), a combine (`combine_row`) or a layer (`layer_row`
 import numpy as np
 
 from .jit import njit
-from .layout import (B_CUMSUM, B_INIT, B_REDUCE, B_REORDER, B_SEND, B_SYNC, C_COPY_EGRESS,
-                     C_COPY_INGRESS, C_COPY_ISSUE, C_EXPERT, C_INIT, C_LAT_LOCAL, C_LOCAL_COPY,
-                     C_QUANT, C_REDUCE_COPY, C_REDUCE_TOKEN, C_RETURN_EGRESS, C_RETURN_INGRESS,
-                     C_RETURN_ISSUE, C_RETURN_LOAD, C_SYNCALL, CMARK_BSP_SYNC, CMARK_INIT,
-                     MARK_BSP_CUMSUM, MARK_BSP_SYNC_CUMSUM, MARK_BSP_SYNC_SENT,
-                     MARK_BSP_SYNC_VERIFIED, MARK_INIT, N_HOPS, NEVER, O_BOUND, O_COLLISIONS,
-                     O_COMBINE, O_COPIES_HOP0, O_COPIES_TOTAL, O_DELIVERED, O_DISPATCH, O_EXPERT,
-                     O_LATENCY, O_LATENCY_MEAN, O_PH_CUMSUM, O_PH_INIT, O_PH_REDUCE,
-                     O_PH_REORDER, O_PH_SEND, O_PH_SYNC, O_QSTEPS, O_SEND_MAX, O_SEND_MEAN,
-                     O_SEND_SPREAD, O_SENT, O_VIOLATIONS, O_WAIT)
+from .layout import (B_REDUCE, C_COPY_EGRESS, C_COPY_INGRESS, C_COPY_ISSUE, C_EXPERT, C_INIT,
+                     C_LAT_LOCAL, C_LOCAL_COPY, C_QUANT, C_REDUCE_COPY, C_REDUCE_TOKEN,
+                     C_RETURN_EGRESS, C_RETURN_INGRESS, C_RETURN_ISSUE, C_RETURN_LOAD, C_SYNCALL,
+                     CMARK_BSP_SYNC, CMARK_INIT, MARK_BSP_CUMSUM, MARK_BSP_SYNC_CUMSUM,
+                     MARK_BSP_SYNC_SENT, MARK_BSP_SYNC_VERIFIED, MARK_INIT, N_BUCKETS, N_HOPS,
+                     NEVER, O_BOUND, O_COMBINE, O_COPIES_HOP0, O_COPIES_TOTAL, O_DELIVERED,
+                     O_DISPATCH, O_EXPERT, O_LATENCY, O_LATENCY_MEAN, O_PHASE0, O_PHASE_CUMSUM,
+                     O_PHASE_INIT, O_PHASE_REDUCE, O_PHASE_REORDER, O_PHASE_SEND, O_PHASE_SYNC,
+                     O_QSEARCH_STEPS, O_SEND_MAX_AIV, O_SEND_MEAN_AIV, O_SEND_SPREAD_AIV,
+                     O_SENT, O_SENTINEL_COLLISIONS, O_VIOLATIONS, O_WAIT)
 
 
 @njit(inline="always")
@@ -34,13 +34,11 @@ def phases(out, aivs, crit, latency, ubep, c):
     t_aiv, bucket, marks = aivs.t, aivs.bucket, aivs.marks
     A = t_aiv.shape[1]
     if ubep:
-        # the last AIV of the last die: its own time, bucket by bucket
+        # the last AIV of the last die: its own time, bucket by bucket (a phase column per
+        # bucket, in order)
         ca = last_aiv(t_aiv, crit)
-        out[O_PH_INIT] = bucket[crit, ca, B_INIT]
-        out[O_PH_SEND] = bucket[crit, ca, B_SEND]
-        out[O_PH_SYNC] = bucket[crit, ca, B_SYNC]
-        out[O_PH_CUMSUM] = bucket[crit, ca, B_CUMSUM]
-        out[O_PH_REORDER] = bucket[crit, ca, B_REORDER]
+        for b in range(N_BUCKETS):
+            out[O_PHASE0 + b] = bucket[crit, ca, b]
         return
     # the last die, phase by phase: its SyncAlls and what they wait for count as sync. The
     # barriers' times are every AIV's; Init and CalCumSum end per AIV, the last of them counts
@@ -52,11 +50,12 @@ def phases(out, aivs, crit, latency, ubep, c):
     send_end = marks[crit, 0, MARK_BSP_SYNC_SENT] - c[C_SYNCALL]
     verified = marks[crit, 0, MARK_BSP_SYNC_VERIFIED]
     summed = marks[crit, 0, MARK_BSP_SYNC_CUMSUM]
-    out[O_PH_INIT] = init_end
-    out[O_PH_SEND] = send_end - init_end
-    out[O_PH_SYNC] = (verified - send_end) + (summed - cumsum_end)
-    out[O_PH_CUMSUM] = cumsum_end - verified
-    out[O_PH_REORDER] = latency - summed
+    out[O_PHASE_INIT] = init_end
+    out[O_PHASE_SEND] = send_end - init_end
+    out[O_PHASE_SYNC] = (verified - send_end) + (summed - cumsum_end)
+    out[O_PHASE_CUMSUM] = cumsum_end - verified
+    out[O_PHASE_REORDER] = latency - summed
+    out[O_PHASE_REDUCE] = 0
 
 
 @njit
@@ -70,10 +69,8 @@ def combine_phases(out, aivs, crit, start, end, ubep):
     first_copy, last_copy_ack = aivs.first_copy, aivs.last_copy_ack
     if ubep:
         ca = last_aiv(t_aiv, crit)
-        out[O_PH_INIT] += bucket[crit, ca, B_INIT]
-        out[O_PH_SEND] += bucket[crit, ca, B_SEND]
-        out[O_PH_SYNC] += bucket[crit, ca, B_SYNC]
-        out[O_PH_REDUCE] = bucket[crit, ca, B_REDUCE]
+        for b in range(N_BUCKETS):
+            out[O_PHASE0 + b] += bucket[crit, ca, b]
         return
     init_end = 0
     send_end = 0
@@ -83,10 +80,10 @@ def combine_phases(out, aivs, crit, start, end, ubep):
             send_end = max(send_end, last_copy_ack[crit, a])
     send_end = max(send_end, init_end)
     synced = marks[crit, 0, CMARK_BSP_SYNC]
-    out[O_PH_INIT] += init_end - start
-    out[O_PH_SEND] += send_end - init_end
-    out[O_PH_SYNC] += synced - send_end
-    out[O_PH_REDUCE] = end - synced
+    out[O_PHASE_INIT] += init_end - start
+    out[O_PHASE_SEND] += send_end - init_end
+    out[O_PHASE_SYNC] += synced - send_end
+    out[O_PHASE_REDUCE] += end - synced
 
 
 @njit
@@ -155,12 +152,12 @@ def write_row(out, ends, acc, n_aivs, copies_hop, qsteps, copies, sent, delivere
     for h in range(N_HOPS):
         out[O_COPIES_HOP0 + h] = copies_hop[h]
     n_send = acc[3]
-    out[O_SEND_MAX] = acc[0]
-    out[O_SEND_MEAN] = acc[2] / n_send if n_send else 0.0
-    out[O_SEND_SPREAD] = acc[0] - acc[1] if n_send else 0
+    out[O_SEND_MAX_AIV] = acc[0]
+    out[O_SEND_MEAN_AIV] = acc[2] / n_send if n_send else 0.0
+    out[O_SEND_SPREAD_AIV] = acc[0] - acc[1] if n_send else 0
     out[O_WAIT] = acc[4] / n_aivs
-    out[O_QSTEPS] = qsteps
-    out[O_COLLISIONS] = collisions
+    out[O_QSEARCH_STEPS] = qsteps
+    out[O_SENTINEL_COLLISIONS] = collisions
     out[O_SENT] = sent
     out[O_DELIVERED] = delivered
     out[O_VIOLATIONS] = violations
@@ -192,7 +189,6 @@ def result_row(out, aivs, ends, sched, c, ubep, copies, sent, delivered, violati
     receivers took once, copies read before visible (for the host's invariant checks)."""
     crit = critical(ends)
     phases(out, aivs, crit, ends[crit], ubep, c)
-    out[O_PH_REDUCE] = 0
     out[O_DISPATCH] = ends[crit]
     out[O_EXPERT] = out[O_COMBINE] = 0
     acc = new_stats()
@@ -209,8 +205,8 @@ def combine_row(out, aivs, ends, starts, rsched, c, ubep, K, copies, sent, deliv
     """Writes out[N_OUT]: every result of a combine on its return schedule (rsched), die d
     started at starts[d]."""
     crit = critical(ends)
-    for col in (O_PH_INIT, O_PH_SEND, O_PH_SYNC, O_PH_CUMSUM, O_PH_REORDER):
-        out[col] = 0
+    for b in range(N_BUCKETS):
+        out[O_PHASE0 + b] = 0
     combine_phases(out, aivs, crit, starts[crit], ends[crit], ubep)
     out[O_DISPATCH] = out[O_EXPERT] = 0
     out[O_COMBINE] = ends[crit] - starts[crit]

@@ -191,13 +191,17 @@ def test_label_titles_timeline_figures(tmp_path, monkeypatch, data, kind):
     assert any(t.startswith("Foo") for t in titles), titles
 
 
-def test_every_timeline_phase_has_one_colour():
-    """The Gantt chart colours the phases the model writes, and only those (a renamed phase
-    would otherwise be drawn black)."""
-    from ubepsim.sweep.model import TIMELINE_PHASES
+def test_every_phase_has_its_own_colour():
+    """The Gantt chart colours the timeline phases the model writes, and the breakdown the
+    result phases, each its own colour (a phase added or renamed would otherwise be drawn
+    black, or take another's)."""
+    from ubepsim.kernels.layout import COMBINE_TIMELINE, DISPATCH_TIMELINE, LAYER_GAP, PHASES
     from ubepsim.paper.plot import PHASE_COLOURS
 
-    assert set(PHASE_COLOURS) == {p for phases in TIMELINE_PHASES.values() for p in phases}
+    written = {p for table in (DISPATCH_TIMELINE, COMBINE_TIMELINE) for phases in table.values()
+               for p in phases} | {LAYER_GAP}
+    assert set(PHASE_COLOURS) == written | {p.name for p in PHASES}
+    assert len(set(PHASE_COLOURS.values())) == len(PHASE_COLOURS)
 
 
 def test_aiv_figure_says_which_send_time_it_draws(tmp_path, monkeypatch, data):

@@ -24,6 +24,7 @@ from ubepsim.sweep import kernel_io, model
 from ubepsim.sweep.costs import time_bound
 from ubepsim.sweep.params import config_columns, make_config
 from ubepsim.sweep.profile import HOP_CLASSES, load_profile
+from ubepsim.sweep.result_fields import PHASE_NAMES, RESULT_NAMES, phase_column
 
 PROFILES = {
     "cm384": load_profile(),
@@ -117,8 +118,11 @@ def twins(configs):
 
 
 def differences(twin: dict, kernel: dict) -> dict:
-    """The results where kernel and twin differ: {column: (twin's, kernel's)}."""
-    return {k: (twin[k], kernel[k]) for k in twin if k != "_detail" and twin[k] != kernel[k]}
+    """The results where kernel and twin differ, {column: (twin's, kernel's)}: every declared
+    result column (a column one of them lacks differs too)."""
+    extra = set(twin) - {"_detail"} - set(RESULT_NAMES)
+    return {k: (twin.get(k), kernel.get(k)) for k in (*RESULT_NAMES, *extra)
+            if k not in twin or k not in kernel or twin[k] != kernel[k]}
 
 
 @pytest.mark.parametrize("chunk", range(N_CONFIGS // CHUNK))
@@ -200,7 +204,7 @@ def test_invariants_hold_in_the_twin(configs, twins, chunk):
                                                    "three_hop"))
         assert copies == out["copies_total"]
         # phase attribution covers the critical path exactly
-        phases = sum(out[f"phase_{p}_us"] for p in ("init", "send", "sync", "cumsum", "reorder"))
+        phases = sum(out[phase_column(p)] for p in PHASE_NAMES)
         assert phases == pytest.approx(out["latency_us"], rel=1e-12)
         # every AIV's phase boundaries are ordered in time
         for die in d["marks"]:
@@ -232,8 +236,8 @@ def test_ties_for_the_critical_path_go_to_the_lowest_index(protocol):
     tied = last["die"].n_unique() if protocol == "bsp" else last.height
     assert tied > 1                          # the configuration does tie
     twin = reference.simulate(cfg, PROFILES[profile])
-    for phase in ("init", "send", "sync", "cumsum", "reorder"):
-        assert kernel[f"phase_{phase}_us"] == twin[f"phase_{phase}_us"], phase
+    for phase in PHASE_NAMES:
+        assert kernel[phase_column(phase)] == twin[phase_column(phase)], phase
 
 
 def test_kernel_and_twin_check_the_same_bound(configs, twins):

@@ -88,8 +88,8 @@ def cann_ep(ranks: int, **changes: Any) -> dict[str, Any]:
 
 def syncall_count() -> int:
     """SyncAlls in one BSP dispatch, as the model runs it (its phase list)."""
-    from ..sweep.model import TIMELINE_PHASES
-    return TIMELINE_PHASES["bsp"].count("syncall")
+    from ..kernels.layout import DISPATCH_TIMELINE
+    return DISPATCH_TIMELINE["bsp"].count("syncall")
 
 
 # Seeds the fit averages Figure 14's model cells over (validate takes 20): each fit evaluation

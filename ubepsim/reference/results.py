@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from ..sweep.profile import HOP_CLASSES
+from ..sweep.result_fields import PHASE_NAMES, phase_column
 from .schedule import Schedule
 from .state import (BSP_CUMSUM, BSP_SYNCALL_1, BSP_SYNCALL_2, BSP_SYNCALL_3, C_BSP_SYNCALL, COPY,
                     INIT, Die, Run, Store)
-
-PHASES = ("init", "send", "sync", "cumsum", "reorder", "reduce")
 
 
 def phases(run: Run, die: Die) -> dict[str, int]:
@@ -112,7 +111,7 @@ def layer_row(run: Run, plan: Schedule, dispatched: list[Die], returns: Schedule
     crit = _critical(ends)
     times = phases(run, dispatched[crit])
     more = combine_phases(run, combined[crit], starts[crit])
-    times = {p: times[p] + more[p] for p in PHASES}
+    times = {p: times[p] + more[p] for p in PHASE_NAMES}
     c = run.c
     # the die that starts its combine last does so after the dispatch could end and its
     # experts' least time, and then runs at least its Init and a token's reduction
@@ -162,7 +161,7 @@ def _row(run: Run, ends: list[int], times: dict[str, int], split: tuple[int, int
         "send_mean_aiv_us": sum(sends) / len(sends) / clock if sends else 0.0,
         "send_spread_aiv_us": (max(sends) - min(sends)) / clock if sends else 0.0,
         "wait_us": sum(waits) / len(waits) / clock,
-        **{f"phase_{p}_us": times[p] / clock for p in PHASES},
+        **{phase_column(p): times[p] / clock for p in PHASE_NAMES},
         "dispatch_us": split[0] / clock, "expert_us": split[1] / clock,
         "combine_us": split[2] / clock,
         "qsearch_steps": qsteps,

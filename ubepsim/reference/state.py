@@ -11,6 +11,7 @@ import numpy as np
 from ..sweep.costs import COST_INDEX, lower
 from ..sweep.params import Config, Protocol
 from ..sweep.profile import Profile
+from ..sweep.result_fields import PHASE_NAMES
 from .rng import COMBINE_SENTINEL, SENTINEL, stream
 from .sync import POLICY, UNSIGNALLED, DataAsFlag
 
@@ -110,7 +111,7 @@ class Aiv:
         self.acks: list[int] = []
         self.in_flight: deque[tuple[int, int]] = deque()   # (completion, blocks), issue order
         self.in_flight_blocks = 0
-        self.buckets = {"init": 0, "send": 0, "sync": 0, "cumsum": 0, "reorder": 0, "reduce": 0}
+        self.buckets = dict.fromkeys(PHASE_NAMES, 0)   # spent by name: a phase undeclared fails
         self.wait = 0
         self.marks: list[int] = [start]   # START
         self.first_copy = -1

@@ -91,13 +91,7 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
         out[f"{kind}_issue"] = issue(wire)
         out[f"{kind}_egress"] = xfer(wire, v["egress_gbps"])
         out[f"{kind}_ingress"] = xfer(wire, v["ingress_gbps"])
-    # A poll is one load of the poller's own memory; at least a cycle, so polling advances time.
-    out["poll"] = np.full_like(m, max(1, profile.latency_cycles()[0]))
-    tiers = list(v["tier_sizes"]) + [0, 0]
-    out["tier1"] = np.full_like(m, tiers[0])
-    out["tier2"] = np.full_like(m, tiers[1])
-    for h, cyc in zip(HOP_CLASSES, profile.latency_cycles()):
-        out[f"lat_{h}"] = np.full_like(m, cyc)
+    out |= _fabric(profile)
     out |= _combine(cols, profile, m, sync, ubep, xfer, issue, fused)
     costs = np.stack([np.broadcast_to(out[name], m.shape) for name in COSTS], axis=1)
     p = v["sentinel_collision_prob"]
@@ -106,6 +100,17 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
     chance = np.stack([1.0 - (1.0 - p) ** copy_blocks, 1.0 - (1.0 - p) ** count_blocks,
                        1.0 - (1.0 - p) ** out["return_blocks"]], axis=1)
     return costs.astype(np.int64), np.where(POLICY[sync, COLLIDES][:, None] == 1, chance, 0.0)
+
+
+def _fabric(profile: Profile) -> dict[str, int]:
+    """The fabric's costs, the same for every configuration: polls, tier sizes, hop
+    latencies."""
+    tiers = list(profile.values["tier_sizes"]) + [0, 0]
+    # A poll is one load of the poller's own memory; at least a cycle, so polling advances time.
+    out = {"poll": max(1, profile.latency_cycles()[0]), "tier1": tiers[0], "tier2": tiers[1]}
+    for h, cyc in zip(HOP_CLASSES, profile.latency_cycles()):
+        out[f"lat_{h}"] = cyc
+    return out
 
 
 def _combine(cols, profile: Profile, m, sync, ubep, xfer, issue, fused) -> dict[str, np.ndarray]:

@@ -17,24 +17,26 @@ from .costs import lower, time_bound
 from ..errors import InputError
 from ..kernels import layout as k
 from .params import Op, Routing, workload_keys
-from .profile import HOP_CLASSES, Profile
-from .result_fields import RESULT_NAMES
+from .profile import Profile
+from .result_fields import RESULT_NAMES, RESULTS
 from .workload import expert_cdf, read_trace
 
-# Kernel output columns, in the order of RESULTS where they are cycles or counts.
-_CYCLE_FIELDS = {
-    "latency_us": k.O_LATENCY, "latency_mean_us": k.O_LATENCY_MEAN,
-    "send_max_aiv_us": k.O_SEND_MAX, "send_mean_aiv_us": k.O_SEND_MEAN,
-    "send_spread_aiv_us": k.O_SEND_SPREAD, "wait_us": k.O_WAIT,
-    "phase_init_us": k.O_PH_INIT, "phase_send_us": k.O_PH_SEND, "phase_sync_us": k.O_PH_SYNC,
-    "phase_cumsum_us": k.O_PH_CUMSUM, "phase_reorder_us": k.O_PH_REORDER,
-    "phase_reduce_us": k.O_PH_REDUCE, "dispatch_us": k.O_DISPATCH, "expert_us": k.O_EXPERT,
-    "combine_us": k.O_COMBINE,
-}
-_COUNT_FIELDS = {
-    "copies_total": k.O_COPIES_TOTAL, "qsearch_steps": k.O_QSTEPS,
-    "sentinel_collisions": k.O_COLLISIONS,
-    **{f"copies_{h}": k.O_COPIES_HOP0 + i for i, h in enumerate(HOP_CLASSES)},
+# The results computed on the host (units layout.BYTES and GBPS), in the order they are
+# computed, each from the kernel's results (in their units), the parameters and the costs.
+
+
+def _bytes_per_rank(res, cols, costs):
+    """batch x topk x a copy's bytes: dispatched, returned, or both in a layer."""
+    op = np.asarray(cols["op"], dtype=np.int64)
+    copy_bytes = np.where(op == Op.combine, 0, costs[:, k.C_TOKEN_BYTES]) + \
+        np.where(op == Op.dispatch, 0, costs[:, k.C_RETURN_BYTES])
+    return np.asarray(cols["batch"], dtype=np.int64) * np.asarray(cols["topk"],
+                                                                  dtype=np.int64) * copy_bytes
+
+
+HOST_RESULTS = {
+    "bytes_per_rank": _bytes_per_rank,
+    "bw_gbps": lambda res, cols, costs: res["bytes_per_rank"] / (res["latency_us"] * 1000.0),
 }
 
 
@@ -133,8 +135,7 @@ def result_columns(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.ndarr
     # it left unfinished would otherwise pass (all zero)
     copies = (np.asarray(cols["ranks"], dtype=np.int64) * np.asarray(cols["batch"], dtype=np.int64)
               * np.asarray(cols["topk"], dtype=np.int64))
-    op = np.asarray(cols["op"], dtype=np.int64)
-    moved = np.where(op == Op.layer, 2, 1) * copies     # a layer sends each copy twice
+    moved = np.where(np.asarray(cols["op"]) == Op.layer, 2, 1) * copies     # a layer sends each copy twice
     bad = (out[:, k.O_COPIES_TOTAL] != copies) | (out[:, k.O_SENT] != moved) | \
         (out[:, k.O_DELIVERED] != moved) | (out[:, k.O_VIOLATIONS] != 0) | \
         (out[:, k.O_LATENCY] < out[:, k.O_BOUND])
@@ -150,15 +151,8 @@ def result_columns(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.ndarr
                             f"{out[i, k.O_LATENCY]:.0f} cycles against a bound of "
                             f"{out[i, k.O_BOUND]:.0f}) at row {i}")
     clock = profile.values["clock_ghz"] * 1000.0   # cycles per microsecond
-    res: dict[str, np.ndarray] = {}
-    for name, col in _CYCLE_FIELDS.items():
-        res[name] = out[:, col] / clock
-    for name, col in _COUNT_FIELDS.items():
-        res[name] = out[:, col].astype(np.int64)
-    # a copy's bytes: dispatched, returned, or both in a layer
-    copy_bytes = np.where(op == Op.combine, 0, costs[:, k.C_TOKEN_BYTES]) + \
-        np.where(op == Op.dispatch, 0, costs[:, k.C_RETURN_BYTES])
-    res["bytes_per_rank"] = (np.asarray(cols["batch"], dtype=np.int64)
-                             * np.asarray(cols["topk"], dtype=np.int64) * copy_bytes)
-    res["bw_gbps"] = res["bytes_per_rank"] / (res["latency_us"] * 1000.0)
+    res = {f.name: out[:, f.slot] / clock if f.unit == k.US else out[:, f.slot].astype(np.int64)
+           for f in RESULTS if f.slot is not None}
+    for name, compute in HOST_RESULTS.items():
+        res[name] = compute(res, cols, costs)
     return {name: res[name] for name in RESULT_NAMES}

@@ -27,28 +27,11 @@ from ..errors import InputError
 from .kernel_io import KernelFailure, kernel_order, prepare, result_columns
 from ..kernels import layer
 from ..kernels import layout as k
-from .params import (LATER_NAMES, NAMES, PARAM_BY_NAME, PARAMS, SCHEMA, Config, Routing, columns,
-                     make_config, stable_id)
+from .params import (LATER_NAMES, NAMES, PARAM_BY_NAME, PARAMS, SCHEMA, Config, Op, Protocol,
+                     Routing, columns, make_config, stable_id)
 from .profile import Profile, load_profile
 from .result_fields import RESULTS
 
-# Timeline phases per AIV role, in the order of their boundaries (kernels/layout.py MARK_*).
-# One name per piece of work whichever protocol does it: bsp's SendFlag & Count and flag
-# verification are the same count_send and count_poll as UBEP's CalCumSum group's.
-TIMELINE_PHASES = {
-    "bsp": ("init", "send", "syncall", "count_send", "count_poll", "syncall", "cumsum",
-            "syncall", "reorder"),
-    "cumsum": ("init", "count_send", "count_poll"),
-    "token": ("init", "send", "offset_poll", "reorder"),
-}
-# Combine's timeline phases per protocol (kernels/layout.py CMARK_*): CANN's V1 on every AIV;
-# under ubep every AIV sends, then reduces. A layer's AIV has its dispatch's phases, `expert`
-# (until its die's combine starts: the experts' time, and the wait for its die's last AIV),
-# then combine's.
-COMBINE_PHASES = {
-    "bsp": ("init", "send", "status_send", "status_poll", "syncall", "reduce"),
-    "ubep": ("init", "send", "reduce"),
-}
 # Bytes per row of a timeline frame: two int32, two float64 and two short strings (16-byte
 # views). bench/bench_memory.py --timeline measures the whole timeline below it.
 TIMELINE_ROW_BYTES = 56
@@ -169,23 +152,25 @@ MARKS = k.N_MARKS + k.N_CMARKS   # a timeline's marks per AIV: dispatch's, then 
 
 def timeline_phases(config: Config, role: str) -> list[tuple[str, int, int]]:
     """An AIV's timeline under `config` (role: its dispatch role, bsp, cumsum or token): each
-    phase with the marks (kernels/layout.py, in a row of MARKS) it starts and ends at."""
+    phase with the marks (in a row of MARKS) it starts and ends at, as kernels/layout.py
+    declares them (DISPATCH_TIMELINE, LAYER_GAP, COMBINE_TIMELINE)."""
     out = []
-    if config.op.name != "combine":
-        out += [(p, x, x + 1) for x, p in enumerate(TIMELINE_PHASES[role])]
-    if config.op.name == "layer":
-        out.append(("expert", len(TIMELINE_PHASES[role]), k.N_MARKS))
-    if config.op.name != "dispatch":
+    dispatch = k.DISPATCH_TIMELINE[role]
+    if config.op is not Op.combine:
+        out += [(p, x, x + 1) for x, p in enumerate(dispatch)]
+    if config.op is Op.layer:
+        out.append((k.LAYER_GAP, len(dispatch), k.N_MARKS))
+    if config.op is not Op.dispatch:
         out += [(p, k.N_MARKS + x, k.N_MARKS + x + 1)
-                for x, p in enumerate(COMBINE_PHASES[config.protocol.name])]
+                for x, p in enumerate(k.COMBINE_TIMELINE[config.protocol])]
     return out
 
 
 def _roles(config: Config) -> list[tuple[int, str]]:
     """(AIVs, role) of a die, in AIV order: its dispatch role (combine: bsp, or token)."""
-    if config.protocol.name != "ubep":
+    if config.protocol is not Protocol.ubep:
         return [(config.aivs, "bsp")]
-    if config.op.name == "combine":
+    if config.op is Op.combine:
         return [(config.aivs, "token")]
     return [(config.cumsum_aivs, "cumsum"), (config.aivs - config.cumsum_aivs, "token")]
 

@@ -1,57 +1,63 @@
-"""Result fields of one configuration: names, Parquet types and help, in one place."""
+"""Result fields of one configuration, as the host reads them.
+
+Each result is declared once, in kernels/layout.py (RESULTS and PHASES: its name, unit, the ops
+that give it, its help, and so its slot in the kernel's output row), since the kernel cannot
+import the host; here each gets what the host adds: its Parquet type, its slot, its ops as
+params.Op. The twin, kernel_io, `ubepsim run`, the docs generator and the plots read these.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 
-from .profile import HOP_CLASSES
+from ..kernels import layout
+from .params import Op
+
+# A unit's Parquet type: the kernel's cycles and the bandwidth are reported as floats (us,
+# GB/s), counts and bytes as integers.
+DTYPES = {layout.US: "f8", layout.GBPS: "f8", layout.COUNT: "i8", layout.BYTES: "i8"}
 
 
 @dataclasses.dataclass(frozen=True)
 class ResultField:
     name: str
-    dtype: str   # "f8" or "i8"
+    dtype: str                 # "f8" or "i8"
+    unit: str                  # layout.US, COUNT (the kernel's), BYTES or GBPS (the host's)
+    ops: tuple[Op, ...]        # the ops that give it; elsewhere it is 0
     help: str
+    slot: int | None           # its column of the kernel's output row; None: the host's
+
+    def given_by(self, op: Op) -> bool:
+        return op in self.ops
 
 
-RESULTS: tuple[ResultField, ...] = (
-    ResultField("latency_us", "f8", "latency of the op (dispatch, combine or the whole layer): "
-                "the time the last die finishes"),
-    ResultField("latency_mean_us", "f8", "mean over dies of the time each die finishes"),
-    ResultField("bw_gbps", "f8", "effective bandwidth: bytes_per_rank / latency (paper Table 4)"),
-    ResultField("bytes_per_rank", "i8", "payload bytes each rank sends in dispatch, or gets "
-                "back in combine, or both in a layer (batch x topk x a copy's bytes, scales "
-                "included, flags not)"),
-    ResultField("copies_total", "i8", "token copies dispatched by all dies"),
-    *(ResultField(f"copies_{h}", "i8", f"token copies whose destination is {h.replace('_', ' ')}")
-      for h in HOP_CLASSES),
-    ResultField("send_max_aiv_us", "f8", "largest per-AIV token transmission latency: from an "
-                "AIV's first token store to its last one's completion (paper Figure 9)"),
-    ResultField("send_mean_aiv_us", "f8", "mean per-AIV token transmission latency over the "
-                "AIVs that send at least one token copy"),
-    ResultField("send_spread_aiv_us", "f8", "slowest minus fastest per-AIV token transmission "
-                "latency over the AIVs that send: the imbalance of Figure 9"),
-    ResultField("wait_us", "f8", "mean time an AIV spends waiting in SyncAll, fences and polls"),
-    ResultField("phase_init_us", "f8", "critical path: Init (setup, token loads, slice search)"),
-    ResultField("phase_send_us", "f8", "critical path: Token-Sending"),
-    ResultField("phase_sync_us", "f8", "critical path: synchronization (SyncAll, flags, counts, "
-                "fences, polls for data signals)"),
-    ResultField("phase_cumsum_us", "f8", "critical path: CalCumSum (bsp: the prefix sums between "
-                "SyncAlls, its counting being synchronization; ubep: the token AIV's wait for "
-                "the CalCumSum group's counts, prefix sums and published offsets)"),
-    ResultField("phase_reorder_us", "f8", "critical path: Token-Reordering"),
-    ResultField("phase_reduce_us", "f8", "critical path: combine's reduction of each token's "
-                "copies (0 for dispatch)"),
-    ResultField("dispatch_us", "f8", "critical path: the dispatch, until the last die's last "
-                "AIV finished it (the latency for dispatch, 0 for combine)"),
-    ResultField("expert_us", "f8", "critical path: the last die's experts' time between its "
-                "dispatch and its combine (layer; 0 otherwise)"),
-    ResultField("combine_us", "f8", "critical path: the last die's combine, from its start (the "
-                "latency for combine, 0 for dispatch)"),
-    ResultField("qsearch_steps", "i8", "most quaternary-search iterations any AIV ran "
-                "(Algorithm 1; 0 for expert_block)"),
-    ResultField("sentinel_collisions", "i8", "signals (token copies or count messages) "
-                "whose payload matched the sentinel (sp)"),
-)
+def _field(r: layout.Result) -> ResultField:
+    slot = getattr(layout, f"O_{r.name.removesuffix('_us').upper()}") \
+        if r.unit in layout.KERNEL_UNITS else None
+    return ResultField(r.name, DTYPES[r.unit], r.unit, tuple(Op(o) for o in r.ops), r.help,
+                       slot)
 
+
+RESULTS: tuple[ResultField, ...] = tuple(_field(r) for r in layout.RESULTS)
 RESULT_NAMES = tuple(f.name for f in RESULTS)
+FIELD_BY_NAME = {f.name: f for f in RESULTS}
+
+# The phases of the critical path (layout.PHASES): each a result column, and a time bucket the
+# twin's AIVs spend their cycles in by name.
+PHASES = layout.PHASES
+PHASE_NAMES = tuple(p.name for p in PHASES)
+
+
+def phase_column(name: str) -> str:
+    """The result column of phase `name`."""
+    return f"phase_{name}_us"
+
+
+def phases_of(op: Op) -> tuple[layout.Phase, ...]:
+    """The phases on `op`'s critical path, in order."""
+    return tuple(p for p in PHASES if op in p.ops)
+
+
+# The split of a layer's critical path beside the phases: its experts' time, which no phase
+# holds (a layer's phase columns and expert_us sum to its latency).
+EXPERT_COLUMN = "expert_us"
