@@ -155,6 +155,33 @@ def test_a_grid_simulates_points_differing_only_in_unread_parameters_once(tmp_pa
     code, out, err = run_cli("sweep", tmp_path / "crossed.toml", "--dry-run")
     assert code == 0, err
     assert "24 points" in out and "12 distinct configurations" in out
+    assert "the others differ only in cumsum_aivs, zipf_s, which" in out
+    assert crossed.unread == ("cumsum_aivs", "zipf_s")
+
+
+def test_a_grid_over_ops_simulates_what_each_op_reads_once(tmp_path):
+    """A bsp combine reads no sync (CANN's V1 has its own signals), only a layer reads the
+    expert times, a combine no dispatch dtype: the sweep says which parameters it merged."""
+    path = write_grid(tmp_path, """
+        [sweep]
+        name = "ops"
+        [grid]
+        ranks = 8
+        batch = 4
+        op = ["dispatch", "combine", "layer"]
+        protocol = "bsp"
+        sync = ["sw", "sp"]
+        dtype = ["bf16", "fp8"]
+        expert_fixed_us = [0.0, 5.0]
+        """, "ops.toml")
+    grid = load_grid(path)
+    # dispatch: 2 syncs x 2 dtypes; combine: 1; layer: 2 x 2 x 2 expert times
+    assert (grid.product, grid.size) == (24, 4 + 1 + 8)
+    assert grid.unread == ("dtype", "sync", "expert_fixed_us")
+    code, out, err = run_cli("sweep", path, "--dry-run")
+    assert code == 0, err
+    assert "13 distinct configurations (the others differ only in dtype, sync, " \
+           "expert_fixed_us, which their protocol, routing or op does not read)" in out
 
 
 def test_the_run_command_says_when_a_flag_is_not_read(tmp_path):

@@ -30,7 +30,7 @@ from ubepsim.sweep.params import NAMES
 from ubepsim.sweep.result_fields import RESULT_NAMES
 
 TINY_KEPT = (f"the filter keeps {TINY_FILTERED}; {TINY_SIZE} distinct configurations (the others "
-             f"differ only in parameters their protocol or routing does not read)")
+             f"differ only in cumsum_aivs, which their protocol, routing or op does not read)")
 
 
 def parts(out: Path) -> list[Path]:

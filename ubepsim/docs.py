@@ -50,7 +50,7 @@ def _cell(text: str) -> str:
 def _parameters() -> list[str]:
     rows = ["| parameter | flag | type | default | allowed | meaning |", "|---|---|---|---|---|---|"]
     for p in PARAMS:
-        meaning = p.help
+        meaning = p.described
         if p.default is None:
             computed = COMPUTED_DEFAULT.search(meaning)
             default = computed.group(1) if computed else "computed"

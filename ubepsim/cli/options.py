@@ -29,7 +29,7 @@ def model_options(lists: tuple[str, ...] = (), hidden: tuple[str, ...] = ()) -> 
     allowed."""
     def decorate(f: Callable) -> Callable:
         for p in reversed(PARAMS):
-            help_text = p.help
+            help_text = p.described
             if p.choices:
                 help_text += f" [{'|'.join(p.choices)}]"
             if p.default is not None:

@@ -47,8 +47,9 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
     The dataset (one row per configuration: every parameter, config_id, every result) is a
     directory of part files; read it with `ubepsim query DIR SQL` or
     polars.scan_parquet("DIR/part-*.parquet"). Points that differ only in a parameter their
-    protocol or routing does not read (cumsum_aivs under bsp, zipf_s under uniform routing, ...)
-    are one configuration, simulated once.
+    protocol, routing or op does not read (cumsum_aivs under bsp, zipf_s under uniform routing,
+    sync under a bsp combine, expert times outside a layer, ...) are one configuration,
+    simulated once.
     """
     from ..sweep import engine
     from ..sweep.grid import load_grid, shape
@@ -68,7 +69,8 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
     kept = "" if grid.filtered == grid.product else f"; the filter keeps {grid.filtered:,}"
     if grid.size < grid.filtered:
         kept += (f"; {grid.size:,} distinct configurations (the others differ only in "
-                 f"parameters their protocol or routing does not read)")
+                 f"{', '.join(grid.unread)}, which their protocol, routing or op does not "
+                 f"read)")
     click.echo(f"{grid.name}: {size}{kept}")
     if dry_run:
         have = _naming_out(lambda: engine.check_out(grid, target, resume), out, grid_file) \

@@ -2,8 +2,8 @@
 
 The expansion is the cartesian product of the axes (file order, first axis slowest, the seeds
 innermost), then the filter drops points, then points that differ from an earlier one only in a
-parameter their protocol or routing does not read (`params.GATED`: that parameter is recorded at
-its default) are dropped as the same configuration. Everything is checked before any work: the
+parameter their protocol, routing or op does not read (`params.GATED`: that parameter is
+recorded at its default) are dropped as the same configuration. Everything is checked before any work: the
 cross-parameter rules with `params.check_rules` over whole columns of a chunk of points at a
 time, the kernel's time limit (`kernel_io.check_time_bound`) on the grid's corner and, only if
 that fails, on every point, so a million-point grid expands and validates in about a second.
@@ -34,13 +34,14 @@ GATES = tuple(dict.fromkeys((*GATED, *(g for gate in GATED.values() for g in gat
 
 
 def expand(values: list[list[pl.Series]], profile: Profile, filters: list[Filter],
-           product: int, source: str) -> tuple[np.ndarray | None, int, str]:
+           product: int, source: str) -> tuple[np.ndarray | None, int, str, tuple[str, ...]]:
     """One pass over the product, a chunk of points at a time: the filter (over the values as
     the grid gives them), each kept point checked against the model's rules, its config_id.
     Returns the product index of each point kept (None if all are), how many the filter kept,
-    and the fingerprint. A point that differs from an earlier one only in parameters its
-    protocol or routing does not read (params.GATED) is the same configuration and is dropped;
-    two configurations with one config_id (a hash collision) are an InputError.
+    the fingerprint, and the parameters in which dropped points differ from those kept. A
+    point that differs from an earlier one only in parameters its protocol, routing or op does
+    not read (params.GATED) is the same configuration and is dropped; two configurations with
+    one config_id (a hash collision) are an InputError.
     Memory follows the points kept (8 bytes each, 16 with a filter, and 16 more while their
     config_ids are sorted), not the product."""
     # filled in place: pages past the points kept are never touched, so never resident
@@ -78,11 +79,12 @@ def expand(values: list[list[pl.Series]], profile: Profile, filters: list[Filter
     sorted_ids = ids[order]
     repeat = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
     del sorted_ids
+    unread: tuple[str, ...] = ()
     if len(repeat):
         earlier, later = order[repeat], order[repeat + 1]
         del order
-        _check_repeats(values, profile, *(x if kept is None else kept[x] for x in (earlier, later)),
-                       source)
+        unread = _check_repeats(values, profile, *(x if kept is None else kept[x]
+                                                   for x in (earlier, later)), source)
         first = np.ones(filtered, dtype=bool)
         first[later] = False
         first = np.flatnonzero(first)
@@ -94,7 +96,7 @@ def expand(values: list[list[pl.Series]], profile: Profile, filters: list[Filter
     # by its content): a moved grid must not resume a dataset whose rows name the old paths
     for path in sorted({p for axis in values for s in axis if s.name == "trace" for p in s}):
         fingerprint.update(path.encode() + b"\0")
-    return kept, filtered, fingerprint.hexdigest()
+    return kept, filtered, fingerprint.hexdigest(), unread
 
 
 def corner(values: list[list[pl.Series]], profile: Profile) -> dict[str, np.ndarray]:
@@ -126,12 +128,15 @@ def corner(values: list[list[pl.Series]], profile: Profile) -> dict[str, np.ndar
 
 
 def _check_repeats(values: list[list[pl.Series]], profile: Profile, earlier: np.ndarray,
-                   later: np.ndarray, source: str) -> None:
+                   later: np.ndarray, source: str) -> tuple[str, ...]:
     """Points at product indices earlier[i] and later[i] share a config_id: unless they are one
-    configuration (differing only in parameters their protocol or routing does not read), an
-    InputError. Rows are keyed on config_id, so two configurations may never share one."""
+    configuration (differing only in parameters their protocol, routing or op does not read),
+    an InputError. Rows are keyed on config_id, so two configurations may never share one.
+    Returns the parameters in which such points differ, in NAMES order."""
+    unread: set[str] = set()
     for lo in range(0, len(earlier), CHUNK):
-        a, b = (configurations(values, x[lo:lo + CHUNK], profile) for x in (earlier, later))
+        raw = [_build(values, x[lo:lo + CHUNK], profile) for x in (earlier, later)]
+        a, b = (_canonical(r) for r in raw)
         same = same_config(columns(a), columns(b), NAMES)
         if not same.all():
             i = int(np.argmin(same))
@@ -141,6 +146,8 @@ def _check_repeats(values: list[list[pl.Series]], profile: Profile, earlier: np.
             raise InputError("config_id", f"two configurations of the grid ({differ}) have the "
                              f"same config_id, {config_id}: a collision of its 63-bit hash, which "
                              f"rows are keyed on; sweep them in separate grids", source)
+        unread |= {n for n in GATED if not raw[0][n].equals(raw[1][n])}
+    return tuple(n for n in NAMES if n in unread)
 
 
 def _build(values: list[list[pl.Series]], index: np.ndarray, profile: Profile) -> pl.DataFrame:

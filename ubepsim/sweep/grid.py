@@ -70,6 +70,7 @@ class Grid:
     # Grid files that expand to the same points (comments, key order in a zip group, `out`) are
     # the same sweep; a resumed run must present the same fingerprint.
     fingerprint: str
+    unread: tuple[str, ...]   # the parameters in which points dropped as repeats differ
     values: list[list[pl.Series]] = dataclasses.field(repr=False)   # per axis, its columns
     kept: np.ndarray | None = dataclasses.field(repr=False)  # product index of each point
                                                               # (None: every point is kept)
@@ -170,9 +171,9 @@ def load_grid(path: str | Path, key: str = "GRID.toml", base_profile: str | None
     values = [[pl.Series(name, v, polars_dtype(name)) for name, v in cols.items()]
               for _, cols in axes]
     product = math.prod(sizes.values())
-    kept, filtered, fingerprint = expand(values, profile, filters, product, source)
+    kept, filtered, fingerprint, unread = expand(values, profile, filters, product, source)
     return Grid(path, text, name, Path(out) if out else None, profile, sizes, product,
-                filtered, fingerprint, values, kept)
+                filtered, fingerprint, unread, values, kept)
 
 
 def shape(sizes: dict[str, int]) -> str:

@@ -118,6 +118,13 @@ class Param:
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
+    @property
+    def described(self) -> str:
+        """Its help, and where it is read if not everywhere (GATED): --help and the
+        reference say so."""
+        gate = GATED.get(self.name)
+        return self.help if gate is None else f"{self.help} Read only where {gate.says()}."
+
     @functools.cached_property   # read for every value checked
     def choices(self) -> tuple[str, ...] | None:
         return tuple(m.name for m in ENUMS[self.name]) if self.name in ENUMS else None
@@ -135,8 +142,8 @@ PARAMS: tuple[Param, ...] = (
     Param("dtype", str, "bf16", "Token element type: bf16 (2 B), fp8 (1 B + fp32 scale per "
           "128 elements), int8 (1 B + one fp32 scale per token)."),
     Param("aivs", int, None, "AIVs per die (default: the profile's).", 2, 4096),
-    Param("cumsum_aivs", int, 2, "AIVs in UBEP's CalCumSum group (the rest send tokens); "
-          "read only by ubep (under bsp every AIV runs every phase).", 1, 4095),
+    Param("cumsum_aivs", int, 2, "AIVs in UBEP's CalCumSum group (the rest send tokens; under "
+          "bsp every AIV runs every phase).", 1, 4095),
     Param("protocol", str, "ubep", "bsp (CANN EP, SyncAll between phases) or ubep "
           "(kernel decomposition, point-to-point signals)."),
     Param("sync", str, "sp", "Data-as-Flag variant of every signal: sw (stop-and-wait), tff "
@@ -144,10 +151,9 @@ PARAMS: tuple[Param, ...] = (
     Param("schedule", str, "homogenized", "Token-to-AIV schedule: expert_block, balanced, "
           "homogenized."),
     Param("routing", str, "uniform", "Routing generator: uniform, zipf, hot, trace."),
-    Param("zipf_s", float, 1.0, "Zipf exponent of expert popularity (routing = zipf).", 0.0, 16.0),
-    Param("hot_experts", int, 8, "Number of hot experts (routing = hot).", 1, 1 << 20),
-    Param("hot_share", float, 0.5, "The hot experts' share of the routing weight (routing = "
-          "hot). A token's topk experts are distinct draws, so at most hot_experts of its "
+    Param("zipf_s", float, 1.0, "Zipf exponent of expert popularity.", 0.0, 16.0),
+    Param("hot_experts", int, 8, "Number of hot experts.", 1, 1 << 20),
+    Param("hot_share", float, 0.5, "The hot experts' share of the routing weight. A token's topk experts are distinct draws, so at most hot_experts of its "
           "copies go to hot experts and their share of copies is below hot_share when topk is "
           "large next to hot_experts (1 hot expert, 0.9, top-8: 0.125).", 0.0, 1.0),
     Param("trace", Path, "", "Routing trace, Parquet with columns rank, token, k, expert "
@@ -161,13 +167,13 @@ PARAMS: tuple[Param, ...] = (
           "combine: one MoE layer's communication round trip)."),
     Param("combine_dtype", str, "bf16", "Element type of the copies combine returns: bf16 "
           "(2 B) or int8 (1 B + a bf16 scale per 8 elements, quantized by the sender and "
-          "dequantized by the reducer, as CANN's combine does); read by combine and layer."),
+          "dequantized by the reducer, as CANN's combine does)."),
     Param("expert_fixed_us", float, 0.0, "The fixed part of each die's expert time in a layer, "
           "between its dispatch and its combine: the time is expert_fixed_us plus "
-          "expert_ns_per_copy per token copy the die received (op = layer; the result "
-          "expert_us is the critical die's).", 0.0, 1e6),
+          "expert_ns_per_copy per token copy the die received (the result expert_us is the "
+          "critical die's).", 0.0, 1e6),
     Param("expert_ns_per_copy", float, 0.0, "The experts' time per token copy their die "
-          "received, beside expert_fixed_us (op = layer): hot experts make their die late.",
+          "received, beside expert_fixed_us: hot experts make their die late.",
           0.0, 1e6),
 )
 
