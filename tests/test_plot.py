@@ -37,6 +37,13 @@ def data(tmp_path_factory):
             {**base, "ranks": 8, "batch": b, "protocol": p, "sync": y, "schedule": sc}
             for b in (4, 16) for p, y, sc in (("bsp", "sw", "expert_block"),
                                               ("ubep", "sp", "homogenized"))]),
+        # every op under each protocol; the combines record dtype at its default (they do
+        # not read it), the dispatches and layers are fp8
+        "ops": sweep_rows(d, "ops", [
+            {**base, "ranks": 8, "batch": 8, "op": op, "protocol": p, "sync": y,
+             "schedule": sc, "dtype": "fp8", "expert_fixed_us": 3.0}
+            for op in ("dispatch", "combine", "layer")
+            for p, y, sc in (("bsp", "sw", "expert_block"), ("ubep", "sp", "homogenized"))]),
         "sync": sweep_rows(d, "payload", [
             {**base, "ranks": r, "hidden": h, "sync": y}
             for r in (4, 8) for h in (8, 64, 512) for y in ("sw", "tff", "dc", "sp")]),
@@ -100,6 +107,31 @@ def test_options_of_each_input(tmp_path, data):
                            "--label", "UBEP w/o mapping", "--label", "UBEP", "--die", 3,
                            "--out", tmp_path / "a.png")
     assert code == 0, err
+
+
+def test_a_breakdown_stacks_each_ops_phases_to_its_latency(data):
+    """Over every op: a combine's bars hold no CalCumSum or reordering, a layer's its experts'
+    time, and every bar is as tall as its row's latency. What a row does not read (dtype in a
+    combine, sync under a bsp combine) is no variant or group of its own."""
+    from ubepsim.paper.plot import breakdown, breakdown_parts, read_results
+
+    frame = read_results([data["ops"]], "breakdown", None)
+    bsp_combine = frame.filter((pl.col("op") == "combine") & (pl.col("protocol") == "bsp"))
+    assert bsp_combine["sync"].to_list() == [None] and bsp_combine["dtype"].to_list() == [None]
+    only = {op: [c for c, _, _ in breakdown_parts(frame.filter(pl.col("op") == op))]
+            for op in ("dispatch", "combine", "layer")}
+    assert only["combine"] == ["phase_init_us", "phase_send_us", "phase_sync_us",
+                               "phase_reduce_us"]
+    assert only["layer"] == [f"phase_{p}_us" for p in ("init", "send", "sync", "cumsum",
+                                                         "reorder", "reduce")] + ["expert_us"]
+    fig = breakdown(frame)
+    tops: dict[float, float] = {}
+    for bar in fig.axes[0].patches:
+        tops[round(bar.get_x(), 6)] = tops.get(round(bar.get_x(), 6), 0.0) + bar.get_height()
+    assert len(tops) == 6   # one bar per op and protocol: no group split by dtype
+    assert sorted(tops.values()) == pytest.approx(sorted(frame["latency_us"]))
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert "combine\nbsp\n-\n-" in labels
 
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")   # pytest would swallow it otherwise

@@ -74,7 +74,19 @@ def read_results(datasets: Sequence[str], kind: str, where: str | None) -> pl.Da
         raise InputError("DATASET", "no rows" + (" match --where" if where else ""))
     check_values(frame, NEEDS[kind], ", ".join(datasets), f"--kind {kind} needs a value in "
                  f"every row (leave such rows out with --where)")
-    return frame.with_columns(pl.col(c).cast(pl.String) for c in ENUMS if c in frame.columns)
+    frame = frame.with_columns(pl.col(c).cast(pl.String) for c in ENUMS if c in frame.columns)
+    return unread_as_null(frame)
+
+
+def unread_as_null(frame: pl.DataFrame) -> pl.DataFrame:
+    """Each parameter a row does not read (params.GATED: cumsum_aivs under bsp, sync under a
+    bsp combine, ...) as null, not at the default it is recorded at: a figure's variants and
+    groups then follow what the rows simulate."""
+    gates = tuple({g for gate in GATED.values() for g in gate.gates})
+    cols = columns(_with_defaults(frame, gates), gates)
+    return frame.with_columns(
+        pl.when(pl.Series(gate.reads(cols))).then(pl.col(name)).otherwise(None).alias(name)
+        for name, gate in GATED.items() if name in frame.columns)
 
 
 def scan_results(dataset: str, kind: str) -> pl.LazyFrame:
@@ -137,10 +149,10 @@ def single_valued(frame: pl.DataFrame, axes: Sequence[str], kind: str) -> None:
     if not others:
         return
     counts = frame.group_by([a for a in axes if a in frame.columns]).agg(
-        pl.col(n).n_unique() for n in others)
+        pl.col(n).drop_nulls().n_unique() for n in others)   # (null: a row does not read it)
     for name in others:
         if counts[name].max() > 1:
-            values = frame[name].unique().sort().head(4).to_list()
+            values = frame[name].drop_nulls().unique().sort().head(4).to_list()
             example = f"'{values[0]}'" if isinstance(values[0], str) else values[0]
             # Keyed DATASET, not the parameter: plot has no flag per parameter (--sync, ...).
             raise InputError("DATASET", f"{name} takes several values "
@@ -225,13 +237,15 @@ def breakdown(frame: pl.DataFrame):
     variant = [c for c in ("op", "protocol", "sync", "schedule") if c in frame.columns
                and frame[c].n_unique() > 1] or ["protocol"]
     others = [n for n in NAMES if n in frame.columns and n not in variant + ["seed"]
-              and frame[n].n_unique() > 1]
+              and frame[n].drop_nulls().n_unique() > 1]
     group = others[:1]
     single_valued(frame, variant + group, "breakdown")
     keys = group + variant
     parts = breakdown_parts(frame)
     mean = frame.group_by(keys).agg(pl.col(c).mean() for c, _, _ in parts).sort(keys)
-    labels = [" / ".join(str(v) for v in row) for row in mean.select(variant).rows()]
+    # (a variant a row does not read, as sync under a bsp combine: "-")
+    labels = [" / ".join("-" if v is None else str(v) for v in row)
+              for row in mean.select(variant).rows()]
     names = sorted(set(labels), key=labels.index)
     xs = [mean[group[0]][i] if group else "" for i in range(mean.height)]
     groups = sorted(set(xs), key=xs.index)
@@ -280,6 +294,10 @@ def sync(frame: pl.DataFrame):
                          f"but every row has {frame['payload'][0]:g} bytes (hidden = "
                          f"{frame['hidden'][0]}); give sweep results with several hidden "
                          f"values")
+    if frame["sync"].null_count():
+        raise InputError("DATASET", f"--kind sync draws the Data-as-Flag variants, and "
+                         f"{frame['sync'].null_count():,} rows read no sync (only where "
+                         f"{GATED['sync'].says()}); leave them out with --where")
     single_valued(frame, ("ranks", "sync", "hidden", "dtype"), "sync")
     mean = frame.group_by("ranks", "sync", "payload").agg(pl.col("latency_us").mean()) \
         .sort("ranks", "sync", "payload")
