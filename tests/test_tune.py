@@ -49,6 +49,21 @@ def test_each_row_reports_the_best_group_size_and_its_neighbours():
         assert above == (pytest.approx(lat[best]) if best < 4 else None)
 
 
+def test_a_layer_is_tuned_on_its_round_trip():
+    """--op layer: the best group size is the one of least layer latency (dispatch, the
+    experts' time, combine), which a late dispatch on one die delays."""
+    rows = tune_json("--op", "layer", "--expert-fixed-us", "2", "--ranks", "8", "--batch", "32",
+                     "--topk", "2", "--aivs", "8", "--max-cumsum-aivs", "4")
+    lat = [latency(ranks=8, batch=32, topk=2, aivs=8, cumsum_aivs=c, op="layer",
+                   expert_fixed_us=2.0) for c in range(1, 5)]
+    assert rows[0]["best_cumsum_aivs"] == lat.index(min(lat)) + 1
+    assert rows[0]["latency_us"] == pytest.approx(min(lat))
+    code, out, err = run_cli("tune", "--op", "layer", "--ranks", "8", "--batch", "32",
+                             "--topk", "2", "--aivs", "8", "--max-cumsum-aivs", "4")
+    assert code == 0, err
+    assert "latency_us: the layer's latency (its dispatch, experts and combine)" in out
+
+
 def test_analytic_prediction_follows_appendix_a_with_a_fitted_ratio():
     rows = tune_json(*SMALL)
     ratio = rows[0]["beta_over_alpha"]
@@ -139,6 +154,8 @@ def test_a_grid_file_gives_the_same_rows(tmp_path):
     (("--ranks", "8", "--batch", "4,4"), ["batch", "twice"]),
     (("--ranks", "8", "--seed", "1,1"), ["seed", "twice"]),
     (("--ranks", "8", "--protocol", "bsp"), ["protocol", "ubep"]),
+    (("--ranks", "8", "--op", "combine"), ["op (--op): tune sizes UBEP's CalCumSum group, "
+                                           "which combine does not have", "dispatch or layer"]),
     (("--ranks", "8", "--cumsum-aivs", "2"), ["cumsum_aivs", "--max-cumsum-aivs"]),
     (("--ranks", "8", "--out", "t.csv"), ["--out", ".toml"]),
     (("--ranks", "8", "--out", "missing/t.toml"), ["--out", "does not exist"]),
