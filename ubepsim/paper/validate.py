@@ -199,19 +199,23 @@ SCHEDULES = (("expert_block", "bsp", "sw"), ("balanced", "ubep", "sp"),
              ("homogenized", "ubep", "sp"))
 
 
+# Figure 9's workload (Section 5.3): 64 NPUs (128 dies) in four 16-NPU nodes, 256 experts, top-8,
+# eight hot experts with half the routing weight (the share assumed).
+FIG9_HOT = {"ranks": 128, "experts": 256, "routing": "hot", "hot_experts": 8, "hot_share": 0.5}
+FIG9_TEXT = ("64 NPUs (128 dies) in four 16-NPU nodes, 256 experts, top-8, eight hot experts "
+             "with half the routing weight (share assumed)")
+
+
 def schedule_claims(profile: Profile, threads: int | None) -> list[Check]:
     """Section 3.3: topology-blind schedules leave stragglers; homogenization removes them."""
     fig9 = with_values(profile, {"tier_sizes": [32]})
-    rows = [_config(ranks=128, experts=256, routing="hot", hot_experts=8, hot_share=0.5,
-                    schedule=s, protocol=p, sync=y) for s, p, y in SCHEDULES]
+    rows = [_config(**FIG9_HOT, schedule=s, protocol=p, sync=y) for s, p, y in SCHEDULES]
     send = _simulate(rows, fig9, threads)["send_max_aiv_us"]
     text = ", ".join(f"{s} {v:.1f} us" for (s, _, _), v in zip(SCHEDULES, send))
     return [_claim("Section 3.3: slowest AIV's token transmission: CANN EP's expert blocks > "
                    "topology-blind balancing > latency homogenization",
                    "expert_block > balanced > homogenized", text,
-                   send[0] > send[1] > send[2],
-                   "Figure 9's: 64 NPUs (128 dies) in four 16-NPU nodes, 256 experts, top-8, "
-                   "eight hot experts with half the routing weight (share assumed)")]
+                   send[0] > send[1] > send[2], f"Figure 9's: {FIG9_TEXT}")]
 
 
 QSEARCH = ((128, 128), (160, 160), (128, 256))   # (ranks, experts): Table 3's expert counts
@@ -378,9 +382,44 @@ def reduction_claims(profile: Profile, threads: int | None) -> list[Check]:
                    f"{REDUCTION_SEEDS[0]}-{REDUCTION_SEEDS[-1]} averaged")]
 
 
+def combine_claims(profile: Profile, threads: int | None) -> list[Check]:
+    """Section 3.1: "the challenges of global synchronization overhead and load imbalance are
+    predominantly concentrated in the earlier dispatch phase". No combine latency is published
+    or withheld, so nothing is compared with one: CANN EP's combine (bsp, CANN's V1) against
+    its dispatch, on Table 4's workload at every EP size, and, for the imbalance, also under
+    Figure 9's hot experts. The synchronization overhead is the share of the latency on the
+    critical path's synchronization; the imbalance, as in Figure 9, the spread of the per-AIV
+    token transmission latency over its slowest (send_spread_aiv_us / send_max_aiv_us)."""
+    ranks = list(numbers.TABLE4_CANN_EP)
+    table4 = _simulate([cm384.cann_ep(r, op=op) for op in ("dispatch", "combine")
+                        for r in ranks], profile, threads)
+    cann = {k: numbers.CANN_EP[k] for k in ("protocol", "sync", "schedule")}
+    hot = _simulate([_config(**FIG9_HOT, **cann, op=op) for op in ("dispatch", "combine")],
+                    with_values(profile, {"tier_sizes": [32]}), threads)
+    sync = (table4["phase_sync_us"] / table4["latency_us"]).reshape(2, -1)
+    spread = np.concatenate([(r["send_spread_aiv_us"] / r["send_max_aiv_us"]).reshape(2, -1)
+                             for r in (table4, hot)], axis=1)
+    where = [f"{r} ranks" for r in ranks] + ["hot experts"]
+    setup = (f"{cann_ep_setup(', '.join(map(str, ranks)))}; dispatch and combine (op), "
+             f"combine returning bf16")
+    return [
+        _claim("Section 3.1: global synchronization overhead concentrates in dispatch",
+               "CANN EP's combine spends a smaller share of its latency in synchronization",
+               "combine vs dispatch: " + ", ".join(f"{r}: {c:.0%} vs {d:.0%}"
+                                                   for r, d, c in zip(ranks, *sync)),
+               bool(np.all(sync[1] < sync[0])), f"{setup}; phase_sync_us / latency_us"),
+        _claim("Section 3.1: load imbalance concentrates in dispatch",
+               "CANN EP's combine's AIVs less imbalanced than its dispatch's",
+               "combine vs dispatch: " + ", ".join(f"{w}: {c:.3f} vs {d:.3f}"
+                                                   for w, d, c in zip(where, *spread)),
+               bool(np.all(spread[1] < spread[0])), f"{setup}, and Figure 9's hot experts "
+               f"(CANN EP, {FIG9_TEXT}); send_spread_aiv_us / send_max_aiv_us"),
+    ]
+
+
 CLAIMS: tuple[Callable[[Profile, int | None], list[Check]], ...] = (
     sync_claims, schedule_claims, search_claims, cumsum_claims, protocol_claims,
-    reduction_claims)
+    reduction_claims, combine_claims)
 
 
 def validate(profile: Profile, threads: int | None = None) -> list[Check]:
