@@ -176,8 +176,8 @@ def test_a_third_tier_costs_nothing_within_a_pod_and_latency_beyond(ran):
 def test_the_round_trip_query_gives_each_op_per_protocol_and_ranks(ran):
     """sweeps.md's combine query: every protocol and rank count of the ready grid, each op's
     latency, a layer longer than its dispatch (it runs one, then its experts and combine)."""
-    (scope,) = [s for block, s in ran.items() if "round_trip" in block]
-    frame = scope["round_trip"]
+    (scope,) = [s for block, s in ran.items() if "results/combine" in block]
+    frame = scope["answer"]
     assert frame.select("protocol", "ranks").rows() == [
         (p, r) for p in ("bsp", "ubep") for r in (16, 32, 64, 128)]
     assert frame.null_count().sum_horizontal().item() == 0
