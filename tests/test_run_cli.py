@@ -244,6 +244,17 @@ def test_a_parameter_the_op_does_not_read_is_noted_on_stderr(args, note):
     assert json.loads(out)  # the row is printed whole
 
 
+@pytest.mark.parametrize("args", [
+    ("--op", "layer", "--sync", "sw", "--schedule", "balanced", "--dtype", "fp8",
+     "--combine-dtype", "int8", "--expert-fixed-us", "5", "--cumsum-aivs", "3"),
+    ("--op", "combine", "--sync", "tff", "--combine-dtype", "int8"),
+    ("--op", "combine", "--protocol", "bsp", "--sync", "sp"),   # its default: nothing lost
+])
+def test_a_parameter_the_op_reads_is_not_noted(args):
+    code, out, err = run_cli("run", *SMALL, "--json", *args)
+    assert code == 0 and err == "", err
+
+
 def test_unknown_flag_is_a_usage_error():
     code, _, err = run_cli("run", "--bogus", "1")
     assert code == 2 and "--bogus" in err

@@ -3,6 +3,7 @@ concept)."""
 
 from __future__ import annotations
 
+import enum
 from typing import Any, Callable
 
 import click
@@ -75,8 +76,8 @@ def config_from_flags(values: dict[str, Any]):
     config = make_config(given, profile.aivs)
     for name, gate in GATED.items():
         value = getattr(config, name)
-        if name in given and given[name] != value:
-            shown = value.name if hasattr(value, "name") else value
+        shown = value.name if isinstance(value, enum.Enum) else value   # as a flag gives it
+        if name in given and given[name] != shown:
             here = " ".join(f"{PARAM_BY_NAME[g].flag} {getattr(config, g).name}"
                             for g in gate.gates)
             click.echo(f"note: {PARAM_BY_NAME[name].flag} is not read under {here} (only where "
