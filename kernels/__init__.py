@@ -4,8 +4,10 @@ One module per stage of a dispatch or a combine, named after the paper's (or CAN
 mechanism, each stage a function of the same name as the plain-Python twin's
 (ubepsim.reference):
 
-- layout: every code and column shared with the host (parameters P_*, costs C_* from COSTS,
-  results O_*), store kinds, time buckets, phase marks, bit layouts, the stages' named results;
+- layout: every code and column shared with the host (parameters P_*, costs C_* from COSTS),
+  the results and phases declared once (RESULTS and PHASES, whose slots O_* and time buckets
+  B_* follow from them), store kinds, phase marks and the timeline's phases, bit layouts, the
+  stages' named results;
 - routing: each die's tokens to their top-k experts (`route_die`, `route`);
 - schedule: hierarchical token-level scheduling, Section 3.3 (`hop_classes`, `walk`,
   `count_keys`, `expert_block_slices`, `balanced_slices`, `homogenized_deal` (latency

@@ -6,6 +6,6 @@
     costs                  lowering: a configuration and a profile into integer cycle costs
     kernel_io, memory      the kernel's input and output arrays; the memory a run needs
     model                  simulate, simulate_many, simulate_table: the model's Python API
-    result_fields          the result columns
+    result_fields          the result columns as the host reads them (kernels/layout.py declares)
     engine, files          the sweep engine (batches into a Parquet dataset); files written whole
 """
