@@ -82,8 +82,9 @@ RESULTS = (
            "over the AIVs that send: the imbalance of Figure 9"),
     Result("wait_us", US, "mean time an AIV spends waiting in SyncAll, fences and polls"),
     *(Result(f"phase_{p.name}_us", US, f"critical path: {p.help}", ops=p.ops) for p in PHASES),
-    Result("dispatch_us", US, "critical path: the dispatch, until the last die's last AIV "
-           "finished it (a dispatch's latency)", ops=WITH_DISPATCH),
+    Result("dispatch_us", US, "critical path: the dispatch of the die that finishes last, until "
+           "its last AIV finished it (a dispatch's latency; in a layer, that die's dispatch, "
+           "which a hot die's may outlast)", ops=WITH_DISPATCH),
     Result("expert_us", US, "critical path: the last die's experts' time between its dispatch "
            "and its combine", ops=(LAYER,)),
     Result("combine_us", US, "critical path: the last die's combine, from its start (a "
