@@ -18,17 +18,17 @@ import time
 import numba
 import numpy as np
 
-from ubepsim import kernel_io, memory, reference
-from ubepsim.kernels.dispatch import simulate_batch
+from ubepsim import reference
+from ubepsim.kernels.layer import simulate_batch
 from ubepsim.kernels.layout import N_OUT
-from ubepsim.params import make_config
-from ubepsim.profile import load_profile
+from ubepsim.sweep import kernel_io, memory
+from ubepsim.sweep.params import make_config
+from ubepsim.sweep.profile import load_profile
 
 
 def kernel_seconds(config, profile, repeat: int) -> tuple[float, float]:
     """(best, median) of `repeat` timed runs."""
-    cols = {k: np.asarray([v]) for k, v in config.as_dict().items()}
-    params, costs, chances, cdf, trace = kernel_io.prepare(cols, profile)
+    params, costs, chances, cdf, trace = kernel_io.prepare(config.columns(), profile)
     out = np.zeros((1, N_OUT))
     memory.keep_freed_memory()
     simulate_batch(params, costs, chances, cdf, trace, out)    # warm-up (JIT)

@@ -3,8 +3,9 @@
     python bench/bench_memory.py [--timeline] [--config '{"ranks": 16384, "sync": "sw"}']
 
 `ubepsim` refuses, before any work, configurations that could not fit in the memory a machine
-has available together (ubepsim.memory.check_memory), from an estimate of what the kernel
-allocates (kernels/dispatch.py working_bytes; with --timeline, simulate's marks and frame too).
+has available together (ubepsim.sweep.memory.check_memory), from an estimate of what the kernel
+allocates (kernels/dispatch.py and kernels/combine.py working_bytes; with --timeline, simulate's
+marks and frame too).
 This measures each configuration of a fixed set in a fresh process: its peak resident set
 (ru_maxrss, the kernel's high-water mark, so no peak between samples is missed) after
 simulating it, less the peak after a 16-rank warm-up (interpreter, libraries, JIT). Prints the
@@ -44,15 +45,12 @@ def child(config: dict, timeline: bool) -> None:
 
 
 def estimate(config: dict, timeline: bool) -> int:
-    import numpy as np
-
-    from ubepsim import memory, model
-    from ubepsim.params import make_config
-    from ubepsim.profile import load_profile
+    from ubepsim.sweep import memory, model
+    from ubepsim.sweep.params import make_config
+    from ubepsim.sweep.profile import load_profile
 
     c = make_config(dict(config), load_profile().aivs)
-    cols = {n: np.asarray([v]) for n, v in c.as_dict().items()}
-    return int(memory.working_memory(cols)[0]) + (model.timeline_bytes(c) if timeline else 0)
+    return int(memory.working_memory(c.columns())[0]) + (model.timeline_bytes(c) if timeline else 0)
 
 
 def main() -> None:

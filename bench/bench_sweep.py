@@ -36,10 +36,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from ubepsim.grid import load_grid
-from ubepsim.model import simulate_table
-from ubepsim.params import NAMES
-from ubepsim.sweep import PART_ROWS, metadata, provenance, write_part
+from ubepsim.sweep.engine import PART_ROWS, metadata, provenance, write_part
+from ubepsim.sweep.grid import load_grid
+from ubepsim.sweep.model import simulate_table
+from ubepsim.sweep.params import NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 MILLION = ROOT / "sweeps" / "million.toml"
@@ -102,7 +102,7 @@ def stratified_sample(grid, per_setting: int) -> pl.DataFrame:
     """per_setting configurations of each setting of COST_AXES, drawn with a fixed seed, each
     with its sync variants (the grid's points that differ from it only in sync), which a sweep's
     batch holds too and simulates on one schedule; shuffled."""
-    points = grid.batch(0, grid.size).with_row_index("point")
+    points = grid.frame(0, grid.size).with_row_index("point")
     families = points.group_by([n for n in NAMES if n != "sync"], maintain_order=True).agg(
         "point")
     settings = families.group_by(COST_AXES, maintain_order=True).agg(pl.col("point"))["point"]

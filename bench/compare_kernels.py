@@ -29,12 +29,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sweep import MILLION, PER_SETTING, stratified_sample  # noqa: E402
 
-from ubepsim import kernel_io, memory  # noqa: E402
-from ubepsim.grid import load_grid  # noqa: E402
 from ubepsim.kernels import dispatch as ours  # noqa: E402
+from ubepsim.kernels import layout as our_layout  # noqa: E402
 from ubepsim.kernels.layout import COSTS, N_OUT  # noqa: E402
-from ubepsim.params import NAMES, canonical  # noqa: E402
-from ubepsim.profile import FIELDS, MECHANISMS  # noqa: E402
+from ubepsim.sweep import kernel_io, memory  # noqa: E402
+from ubepsim.sweep.grid import load_grid  # noqa: E402
+from ubepsim.sweep.params import columns  # noqa: E402
+from ubepsim.sweep.profile import FIELDS, MECHANISMS  # noqa: E402
 
 
 def load_kernels(directory: Path):
@@ -61,7 +62,7 @@ def load_kernels(directory: Path):
 
 
 # The cost columns of checkouts from before the per-source costs (docs/model.md), which kept
-# them in ubepsim.costs rather than in kernels/layout.py.
+# them in ubepsim.sweep.costs rather than in kernels/layout.py.
 PER_SOURCE_COSTS = ("dest_switch", "count_chain", "status_poll")
 
 
@@ -75,12 +76,45 @@ def cost_columns(dispatch) -> list[int]:
 
 
 def batch_kernel(dispatch):
-    """A dispatch module's parallel batch kernel: `simulate_batch`, or `_simulate_batch` in
-    checkouts from before the kernel was split into stage modules."""
+    """A kernels package's parallel batch kernel, found from its dispatch module:
+    layer.simulate_batch (since combine), or the dispatch module's `simulate_batch`, or
+    `_simulate_batch` in checkouts from before the kernel was split into stage modules."""
+    package = dispatch.__name__.rsplit(".", 1)[0]
+    try:
+        return importlib.import_module(f"{package}.layer").simulate_batch
+    except ImportError:
+        pass
     for name in ("simulate_batch", "_simulate_batch"):
         if hasattr(dispatch, name):
             return getattr(dispatch, name)
     raise SystemExit(f"{dispatch.__file__} has no batch kernel (simulate_batch)")
+
+
+# Output slots renamed when the results came to be declared once (kernels/layout.py RESULTS):
+# another checkout's slot names, as ours name the same result.
+RENAMED_SLOTS = {"O_PH_INIT": "O_PHASE_INIT", "O_PH_SEND": "O_PHASE_SEND",
+                 "O_PH_SYNC": "O_PHASE_SYNC", "O_PH_CUMSUM": "O_PHASE_CUMSUM",
+                 "O_PH_REORDER": "O_PHASE_REORDER", "O_PH_REDUCE": "O_PHASE_REDUCE",
+                 "O_SEND_MAX": "O_SEND_MAX_AIV", "O_SEND_MEAN": "O_SEND_MEAN_AIV",
+                 "O_SEND_SPREAD": "O_SEND_SPREAD_AIV", "O_QSTEPS": "O_QSEARCH_STEPS",
+                 "O_COLLISIONS": "O_SENTINEL_COLLISIONS"}
+
+
+def common_slots(dispatch) -> tuple[list[int], list[int]]:
+    """The output slots both kernels write, as (ours, theirs): matched by name (the copies per
+    hop class by their offset from O_COPIES_HOP0); for a checkout without kernels/layout.py,
+    ours."""
+    layout = sys.modules.get(dispatch.__name__.rsplit(".", 1)[0] + ".layout")
+    if layout is None:
+        return list(range(N_OUT)), list(range(N_OUT))
+    pairs = {(getattr(our_layout, RENAMED_SLOTS.get(name, name)), i)
+             for name, i in vars(layout).items()
+             if name.startswith("O_") and name not in ("O_COPIES_HOP0", "O_PHASE0")
+             and isinstance(i, int) and hasattr(our_layout, RENAMED_SLOTS.get(name, name))}
+    pairs |= {(our_layout.O_COPIES_HOP0 + h, layout.O_COPIES_HOP0 + h)
+              for h in range(layout.N_HOPS)}
+    ours, theirs = zip(*sorted(pairs))
+    return list(ours), list(theirs)
 
 
 def main() -> None:
@@ -100,13 +134,15 @@ def main() -> None:
     profile = dataclasses.replace(grid.profile, values={
         **grid.profile.values, **{k: FIELDS[k].vanish for k in MECHANISMS}})
     params, costs, chances, cdf, trace = kernel_io.prepare(
-        canonical({n: sample[n].to_numpy() for n in NAMES}), profile)
+        columns(sample), profile)
     order = kernel_io.kernel_order(params)        # as the model hands rows to the kernel
     sample = sample[order]
     kernels = {"A": batch_kernel(ours), "B": batch_kernel(theirs)}
     inputs = {side: (params[order], costs[order][:, cols], chances[order], cdf, trace)
               for side, cols in (("A", list(range(len(COSTS)))), ("B", cost_columns(theirs)))}
-    outs = {side: np.zeros((sample.height, N_OUT)) for side in kernels}
+    outs = {side: np.zeros((sample.height, n)) for side, n in
+            (("A", N_OUT), ("B", getattr(sys.modules.get(theirs.__name__.rsplit(".", 1)[0]
+                                                         + ".layout"), "N_OUT", N_OUT)))}
     for side, k in kernels.items():   # JIT warm-up (B always compiles: 30 s or so)
         k(*(x[:4] for x in inputs[side][:3]), *inputs[side][3:], outs[side][:4])
     times: dict[str, list[float]] = {side: [] for side in kernels}
@@ -121,7 +157,8 @@ def main() -> None:
               f"median {statistics.median(times[side]):.3f} s")
     print(f"B / A: best {min(times['B']) / min(times['A']):.3f}, "
           f"median {statistics.median(times['B']) / statistics.median(times['A']):.3f}")
-    differ = np.flatnonzero((outs["A"] != outs["B"]).any(axis=1))
+    a, b = common_slots(theirs)
+    differ = np.flatnonzero((outs["A"][:, a] != outs["B"][:, b]).any(axis=1))
     if len(differ):
         print(f"rows differ: {len(differ):,} of {sample.height:,} (first: sample row "
               f"{differ[0]}, {sample.row(int(differ[0]), named=True)})")

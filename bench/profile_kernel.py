@@ -37,9 +37,9 @@ import numba  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sweep import MILLION, PER_SETTING, stratified_sample  # noqa: E402
 
-from ubepsim.grid import load_grid  # noqa: E402
-from ubepsim.kernels import dispatch  # noqa: E402
-from ubepsim.model import simulate_table  # noqa: E402
+from ubepsim.kernels import layer  # noqa: E402
+from ubepsim.sweep.grid import load_grid  # noqa: E402
+from ubepsim.sweep.model import simulate_table  # noqa: E402
 
 MAX_SIZE = 1 << 20   # no function is this long: a longer gap holds code not ours
 
@@ -62,7 +62,7 @@ def kernel_functions() -> list[tuple[int, int, str]]:
     """(start, size, name) of every function compiled into the batch kernel, by address. A
     function ends where the next begins, at the end of its mapping, or MAX_SIZE on."""
     starts = []
-    for cres in dispatch.simulate_batch.overloads.values():
+    for cres in layer.simulate_batch.overloads.values():
         library = cres.library
         for f in library._final_module.functions:
             if not f.is_declaration and (addr := library.get_pointer_to_function(f.name)):

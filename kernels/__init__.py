@@ -1,27 +1,38 @@
 """Numba kernels of ubepsim (installed as ubepsim.kernels). Arrays and scalars in, arrays out.
 
-One module per stage of a dispatch, named after the paper's mechanism, each stage a function of
-the same name as the plain-Python twin's (ubepsim.reference):
+One module per stage of a dispatch or a combine, named after the paper's (or CANN's)
+mechanism, each stage a function of the same name as the plain-Python twin's
+(ubepsim.reference):
 
-- layout: every code and column shared with the host (parameters P_*, costs C_* from COSTS,
-  results O_*), store kinds, time buckets, phase marks, bit layouts, the stages' named results;
+- layout: every code and column shared with the host (parameters P_*, costs C_* from COSTS),
+  the results and phases declared once (RESULTS and PHASES, whose slots O_* and time buckets
+  B_* follow from them), store kinds, phase marks and the timeline's phases, bit layouts, the
+  stages' named results;
 - routing: each die's tokens to their top-k experts (`route_die`, `route`);
 - schedule: hierarchical token-level scheduling, Section 3.3 (`hop_classes`, `walk`,
   `count_keys`, `expert_block_slices`, `balanced_slices`, `homogenized_deal` (latency
-  homogenization), `deal_copies`, `quaternary_search` of Algorithm 1, `qsteps_table`,
-  `init_work`, and the stage, `schedule`);
+  homogenization), `slices`, `deal_copies`, `quaternary_search` of Algorithm 1, `qsteps_table`,
+  `init_work`, `hop_counts`, and the stage, `schedule`); combine's (`receive_order`,
+  `deal_returns`, `return_schedule`);
 - sync: the Data-as-Flag variants, Section 3.4, as one table of effects (`POLICY`, decoded once
-  per configuration by `effects`), and SyncAll (`syncall`);
-- programs: each AIV's Init and store program, Section 2.3 (`init_phase`, `new_store`,
-  `token_program`, `count_program`);
+  per configuration by `effects`), SyncAll (`syncall`) and V1 combine's fence (`fence_all`);
+- programs: each die's Init and store programs, Section 2.3 (`init_phase`, `new_store`,
+  `token_programs`, `count_programs`, V1 combine's `status_programs`);
 - egress: the AIVs replaying their programs on the die's egress port (`egress_phase`, the event
-  loop, with `ring_push`; `kind_table`, `start_phase`, `account_phase`);
-- ingress: each destination's ingress port (`ingress`, `arrival_order`, `sort_arrivals`);
+  loop, with `ring_push`; `kind_table`, combine's `return_kinds`, `start_phase`,
+  `account_phase`);
+- ingress: each destination's ingress port (`ingress`, `ingress_costs`, `arrival_order`,
+  `sort_arrivals`);
 - receive: polls, counts with CalCumSum, offsets, Token-Reordering, Section 3.2 (`poll`,
   `seen`, `poll_counts`, `publish_offsets`, `bsp_cumsum`, `reorder`, and the stage, `receive`);
-- results: the output row (`phases`, `latency_bound`, `result_row`);
-- dispatch: the driver (`dispatch`: one configuration, stage by stage, with `new_stores`;
-  `simulate_dispatch`; `simulate_batch`, the parallel loop over configurations;
-  `same_schedule`; `working_bytes`);
+- reduce: combine's receivers, each token's copies reduced (`reduce_tokens`, and the stage,
+  `reduce`);
+- results: the output row (`phases`, `combine_phases`, `reach`, `latency_bound`,
+  `return_bound`, `result_row`, `combine_row`, `layer_row`);
+- dispatch, combine: the drivers of one configuration's dispatch and combine, stage by stage
+  (`dispatch_stages`, `dispatch`, `new_stores`, `working_bytes`; `combine_stages`, `combine`,
+  `new_return_stores`, `working_bytes`);
+- layer: a layer (`layer`), one configuration of any op (`simulate`), and `simulate_batch`, the
+  parallel loop over configurations (`same_schedule`);
 - rng: the counter-based generator; jit: the Numba flags and the compiled-code cache.
 """

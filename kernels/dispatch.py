@@ -1,33 +1,28 @@
-"""The dispatch kernel's driver: one configuration, every AIV of every die, in integer cycles.
+"""The dispatch's driver: one configuration, every AIV of every die, in integer cycles.
 
-`dispatch` runs the stages of one configuration in order, route -> schedule -> programs ->
-egress -> ingress -> receive -> results, each a module of this package; `simulate_batch` runs
-many configurations in parallel (one run of configurations that share a schedule per prange
-iteration, rows written only by their own iteration). The model is the one of the plain-Python
-twin (ubepsim.reference), which these stages must match exactly, cycle for cycle.
+`dispatch` runs the stages of one configuration on its schedule in order, programs -> egress
+-> ingress -> receive -> results, each a module of this package (routing and the schedule come
+before it: layer.simulate, layer.simulate_batch, which run any op). The model is the one of the
+plain-Python twin (ubepsim.reference), which these stages must match exactly, cycle for cycle.
 
 How it compiles, measured in paired runs (bench/compare_kernels.py): the stages after the
-schedule are compiled into `dispatch` (inline="always"), one function as before the kernel was
-split into modules; compiled apart, with their arrays handed over as arguments, the same loops
-took 6% longer. The egress event loop is the exception, compiled apart and called per die and
-phase (egress.egress_phase says why); the schedule's per-die steps are calls (no slower).
+schedule are compiled into `dispatch` (inline="always"), one function; compiled apart, with
+their arrays handed over as arguments, the same loops took 6% longer. The egress event loop is
+the exception, compiled apart and called per die and phase (egress.egress_phase says why); the
+schedule's per-die steps are calls (no slower).
 """
 
-import numba
 import numpy as np
 
 from .egress import account_phase, egress_phase, kind_table, start_phase
-from .ingress import ingress
+from .ingress import ingress, ingress_costs
 from .jit import njit
-from .layout import (B_CUMSUM, B_SYNC, C_BLOCKS_IN_FLIGHT, C_LAT_LOCAL, C_NPU_DIES, C_SYNCALL,
-                     C_TIER1, C_TIER2, N_BUCKETS, N_HOPS, N_MARKS, N_PARAMS, P_AIVS, P_BATCH,
-                     P_CDF_LEN, P_CDF_START, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_ROUTING,
-                     P_SYNC, P_TOPK, P_TRACE, S_MAX_ACK, S_WIDTH, TRACE, UBEP, Aivs, Stores)
-from .programs import count_program, init_phase, token_program
+from .layout import (B_CUMSUM, B_SYNC, C_BLOCKS_IN_FLIGHT, C_COPY_INGRESS, C_LAT_LOCAL,
+                     C_SYNCALL, N_BUCKETS, N_HOPS, N_MARKS, P_AIVS, P_BATCH, P_CUMSUM, P_EXPERTS,
+                     P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK, S_MAX_ACK, S_WIDTH, UBEP, Aivs, Stores)
+from .programs import count_programs, init_phase, token_programs
 from .receive import receive
 from .results import result_row
-from .routing import route
-from .schedule import schedule
 from .sync import NO_SIGNAL, effects, signal_stores, syncall
 
 
@@ -53,11 +48,14 @@ def new_stores(sched, R, M, EL, fx):
                   np.empty((R * M, 2), np.int32), np.empty(R * R, np.int32))
 
 
-@njit
-def dispatch(p, c, chance, sched, out, marks_out):
-    """One configuration on its schedule (schedule.schedule). p: parameter row, c: cost row,
-    chance: sentinel collision chances (copy, count message). Writes out[N_OUT]; if marks_out
-    has shape [ranks, aivs, N_MARKS], every AIV's phase boundaries too."""
+@njit(inline="always")
+def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
+    """One configuration's dispatch on its schedule (schedule.schedule). p: parameter row, c:
+    cost row, chance: sentinel collision chances (copy, count message, ...). Leaves in
+    egress_free[d] and ingress_free[d] when die d's ports are next free; if marks_out has shape
+    [ranks, aivs, ...], writes every AIV's phase boundaries into its first N_MARKS. Returns
+    (aivs, ends, sent, delivered, violations, collisions): every AIV's state (layout.Aivs),
+    when each die's last AIV is done, and the counts result_row takes."""
     R, B, K, E, A = p[P_RANKS], p[P_BATCH], p[P_TOPK], p[P_EXPERTS], p[P_AIVS]
     ubep = p[P_PROTOCOL] == UBEP
     fx = effects(p[P_SYNC], ubep)      # the Data-as-Flag variant, decoded once
@@ -94,7 +92,7 @@ def dispatch(p, c, chance, sched, out, marks_out):
     hops, aoff, xdest, xslot = sched.hops, sched.aoff, sched.xdest, sched.xslot
 
     # ---- the sending side: Init, then each die's phases, programs replayed on its port -------
-    init_phase(aivs, c, C, sched.loads, sched.searches)
+    init_phase(aivs, c, C, sched.loads, sched.searches, np.zeros(R, np.int64))  # all from 0
     sent = 0                           # copy stores the egress loops served
     for s in range(R):
         for d in range(R):
@@ -102,9 +100,9 @@ def dispatch(p, c, chance, sched, out, marks_out):
         egress = 0
         for phase in range(1 if ubep else 2):
             if phase == 0:
-                n = count_program(s, prog, 0, st, C, bfill, count_signal, fx.count_signal)
-                token_program(s, prog, n, st, C, aoff, xdest, xslot, bfill, copy_ref,
-                              fx.copy_signal, seen_dest, cur_sig)
+                n = count_programs(s, prog, 0, st, C, bfill, count_signal, fx.count_signal)
+                token_programs(s, prog, n, st, C, aoff, xdest, xslot, bfill, copy_ref,
+                               fx.copy_signal, seen_dest, cur_sig, s * M)
             else:
                 # bsp: SyncAll after Token-Sending (it waits for every store's completion too),
                 # then SendFlag & Count on every AIV
@@ -112,76 +110,35 @@ def dispatch(p, c, chance, sched, out, marks_out):
                 for a in range(A):
                     acked = max(acked, st[a, S_MAX_ACK])
                 syncall(s, acked, c[C_SYNCALL], t_aiv, bucket, wait, marks, nmarks)
-                count_program(s, prog, 0, st, A, bfill, count_signal, fx.count_signal)
+                count_programs(s, prog, 0, st, A, bfill, count_signal, fx.count_signal)
             start_phase(s, phase, t_aiv, st)
             egress = egress_phase(s, egress, st, prog, fifo, kc, cap, st_arr, st_vis, lat_row,
                                   lat[0], queue, C if phase == 0 else 0)
             sent += account_phase(s, phase, st, C, count_bucket, t_aiv, bucket, wait, first_copy,
                                   last_copy_ack, marks, nmarks)
+        egress_free[s] = egress
 
-    ingress(stores, c)
+    ingress(stores, ingress_costs(c, C_COPY_INGRESS), ingress_free)
     delivered, violations, collisions, ends = receive(p, c, chance, fx, sched, aivs, stores, C,
                                                       ubep)
-    result_row(out, aivs, ends, sched, c, ubep, R * M, sent, delivered, violations, collisions)
     if marks_out.shape[0] == R:
-        marks_out[:, :, :] = marks
+        marks_out[:, :, :N_MARKS] = marks
+    return aivs, ends, sent, delivered, violations, collisions
 
 
 @njit
-def simulate_dispatch(p, c, chance, cdf, trace, out, marks_out):
-    """One configuration on its own schedule. cdf: cumulative expert weights (empty: uniform),
-    trace: routing [ranks * batch * topk] (empty unless routing = trace)."""
-    dispatch(p, c, chance, schedule(p, c, route(p, cdf, trace)), out, marks_out)
-
-
-# What the schedule reads besides the parameters (all of them but sync).
-SCHEDULE_COSTS = (C_NPU_DIES, C_TIER1, C_TIER2)
-
-
-@njit
-def same_schedule(params, costs, i, j):
-    """Whether rows i and j have one schedule: they differ in nothing route and schedule
-    read."""
-    for col in range(N_PARAMS):
-        if col != P_SYNC and params[i, col] != params[j, col]:
-            return False
-    for col in SCHEDULE_COSTS:
-        if costs[i, col] != costs[j, col]:
-            return False
-    return True
-
-
-@njit(parallel=True)
-def simulate_batch(params, costs, chances, cdf_values, trace_values, out):
-    """Many configurations: row i of `out` from row i of the inputs only. Consecutive rows with
-    one schedule (same_schedule: a configuration's sync variants, which a caller puts side by
-    side) share its computation, a sixth of a configuration's time; one prange iteration runs
-    each such run of rows and writes only theirs."""
-    n = params.shape[0]
-    starts = np.empty(n + 1, np.int64)
-    runs = 0
-    for i in range(n):
-        if i == 0 or not same_schedule(params, costs, i - 1, i):
-            starts[runs] = i
-            runs += 1
-    starts[runs] = n
-    no_marks = np.zeros((0, 0, 0), np.int64)
-    for r in numba.prange(runs):
-        lo = starts[r]
-        p = params[lo]
-        cdf = cdf_values[p[P_CDF_START]:p[P_CDF_START] + p[P_CDF_LEN]]
-        if p[P_ROUTING] == TRACE:
-            m = p[P_RANKS] * p[P_BATCH] * p[P_TOPK]
-            tr = trace_values[p[P_TRACE]:p[P_TRACE] + m]
-        else:
-            tr = trace_values[0:0]
-        sched = schedule(p, costs[lo], route(p, cdf, tr))
-        for i in range(lo, starts[r + 1]):
-            dispatch(params[i], costs[i], chances[i], sched, out[i], no_marks)
+def dispatch(p, c, chance, sched, out, marks_out):
+    """One configuration's dispatch on its schedule: dispatch_stages, then its row, out[N_OUT]
+    (results.result_row)."""
+    R = p[P_RANKS]
+    aivs, ends, sent, delivered, violations, collisions = dispatch_stages(
+        p, c, chance, sched, np.zeros(R, np.int64), np.zeros(R, np.int64), marks_out)
+    result_row(out, aivs, ends, sched, c, p[P_PROTOCOL] == UBEP, R * p[P_BATCH] * p[P_TOPK],
+               sent, delivered, violations, collisions)
 
 
 def working_bytes(ranks, batch, topk, experts, aivs, ubep, sync):
-    """The bytes `simulate_dispatch` allocates for a configuration, as numbers or numpy
+    """The bytes a dispatch allocates for a configuration, as numbers or numpy
     columns: its arrays whose sizes grow with the configuration (keep in step with the
     allocations of the stages), the ingress sort's at their largest (every copy a die can
     receive sent to one die). Left out: what stays under a megabyte at every size (per-AIV

@@ -8,7 +8,9 @@ import numpy as np
 from .jit import njit, u
 from .layout import (AIV_BITS, B_SEND, B_SYNC, C_COPY_BLOCKS, C_COPY_EGRESS, C_COPY_ISSUE,
                      C_COPY_VERIFY, C_COUNT_BLOCKS, C_COUNT_CHAIN, C_COUNT_EGRESS, C_COUNT_ISSUE,
-                     C_DEST_SWITCH, C_SIGNAL_EGRESS, C_SIGNAL_ISSUE, C_VCOUNT, DEST_MASK,
+                     C_DEST_SWITCH, C_QUANT, C_RETURN_BLOCKS, C_RETURN_EGRESS, C_RETURN_ISSUE,
+                     C_RETURN_LOAD, C_RETURN_VERIFY, C_SIGNAL_EGRESS, C_SIGNAL_ISSUE, C_VCOUNT,
+                     DEST_MASK,
                      K_CHECKSUM, K_COPY, K_COUNT, K_FLAG, KC_BLOCKS, KC_EGRESS, KC_FENCE,
                      KC_ISSUE, KC_PRE, KC_SWITCH, KC_WIDTH, LOCAL, S_COPIES, S_END, S_FIRST,
                      S_HEAD, S_LAST_ACK, S_MAX_ACK, S_N, S_OUT, S_PC, S_SIG, S_SW, S_T, SID_SHIFT,
@@ -41,6 +43,23 @@ def kind_table(c, fx, EL):
     _set_kind(kc, K_COUNT, EL * (c[C_VCOUNT] + c[C_COUNT_CHAIN]), c[C_COUNT_ISSUE],
               c[C_COUNT_BLOCKS], c[C_COUNT_EGRESS], 0, switch)
     _set_kind(kc, K_FLAG, 0, c[C_SIGNAL_ISSUE], 1, c[C_SIGNAL_EGRESS], fx.fence, switch)
+    _set_kind(kc, K_CHECKSUM, 0, c[C_SIGNAL_ISSUE], 1, c[C_SIGNAL_EGRESS], 0, switch)
+    return kc
+
+
+@njit
+def return_kinds(c, fx, ubep):
+    """The kind table of combine's stores: a returned copy's (its read into UBuf, its
+    quantization under int8 and dc's marker work before it; its own blocks), the signals'
+    (under ubep a flag behind sw's fence; bsp's statuses are flags whose fence is their AIV's,
+    sync.fence_all, once before them all); any store to a new destination first loads its
+    window address."""
+    kc = np.zeros(4 * KC_WIDTH, np.int64)
+    switch = c[C_DEST_SWITCH]
+    _set_kind(kc, K_COPY, c[C_RETURN_LOAD] + c[C_QUANT] + fx.copy_marker * c[C_RETURN_VERIFY],
+              c[C_RETURN_ISSUE], c[C_RETURN_BLOCKS], c[C_RETURN_EGRESS], 0, switch)
+    _set_kind(kc, K_FLAG, 0, c[C_SIGNAL_ISSUE], 1, c[C_SIGNAL_EGRESS], fx.fence if ubep else 0,
+              switch)
     _set_kind(kc, K_CHECKSUM, 0, c[C_SIGNAL_ISSUE], 1, c[C_SIGNAL_EGRESS], 0, switch)
     return kc
 

@@ -5,7 +5,7 @@ time, in (arrival, source, store order), and a store is visible once the port ha
 import numpy as np
 
 from .jit import njit, u
-from .layout import (C_COPY_INGRESS, C_COUNT_INGRESS, C_SIGNAL_INGRESS, K_CHECKSUM, K_COPY,
+from .layout import (C_COUNT_INGRESS, C_SIGNAL_INGRESS, K_CHECKSUM, K_COPY,
                      K_COUNT, K_FLAG, KEY_BITS, NEVER, RADIX_BITS)
 
 
@@ -74,8 +74,22 @@ def arrival_order(keys, other, n, slot_bits, bot, top, count, st_arr, lo, key_bi
 
 
 @njit(inline="always")
-def ingress(stores, c):
-    """Every destination's ingress port: each store's visibility (stores.vis) from its arrival.
+def ingress_costs(c, copy_ingress):
+    """Ingress cost by store kind: a copy's (copy_ingress: dispatch's or a returned copy's
+    column), a count message's, a signal's."""
+    ing_of = np.empty(4, np.int64)
+    ing_of[K_COPY] = c[copy_ingress]
+    ing_of[K_COUNT] = c[C_COUNT_INGRESS]
+    ing_of[K_FLAG] = c[C_SIGNAL_INGRESS]
+    ing_of[K_CHECKSUM] = c[C_SIGNAL_INGRESS]
+    return ing_of
+
+
+@njit(inline="always")
+def ingress(stores, ing_of, free_at):
+    """Every destination's ingress port: each store's visibility (stores.vis) from its arrival,
+    at its kind's cost (ing_of: ingress_costs). Port d starts free at free_at[d] (a layer's
+    combine: once its dispatch's last store landed) and leaves there when it is next free.
 
     A bucket holds its stores source by source, so a stable sort by arrival alone gives the
     port's order; keys pack arrival | slot, the slot breaking ties. Two stores from one source
@@ -90,11 +104,6 @@ def ingress(stores, c):
     other = np.empty(biggest, np.int64)
     slot_bits = bits(biggest + 1)
     slot_mask = (np.int64(1) << slot_bits) - 1
-    ing_of = np.empty(4, np.int64)   # ingress cost by store kind
-    ing_of[K_COPY] = c[C_COPY_INGRESS]
-    ing_of[K_COUNT] = c[C_COUNT_INGRESS]
-    ing_of[K_FLAG] = c[C_SIGNAL_INGRESS]
-    ing_of[K_CHECKSUM] = c[C_SIGNAL_INGRESS]
     count = np.empty((np.int64(1) << RADIX_BITS) + 1, np.int64)
     for d in range(bfill.shape[0]):
         lo = bstart[d]
@@ -112,9 +121,10 @@ def ingress(stores, c):
         if n == 0:
             continue
         kd = arrival_order(keys, other, n, slot_bits, bot, top, count, st_arr, lo, KEY_BITS)
-        free = 0
+        free = free_at[d]
         for x in range(n):
             sid = lo + (kd[u(x)] & slot_mask)
             v = st_arr[u(sid)]
             free = max(v >> 2, free) + ing_of[u(v & 3)]
             st_vis[u(sid)] = free
+        free_at[d] = free

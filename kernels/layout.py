@@ -1,31 +1,113 @@
 """Every code, column and bit layout the kernel stages share, and the stages' named results.
 
 Numba reads module globals as compile-time constants, so these cost nothing at run time; the
-host (ubepsim.model, ubepsim.costs) builds the kernel's input matrices and reads its output rows
-by the same names.
+host (ubepsim.sweep.kernel_io, ubepsim.sweep.costs) builds the kernel's input matrices and reads
+its output rows by the same names.
 """
 
 from collections import namedtuple
 
-# Protocol, sync, schedule and routing codes (the values of ubepsim.params' IntEnums).
+# Protocol, sync, schedule, routing and op codes: the values of ubepsim.sweep.params' IntEnums
+# (tests/test_costs.py holds them equal).
 BSP, UBEP = 0, 1
 SW, TFF, DC, SP = 0, 1, 2, 3
-EXPERT_BLOCK, BALANCED, HOMOGENIZED, TOKEN_ORDER = 0, 1, 2, 3
+EXPERT_BLOCK, BALANCED, HOMOGENIZED = 0, 1, 2
 UNIFORM, ZIPF, HOT, TRACE = 0, 1, 2, 3
+DISPATCH, COMBINE, LAYER = 0, 1, 2
+# The ops that give a result or run a phase.
+ALL_OPS, WITH_DISPATCH, WITH_COMBINE = (DISPATCH, COMBINE, LAYER), (DISPATCH, LAYER), \
+    (COMBINE, LAYER)
 
 # Hop classes, by the code schedule.hop_classes gives a (source, destination) pair: the die
-# itself, the other die of its NPU, then one more per switch tier climbed (paper Table 2).
+# itself, the other die of its NPU, then one more per switch tier climbed (paper Table 2). The
+# host's hop classes are these (ubepsim.sweep.profile: one latency_ns key per class).
 HOP_CLASSES = ("local", "intra_npu", "one_hop", "two_hop", "three_hop")
 N_HOPS = len(HOP_CLASSES)
 
 # Store kinds: the low two bits of a program word, a flag and a checksum (the signals) odd.
 K_COPY, K_FLAG, K_COUNT, K_CHECKSUM = 0, 1, 2, 3
-# Per-AIV time buckets: the phase each cycle of an AIV is spent in.
-B_INIT, B_SEND, B_SYNC, B_CUMSUM, B_REORDER = 0, 1, 2, 3, 4
-N_BUCKETS = 5
 
+# --- Results, declared once -------------------------------------------------------------------
+# Every reader of a result takes it from the tables below: the kernel's output row (the O_*
+# slots), the twin's rows (ubepsim/reference/results.py), the host's frames, types and units
+# (ubepsim.sweep.result_fields, kernel_io), `ubepsim run`, the docs generator (ubepsim.docs) and
+# the plots. A new column is a line here plus the code that computes it: kernels/results.py and
+# the twin's, or kernel_io.HOST_RESULTS for a unit computed on the host. The help texts are here
+# too (the kernel does not import the host), so editing one recompiles the kernels once: their
+# cache is keyed by every kernel module's source.
+
+# The phases of the critical path, in order: phase i is the per-AIV time bucket i, B_<NAME> (the
+# cycles an AIV spends on it), and the result column phase_<name>_us (docs/model.md, "Results");
+# with its title in a breakdown (`ubepsim run`, `ubepsim plot --kind breakdown`), the ops whose
+# critical path runs through it, and its help.
+Phase = namedtuple("Phase", ("name", "title", "ops", "help"))
+PHASES = (
+    Phase("init", "Init", ALL_OPS, "Init (setup, token loads, slice search)"),
+    Phase("send", "Token-Sending", ALL_OPS, "Token-Sending"),
+    Phase("sync", "Synchronization", ALL_OPS, "synchronization (SyncAll, flags, counts, fences, "
+          "polls for data signals; combine's statuses and their polls)"),
+    Phase("cumsum", "CalCumSum", WITH_DISPATCH, "CalCumSum (bsp: the prefix sums between "
+          "SyncAlls, its counting being synchronization; ubep: the token AIV's wait for the "
+          "CalCumSum group's counts, prefix sums and published offsets)"),
+    Phase("reorder", "Token-Reordering", WITH_DISPATCH, "Token-Reordering"),
+    Phase("reduce", "Reduction", WITH_COMBINE, "combine's reduction of each token's copies"),
+)
+globals().update({f"B_{p.name.upper()}": i for i, p in enumerate(PHASES)})
+N_BUCKETS = len(PHASES)
+
+# A result's unit: US, cycles in the kernel's row, reported in microseconds; COUNT, a count in
+# the kernel's row; BYTES and GBPS are computed on the host (kernel_io.HOST_RESULTS).
+US, COUNT, BYTES, GBPS = "us", "count", "bytes", "GB/s"
+KERNEL_UNITS = (US, COUNT)
+# (name, unit, help, the ops that give it: elsewhere it is 0)
+Result = namedtuple("Result", ("name", "unit", "help", "ops"), defaults=(ALL_OPS,))
+RESULTS = (
+    Result("latency_us", US, "latency of the op (dispatch, combine or the whole layer): the time "
+           "the last die finishes"),
+    Result("latency_mean_us", US, "mean over dies of the time each die finishes"),
+    Result("bw_gbps", GBPS, "effective bandwidth: bytes_per_rank / latency (paper Table 4)"),
+    Result("bytes_per_rank", BYTES, "payload bytes each rank sends in dispatch, or gets back in "
+           "combine, or both in a layer (batch x topk x a copy's bytes, scales included, flags "
+           "not)"),
+    Result("copies_total", COUNT, "token copies of all dies (ranks x batch x topk), each counted "
+           "once: dispatched, returned, or both in a layer"),
+    *(Result(f"copies_{h}", COUNT, f"token copies whose destination is {h.replace('_', ' ')} "
+             f"(in combine, whose source: a copy returns over the hop it went)")
+      for h in HOP_CLASSES),
+    Result("send_max_aiv_us", US, "largest per-AIV token transmission latency: from an AIV's "
+           "first token store to its last one's completion (paper Figure 9)"),
+    Result("send_mean_aiv_us", US, "mean per-AIV token transmission latency over the AIVs that "
+           "send at least one token copy"),
+    Result("send_spread_aiv_us", US, "slowest minus fastest per-AIV token transmission latency "
+           "over the AIVs that send: the imbalance of Figure 9"),
+    Result("wait_us", US, "mean time an AIV spends waiting in SyncAll, fences and polls"),
+    *(Result(f"phase_{p.name}_us", US, f"critical path: {p.help}", ops=p.ops) for p in PHASES),
+    Result("dispatch_us", US, "critical path: the dispatch of the die that finishes last, until "
+           "its last AIV finished it (a dispatch's latency; in a layer, that die's dispatch, "
+           "which a hot die's may outlast)", ops=WITH_DISPATCH),
+    Result("expert_us", US, "critical path: the last die's experts' time between its dispatch "
+           "and its combine", ops=(LAYER,)),
+    Result("combine_us", US, "critical path: the last die's combine, from its start (a "
+           "combine's latency)", ops=WITH_COMBINE),
+    Result("qsearch_steps", COUNT, "most quaternary-search iterations any AIV ran (Algorithm 1; "
+           "0 for expert_block)"),
+    Result("sentinel_collisions", COUNT, "signals (token copies, count messages or returned "
+           "copies) whose payload matched the sentinel (sp)"),
+)
+# The output row: a slot per result in a kernel unit, in the order above, O_<NAME> (the name
+# without _us), then what only the host's invariant checks read: copy stores sent, copies taken
+# once, copies read before they were visible, the latency bound.
+OUTPUTS = (*(r.name.removesuffix("_us") for r in RESULTS if r.unit in KERNEL_UNITS),
+           "sent", "delivered", "violations", "bound")
+globals().update({f"O_{name.upper()}": i for i, name in enumerate(OUTPUTS)})
+N_OUT = len(OUTPUTS)
+O_COPIES_HOP0 = OUTPUTS.index(f"copies_{HOP_CLASSES[0]}")   # then one per hop class, in order
+O_PHASE0 = OUTPUTS.index(f"phase_{PHASES[0].name}")          # then one per phase, in order
+
+# --- Timelines ---------------------------------------------------------------------------------
 # Phase marks: each AIV's clock at the boundaries of its phases, appended in this order (the
-# timeline's intervals, ubepsim.model.TIMELINE_PHASES). Every AIV starts at 0 and ends Init.
+# timeline's intervals, named by the TIMELINE tables below). Every AIV starts at 0 and ends
+# Init.
 MARK_START, MARK_INIT = 0, 1
 # A bsp AIV then (paper Figure 2): Token-Sending, SyncAll, SendFlag & Count, Flag verification,
 # SyncAll, CalCumSum, SyncAll, Token-Reordering. A ubep AIV has fewer marks: sending and
@@ -33,15 +115,65 @@ MARK_START, MARK_INIT = 0, 1
 (MARK_BSP_SENT, MARK_BSP_SYNC_SENT, MARK_BSP_COUNTED, MARK_BSP_VERIFIED, MARK_BSP_SYNC_VERIFIED,
  MARK_BSP_CUMSUM, MARK_BSP_SYNC_CUMSUM, MARK_BSP_REORDERED) = range(2, 10)
 N_MARKS = MARK_BSP_REORDERED + 1
+# Combine's marks, in an array of their own (a layer's timeline puts them after dispatch's):
+# start (the die's combine start), Init, Token-Sending; a bsp AIV then its fence and statuses,
+# its status polls, the SyncAll and the reduction (CANN's V1); a ubep AIV its reduction.
+CMARK_START, CMARK_INIT, CMARK_SENT = 0, 1, 2
+CMARK_BSP_STATUS, CMARK_BSP_POLLED, CMARK_BSP_SYNC, CMARK_BSP_REDUCED = 3, 4, 5, 6
+CMARK_UBEP_REDUCED = 3
+N_CMARKS = CMARK_BSP_REDUCED + 1
 
-# Columns of the parameter matrix (ubepsim.model.prepare builds it).
+# The timeline's phases (`ubepsim run --timeline`), declared once: what each is (the docs
+# generator lists them), in order of first appearance (the plots' colours follow it); then
+# each AIV's phases in order, phase x running from its mark x to mark x + 1: under dispatch by
+# the AIV's role (every AIV under bsp; UBEP's CalCumSum and token groups), under combine by
+# protocol (every AIV runs CANN's V1, or sends and then reduces). A layer's AIV runs its
+# dispatch role's, then LAYER_GAP until its die's combine starts, then combine's. One name
+# means the same work in either protocol and either kernel.
+TIMELINE_PHASES = {
+    "init": "setup, the slice search (balanced, homogenized) and, in dispatch, loading its "
+            "tokens into UBuf",
+    "send": "Token-Sending: from the end of Init until it issued its last store (copies, and "
+            "under ubep their flags or checksums and sw's fences); stores may still be in "
+            "flight",
+    "syncall": "a SyncAll: waiting for the die's other AIVs (dispatch's first one also until "
+               "every token store completed), then the barrier",
+    "count_send": "VectorCount and a count message (with its flag or checksum under sw, dc) to "
+                  "each destination of its share, until it issued the last",
+    "count_poll": "polling the counts of its share of sources, with the flag checks (not sw) "
+                  "and sentinel re-arming (sp); under ubep also the partial prefix sums",
+    "cumsum": "CalCumSum: its share of the prefix sums over the ranks x experts-per-die counts",
+    "reorder": "Token-Reordering: its slice of the received copies into expert order (under "
+               "ubep, polling each copy's signal first)",
+    "offset_poll": "waiting for the CalCumSum group's offsets (one local store once the "
+                   "group's last AIV is done)",
+    "status_send": "combine, bsp (V1's SetStatus): waiting until every store it issued "
+                   "completed, then a status to each destination it owns",
+    "status_poll": "combine, bsp (V1's WaitDispatch): polling the statuses of its share of the "
+                   "sources, each read out",
+    "reduce": "combine: its share of the die's tokens reduced (under ubep, polling and checking "
+              "each token's copies first)",
+    "expert": "a layer: from the AIV's end of dispatch until its die's combine starts (its "
+              "die's last AIV, then the experts' time)",
+}
+DISPATCH_TIMELINE = {
+    "bsp": ("init", "send", "syncall", "count_send", "count_poll", "syncall", "cumsum",
+            "syncall", "reorder"),
+    "cumsum": ("init", "count_send", "count_poll"),
+    "token": ("init", "send", "offset_poll", "reorder"),
+}
+COMBINE_TIMELINE = {BSP: ("init", "send", "status_send", "status_poll", "syncall", "reduce"),
+                    UBEP: ("init", "send", "reduce")}
+LAYER_GAP = "expert"
+
+# Columns of the parameter matrix (ubepsim.sweep.kernel_io.prepare builds it).
 (P_RANKS, P_BATCH, P_TOPK, P_EXPERTS, P_AIVS, P_CUMSUM, P_PROTOCOL, P_SYNC, P_SCHEDULE,
- P_ROUTING, P_SEED, P_WKEY, P_CDF_START, P_CDF_LEN, P_TRACE) = range(15)
-N_PARAMS = 15
+ P_ROUTING, P_SEED, P_WKEY, P_CDF_START, P_CDF_LEN, P_TRACE, P_OP) = range(16)
+N_PARAMS = 16
 
-# Columns of the cost matrix (ubepsim.costs.lower fills them by these names): integer cycles,
-# bytes or blocks per configuration. Column "x" is C_X below, made from this tuple so that the
-# two never part; the hop latencies follow in hop class order, from C_LAT_LOCAL.
+# Columns of the cost matrix (ubepsim.sweep.costs.lower fills them by these names): integer
+# cycles, bytes or blocks per configuration. Column "x" is C_X below, made from this tuple so
+# that the two never part; the hop latencies follow in hop class order, from C_LAT_LOCAL.
 COSTS = (
     "token_bytes", "copy_blocks", "count_blocks",
     "copy_issue", "copy_egress", "copy_ingress",
@@ -52,21 +184,24 @@ COSTS = (
     "dest_switch", "count_chain", "status_poll", "carry",
     "npu_dies", "tier1", "tier2",
     *(f"lat_{h}" for h in HOP_CLASSES),
+    # combine (docs/model.md, "Combine"): a returned copy's bytes, blocks and store costs, the
+    # sender's read of the expert's output into UBuf, the int8 quantization, the reducer's
+    # check and re-arm of its blocks; the reduction of a token's copy and of the token itself
+    # over the elements of one AIV (bsp splits a token's hidden dimension over reduce_split
+    # AIVs: the first parts ..., the last part ..._last); a die's expert time in a layer:
+    # fixed cycles, and per copy received in 1/1024 cycles (EXPERT_SHIFT)
+    "return_bytes", "return_blocks", "return_issue", "return_egress", "return_ingress",
+    "return_load", "quant", "return_verify", "return_reset",
+    "reduce_copy", "reduce_token", "reduce_copy_last", "reduce_token_last", "reduce_split",
+    "expert", "expert_copy",
 )
 globals().update({f"C_{name.upper()}": i for i, name in enumerate(COSTS)})
 N_COSTS = len(COSTS)
-
-# Columns of the output row.
-(O_LATENCY, O_LATENCY_MEAN, O_COPIES_TOTAL, O_COPIES_HOP0) = (0, 1, 2, 3)
-O_SEND_MAX = O_COPIES_HOP0 + N_HOPS
-(O_SEND_MEAN, O_SEND_SPREAD, O_WAIT, O_PH_INIT, O_PH_SEND, O_PH_SYNC, O_PH_CUMSUM, O_PH_REORDER,
- O_QSTEPS, O_COLLISIONS, O_SENT, O_DELIVERED, O_VIOLATIONS, O_BOUND) = range(O_SEND_MAX + 1,
-                                                                              O_SEND_MAX + 15)
-N_OUT = O_BOUND + 1
+EXPERT_SHIFT = 10   # expert_copy is in 1/1024 cycles per copy
 
 # Egress requests are ordered by (time, AIV): both packed in one key, the AIV in the low bits.
 AIV_BITS = 13   # aivs <= 4096
-MAX_TIME = 1 << (63 - AIV_BITS)   # times stay below it: ubepsim.model.check_time_bound
+MAX_TIME = 1 << (63 - AIV_BITS)   # times stay below it: ubepsim.sweep.kernel_io.check_time_bound
 # A program word: the store id above SID_SHIFT, then the new-destination bit (the store goes to
 # another die than its AIV's store before it: it first loads that die's window address), then
 # the destination (ranks <= 16384), then the kind in the low two bits.

@@ -37,10 +37,11 @@ def mark_switch(prog, n, d):
 
 
 @njit(inline="always")
-def init_phase(aivs, c, C, loads, searches):
-    """Init on every die: every AIV's setup; token AIV j of die s (AIV C + j) also loads its
-    tokens into UBuf (loads[s * NS + j] of them) and runs its slice's quaternary search
-    (searches[s * NS + j] VectorCounts)."""
+def init_phase(aivs, c, C, loads, searches, starts):
+    """Init on every die, die s from starts[s]: every AIV's setup; sending AIV j of die s (AIV
+    C + j: dispatch's token group, every AIV in combine) also loads its tokens into UBuf
+    (loads[s * NS + j] of them) and runs its slice's quaternary search (searches[s * NS + j]
+    VectorCounts)."""
     t_aiv, bucket, marks, nmarks = aivs.t, aivs.bucket, aivs.marks, aivs.nmarks
     R, A = t_aiv.shape
     NS = A - C
@@ -50,25 +51,26 @@ def init_phase(aivs, c, C, loads, searches):
             if a >= C:
                 x = s * NS + a - C
                 cyc += searches[x] * c[C_VCOUNT] + loads[x] * c[C_LOCAL_COPY]
-            t_aiv[s, a] = cyc
+            t_aiv[s, a] = starts[s] + cyc
             bucket[s, a, B_INIT] = cyc
-            marks[s, a, MARK_START] = 0
-            marks[s, a, MARK_INIT] = cyc
+            marks[s, a, MARK_START] = starts[s]
+            marks[s, a, MARK_INIT] = starts[s] + cyc
             nmarks[s, a] = MARK_INIT + 1
 
 
 @njit(inline="always")
-def token_program(s, prog, n, st, C, aoff, xdest, xslot, bfill, copy_ref, copy_signal,
-                  seen_dest, cur_sig):
-    """The token AIVs' programs on die s (AIVs C on; their AIV lists: layout.Schedule's aoff,
-    xdest, xslot), from program word n: each copy with the signal store of the Data-as-Flag
-    variant (sync.Effects.copy_signal), a flag after it, or the checksum after the AIV's last
-    copy to its destination. Sets each AIV's program bounds in st; returns where the programs
-    end. (The AIVs' loop is inside, called once per die: every array a function is handed, and
-    every slice, costs a reference count up and down.)"""
+def token_programs(s, prog, n, st, C, aoff, xdest, xslot, bfill, copy_ref, copy_signal,
+                   seen_dest, cur_sig, base):
+    """The sending AIVs' programs on die s (AIVs C on: dispatch's token group, every AIV in
+    combine; their AIV lists: layout.Schedule's aoff, xdest, xslot, die s's from base on),
+    from program word n: each copy with the signal store of the Data-as-Flag variant
+    (sync.Effects.copy_signal), a flag after it, or the checksum after the AIV's last copy to
+    its destination. copy_ref[slot]: the stores carrying and signalling the copy of that slot
+    at the receiver. Sets each AIV's program bounds in st; returns where the programs end. (The
+    AIVs' loop is inside, called once per die: every array a function is handed, and every
+    slice, costs a reference count up and down.)"""
     A = st.shape[0]
     NS = A - C
-    base = s * (xdest.shape[0] // bfill.shape[0])      # die s's lists: s * M on
     for j in range(NS):
         a = C + j
         lo = base + aoff[s * (NS + 1) + j]
@@ -115,7 +117,7 @@ def token_program(s, prog, n, st, C, aoff, xdest, xslot, bfill, copy_ref, copy_s
 
 
 @njit(inline="always")
-def count_program(s, prog, n, st, n_count, bfill, count_signal, signal):
+def count_programs(s, prog, n, st, n_count, bfill, count_signal, signal):
     """The counting AIVs' programs on die s (AIVs below n_count: ubep's CalCumSum group, every
     AIV in bsp's SendFlag & Count), from program word n: each AIV's count messages to its share
     of the dies, each followed by the variant's signal store if it has one. Sets each AIV's
@@ -130,5 +132,26 @@ def count_program(s, prog, n, st, n_count, bfill, count_signal, signal):
                 sid = new_store(prog, n, bfill, d, signal, 0)
                 n += 1
             count_signal[u(d * R + s)] = sid
+        st[a, S_END] = n
+    return n
+
+
+@njit(inline="always")
+def status_programs(s, prog, n, st, bfill, count_signal):
+    """CANN's V1 combine (SetStatus) on die s: each AIV's status to each destination it owns,
+    those at walk positions r with r x aivs / ranks = its index (expert_block on the plain
+    walk: also the destinations it had no copies for), each a one-block flag to another die,
+    the store that destination polls for this die (count_signal[d * R + s]). Sets each AIV's
+    program bounds in st; returns where the programs end."""
+    R = bfill.shape[0]
+    A = st.shape[0]
+    for a in range(A):
+        st[a, S_PC] = n
+        for r in range((a * R + A - 1) // A, ((a + 1) * R + A - 1) // A):
+            d = s + 1 + r
+            if d >= R:
+                d -= R
+            count_signal[u(d * R + s)] = new_store(prog, n, bfill, d, K_FLAG, 1)
+            n += 1
         st[a, S_END] = n
     return n

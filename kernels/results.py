@@ -1,32 +1,44 @@
 """A configuration's output row (layout.O_*): latency, phases on the critical path, send
-latencies, waits, and the counts the host checks its invariants on (ubepsim.model)."""
+latencies, waits, and the counts the host checks its invariants on (ubepsim.sweep.kernel_io),
+for a dispatch (`result_row`), a combine (`combine_row`) or a layer (`layer_row`)."""
+
+import numpy as np
 
 from .jit import njit
-from .layout import (B_CUMSUM, B_INIT, B_REORDER, B_SEND, B_SYNC, C_COPY_EGRESS, C_COPY_INGRESS,
-                     C_COPY_ISSUE, C_INIT, C_LAT_LOCAL, C_LOCAL_COPY, C_SYNCALL, MARK_BSP_CUMSUM,
-                     MARK_BSP_SYNC_CUMSUM, MARK_BSP_SYNC_SENT, MARK_BSP_SYNC_VERIFIED, MARK_INIT,
-                     N_HOPS, NEVER, O_BOUND, O_COLLISIONS, O_COPIES_HOP0, O_COPIES_TOTAL,
-                     O_DELIVERED, O_LATENCY, O_LATENCY_MEAN, O_PH_CUMSUM, O_PH_INIT, O_PH_REORDER,
-                     O_PH_SEND, O_PH_SYNC, O_QSTEPS, O_SEND_MAX, O_SEND_MEAN, O_SEND_SPREAD,
-                     O_SENT, O_VIOLATIONS, O_WAIT)
+from .layout import (B_REDUCE, C_COPY_EGRESS, C_COPY_INGRESS, C_COPY_ISSUE, C_EXPERT, C_INIT,
+                     C_LAT_LOCAL, C_LOCAL_COPY, C_QUANT, C_REDUCE_COPY, C_REDUCE_TOKEN,
+                     C_RETURN_EGRESS, C_RETURN_INGRESS, C_RETURN_ISSUE, C_RETURN_LOAD, C_SYNCALL,
+                     CMARK_BSP_SYNC, CMARK_INIT, MARK_BSP_CUMSUM, MARK_BSP_SYNC_CUMSUM,
+                     MARK_BSP_SYNC_SENT, MARK_BSP_SYNC_VERIFIED, MARK_INIT, N_BUCKETS, N_HOPS,
+                     NEVER, O_BOUND, O_COMBINE, O_COPIES_HOP0, O_COPIES_TOTAL, O_DELIVERED,
+                     O_DISPATCH, O_EXPERT, O_LATENCY, O_LATENCY_MEAN, O_PHASE0, O_PHASE_CUMSUM,
+                     O_PHASE_INIT, O_PHASE_REDUCE, O_PHASE_REORDER, O_PHASE_SEND, O_PHASE_SYNC,
+                     O_QSEARCH_STEPS, O_SEND_MAX_AIV, O_SEND_MEAN_AIV, O_SEND_SPREAD_AIV,
+                     O_SENT, O_SENTINEL_COLLISIONS, O_VIOLATIONS, O_WAIT)
+
+
+@njit(inline="always")
+def last_aiv(t_aiv, crit):
+    """The AIV of die crit that ends last, the lowest-numbered on a tie."""
+    ca = 0
+    for a in range(t_aiv.shape[1]):
+        if t_aiv[crit, a] > t_aiv[crit, ca]:
+            ca = a
+    return ca
 
 
 @njit
 def phases(out, aivs, crit, latency, ubep, c):
-    """The time of each phase on the critical path of die `crit`, the last to finish."""
+    """The time of each phase of a dispatch on the critical path, through die `crit`, which
+    ends at `latency`."""
     t_aiv, bucket, marks = aivs.t, aivs.bucket, aivs.marks
     A = t_aiv.shape[1]
     if ubep:
-        # the last AIV of the last die: its own time, bucket by bucket
-        ca = 0
-        for a in range(A):
-            if t_aiv[crit, a] > t_aiv[crit, ca]:
-                ca = a
-        out[O_PH_INIT] = bucket[crit, ca, B_INIT]
-        out[O_PH_SEND] = bucket[crit, ca, B_SEND]
-        out[O_PH_SYNC] = bucket[crit, ca, B_SYNC]
-        out[O_PH_CUMSUM] = bucket[crit, ca, B_CUMSUM]
-        out[O_PH_REORDER] = bucket[crit, ca, B_REORDER]
+        # the last AIV of the last die: its own time, bucket by bucket (a phase column per
+        # bucket, in order)
+        ca = last_aiv(t_aiv, crit)
+        for b in range(N_BUCKETS):
+            out[O_PHASE0 + b] = bucket[crit, ca, b]
         return
     # the last die, phase by phase: its SyncAlls and what they wait for count as sync. The
     # barriers' times are every AIV's; Init and CalCumSum end per AIV, the last of them counts
@@ -38,74 +50,198 @@ def phases(out, aivs, crit, latency, ubep, c):
     send_end = marks[crit, 0, MARK_BSP_SYNC_SENT] - c[C_SYNCALL]
     verified = marks[crit, 0, MARK_BSP_SYNC_VERIFIED]
     summed = marks[crit, 0, MARK_BSP_SYNC_CUMSUM]
-    out[O_PH_INIT] = init_end
-    out[O_PH_SEND] = send_end - init_end
-    out[O_PH_SYNC] = (verified - send_end) + (summed - cumsum_end)
-    out[O_PH_CUMSUM] = cumsum_end - verified
-    out[O_PH_REORDER] = latency - summed
+    out[O_PHASE_INIT] = init_end
+    out[O_PHASE_SEND] = send_end - init_end
+    out[O_PHASE_SYNC] = (verified - send_end) + (summed - cumsum_end)
+    out[O_PHASE_CUMSUM] = cumsum_end - verified
+    out[O_PHASE_REORDER] = latency - summed
+    out[O_PHASE_REDUCE] = 0
 
 
 @njit
-def latency_bound(c, copies_hop, egress_max, ingress_max):
-    """A latency no configuration can beat, in cycles. No copy is requested before Init and its
-    issue. The last remote copy of a die leaves its egress port after all of that die's remote
-    copies (egress_max: the most of any die's), the last to reach a die's ingress port waits
-    for all of that port's (ingress_max), each travels at least half the shortest hop its class
-    could take (a local copy: the local latency) before it is visible, and it is then
-    reordered by a local copy."""
-    reach = c[C_LAT_LOCAL] if copies_hop[0] else 0
+def combine_phases(out, aivs, crit, start, end, ubep):
+    """The time of each phase of a combine on the critical path, through die `crit` from its
+    start to its end, added to out's phase columns (a layer's dispatch wrote them first).
+    ubep: the die's last AIV, bucket by bucket. bsp (CANN's V1): Init until the die's last
+    AIV's Init ends, Token-Sending until its last copy completed, synchronization (fences,
+    statuses, status polls) until its SyncAll ends, then the reduction."""
+    t_aiv, bucket, marks = aivs.t, aivs.bucket, aivs.marks
+    first_copy, last_copy_ack = aivs.first_copy, aivs.last_copy_ack
+    if ubep:
+        ca = last_aiv(t_aiv, crit)
+        for b in range(N_BUCKETS):
+            out[O_PHASE0 + b] += bucket[crit, ca, b]
+        return
+    init_end = 0
+    send_end = 0
+    for a in range(t_aiv.shape[1]):
+        init_end = max(init_end, marks[crit, a, CMARK_INIT])
+        if first_copy[crit, a] >= 0:     # (an AIV that sent nothing holds no ack of its own)
+            send_end = max(send_end, last_copy_ack[crit, a])
+    send_end = max(send_end, init_end)
+    synced = marks[crit, 0, CMARK_BSP_SYNC]
+    out[O_PHASE_INIT] += init_end - start
+    out[O_PHASE_SEND] += send_end - init_end
+    out[O_PHASE_SYNC] += synced - send_end
+    out[O_PHASE_REDUCE] += end - synced
+
+
+@njit
+def reach(c, copies_hop, egress_max, ingress_max, egress, ingress):
+    """How soon after its issue the last copy can be visible, in cycles. The last remote copy
+    of a die leaves its egress port after all of that die's remote copies (egress_max: the
+    most of any die's, at `egress` cycles each), the last to reach a die's ingress port waits
+    for all of that port's (ingress_max, at `ingress` each), each travels at least half the
+    shortest hop its class could take (a local copy: the local latency)."""
+    r = c[C_LAT_LOCAL] if copies_hop[0] else 0
     half = NEVER
     for h in range(1, N_HOPS):
         if copies_hop[h]:
             half = min(half, c[C_LAT_LOCAL + h] >> 1)
     if half < NEVER:
-        reach = max(reach, egress_max + half + c[C_COPY_INGRESS],
-                    c[C_COPY_EGRESS] + half + ingress_max)
-    return c[C_INIT] + c[C_COPY_ISSUE] + reach + c[C_LOCAL_COPY]
+        r = max(r, egress_max + half + ingress, egress + half + ingress_max)
+    return r
+
+
+@njit
+def latency_bound(c, copies_hop, egress_max, ingress_max):
+    """A dispatch latency no configuration can beat, in cycles: no copy is requested before
+    Init and its issue, then `reach`, and the last is reordered by a local copy."""
+    return c[C_INIT] + c[C_COPY_ISSUE] + reach(c, copies_hop, egress_max, ingress_max,
+                                               c[C_COPY_EGRESS], c[C_COPY_INGRESS]) + \
+        c[C_LOCAL_COPY]
+
+
+@njit
+def return_bound(c, copies_hop, egress_max, ingress_max, K):
+    """A combine latency no configuration can beat, in cycles: no returned copy is stored
+    before Init, its read into UBuf, its quantization and its issue, then `reach`; the token
+    whose copy is visible last is reduced after it, its K copies and itself (the smallest part
+    of a split token)."""
+    return c[C_INIT] + c[C_RETURN_LOAD] + c[C_QUANT] + c[C_RETURN_ISSUE] + \
+        reach(c, copies_hop, egress_max, ingress_max, c[C_RETURN_EGRESS], c[C_RETURN_INGRESS]) + \
+        K * c[C_REDUCE_COPY] + c[C_REDUCE_TOKEN]
+
+
+@njit(inline="always")
+def aiv_stats(acc, aivs):
+    """Adds every AIV's send latency (its first copy's issue to its last copy's completion, if
+    it sent one) and waiting to acc: [most, least, sum, AIVs that sent, waiting]."""
+    wait, first_copy, last_copy_ack = aivs.wait, aivs.first_copy, aivs.last_copy_ack
+    R, A = wait.shape
+    for d in range(R):
+        for a in range(A):
+            acc[4] += wait[d, a]
+            if first_copy[d, a] >= 0:
+                v = last_copy_ack[d, a] - first_copy[d, a]
+                acc[0] = max(acc[0], v)
+                acc[1] = min(acc[1], v)
+                acc[2] += v
+                acc[3] += 1
+
+
+@njit(inline="always")
+def write_row(out, ends, acc, n_aivs, copies_hop, qsteps, copies, sent, delivered, violations,
+              collisions, bound):
+    """The columns every op writes alike: ends[d], when die d is done; acc: aiv_stats'; n_aivs:
+    the AIVs of every die."""
+    latency = ends.max()
+    out[O_LATENCY] = latency
+    out[O_LATENCY_MEAN] = ends.sum() / ends.shape[0]
+    out[O_COPIES_TOTAL] = copies
+    for h in range(N_HOPS):
+        out[O_COPIES_HOP0 + h] = copies_hop[h]
+    n_send = acc[3]
+    out[O_SEND_MAX_AIV] = acc[0]
+    out[O_SEND_MEAN_AIV] = acc[2] / n_send if n_send else 0.0
+    out[O_SEND_SPREAD_AIV] = acc[0] - acc[1] if n_send else 0
+    out[O_WAIT] = acc[4] / n_aivs
+    out[O_QSEARCH_STEPS] = qsteps
+    out[O_SENTINEL_COLLISIONS] = collisions
+    out[O_SENT] = sent
+    out[O_DELIVERED] = delivered
+    out[O_VIOLATIONS] = violations
+    out[O_BOUND] = bound
+
+
+@njit(inline="always")
+def critical(ends):
+    """The die on the critical path: the last to end, the lowest-numbered on a tie."""
+    crit = 0
+    for d in range(ends.shape[0]):
+        if ends[d] > ends[crit]:
+            crit = d
+    return crit
+
+
+@njit
+def new_stats():
+    acc = np.zeros(5, np.int64)
+    acc[1] = NEVER
+    return acc
 
 
 @njit
 def result_row(out, aivs, ends, sched, c, ubep, copies, sent, delivered, violations,
                collisions):
-    """Writes out[N_OUT]: every result of the configuration. copies: token copies of the
+    """Writes out[N_OUT]: every result of a dispatch. copies: token copies of the
     configuration; sent, delivered, violations: copy stores the egress ports served, copies the
     receivers took once, copies read before visible (for the host's invariant checks)."""
-    wait, first_copy, last_copy_ack = aivs.wait, aivs.first_copy, aivs.last_copy_ack
-    copies_hop = sched.copies_hop
-    R, A = wait.shape
-    crit = 0
-    for d in range(R):
-        if ends[d] > ends[crit]:
-            crit = d
-    latency = ends[crit]
-    phases(out, aivs, crit, latency, ubep, c)
-    send_max = 0
-    send_min = NEVER
-    send_sum = 0
-    n_send = 0
-    wait_sum = 0
-    for d in range(R):
-        for a in range(A):
-            wait_sum += wait[d, a]
-            if first_copy[d, a] >= 0:
-                v = last_copy_ack[d, a] - first_copy[d, a]
-                send_max = max(send_max, v)
-                send_min = min(send_min, v)
-                send_sum += v
-                n_send += 1
-    out[O_LATENCY] = latency
-    out[O_LATENCY_MEAN] = ends.sum() / R
-    out[O_COPIES_TOTAL] = copies
-    for h in range(N_HOPS):
-        out[O_COPIES_HOP0 + h] = copies_hop[h]
-    out[O_SEND_MAX] = send_max
-    out[O_SEND_MEAN] = send_sum / n_send if n_send else 0.0
-    out[O_SEND_SPREAD] = send_max - send_min if n_send else 0
-    out[O_WAIT] = wait_sum / (R * A)
-    out[O_QSTEPS] = sched.qsteps_max
-    out[O_COLLISIONS] = collisions
-    out[O_SENT] = sent
-    out[O_DELIVERED] = delivered
-    out[O_VIOLATIONS] = violations
-    out[O_BOUND] = latency_bound(c, copies_hop, sched.max_out * c[C_COPY_EGRESS],
-                                 sched.max_in * c[C_COPY_INGRESS])
+    crit = critical(ends)
+    phases(out, aivs, crit, ends[crit], ubep, c)
+    out[O_DISPATCH] = ends[crit]
+    out[O_EXPERT] = out[O_COMBINE] = 0
+    acc = new_stats()
+    aiv_stats(acc, aivs)
+    write_row(out, ends, acc, aivs.wait.size, sched.copies_hop, sched.qsteps_max, copies, sent,
+              delivered, violations, collisions,
+              latency_bound(c, sched.copies_hop, sched.max_out * c[C_COPY_EGRESS],
+                            sched.max_in * c[C_COPY_INGRESS]))
+
+
+@njit
+def combine_row(out, aivs, ends, starts, rsched, c, ubep, K, copies, sent, delivered,
+                violations, collisions):
+    """Writes out[N_OUT]: every result of a combine on its return schedule (rsched), die d
+    started at starts[d]."""
+    crit = critical(ends)
+    for b in range(N_BUCKETS):
+        out[O_PHASE0 + b] = 0
+    combine_phases(out, aivs, crit, starts[crit], ends[crit], ubep)
+    out[O_DISPATCH] = out[O_EXPERT] = 0
+    out[O_COMBINE] = ends[crit] - starts[crit]
+    acc = new_stats()
+    aiv_stats(acc, aivs)
+    write_row(out, ends, acc, aivs.wait.size, rsched.copies_hop, rsched.qsteps_max, copies, sent,
+              delivered, violations, collisions, bound_of_return(c, rsched, K))
+
+
+@njit(inline="always")
+def bound_of_return(c, rsched, K):
+    return return_bound(c, rsched.copies_hop, rsched.max_out * c[C_RETURN_EGRESS],
+                        rsched.max_in * c[C_RETURN_INGRESS], K)
+
+
+@njit
+def layer_row(out, daivs, dends, sched, caivs, ends, starts, experts, rsched, c, ubep, K,
+              copies, sent, delivered, violations, collisions):
+    """Writes out[N_OUT]: every result of a layer. The critical path runs through the die that
+    ends its combine last: its dispatch (dends: when each die's dispatch ended), its experts'
+    time and its combine, each split into its phases (added up, expert time apart)."""
+    crit = critical(ends)
+    phases(out, daivs, crit, dends[crit], ubep, c)
+    combine_phases(out, caivs, crit, starts[crit], ends[crit], ubep)
+    out[O_DISPATCH] = dends[crit]
+    out[O_EXPERT] = experts[crit]
+    out[O_COMBINE] = ends[crit] - starts[crit]
+    acc = new_stats()
+    aiv_stats(acc, daivs)
+    aiv_stats(acc, caivs)
+    # the die that starts its combine last does so after the dispatch could end and its
+    # experts' least time, and then runs at least its Init and a token's reduction
+    first = latency_bound(c, sched.copies_hop, sched.max_out * c[C_COPY_EGRESS],
+                          sched.max_in * c[C_COPY_INGRESS]) + c[C_EXPERT] + c[C_INIT] + \
+        K * c[C_REDUCE_COPY] + c[C_REDUCE_TOKEN]
+    write_row(out, ends, acc, daivs.wait.size, sched.copies_hop,
+              max(sched.qsteps_max, rsched.qsteps_max), copies, sent, delivered, violations,
+              collisions, max(first, bound_of_return(c, rsched, K)))

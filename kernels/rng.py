@@ -18,6 +18,7 @@ TWO_M53 = 1.0 / 9007199254740992.0
 DOMAIN_ROUTING = 0
 DOMAIN_SENTINEL = 1
 DOMAIN_POPULARITY = 2
+DOMAIN_COMBINE_SENTINEL = 3   # combine's receivers: the draws of its returned copies
 
 
 @njit

@@ -8,10 +8,7 @@ cumulative counts of the keys (VectorCount(ids < r), Algorithm 1's primitive):
 - `balanced_slices`: equal contiguous slices of the key order, topology-blind ("UBEP w/o
   mapping"); each AIV finds its slice's first copy by the quaternary search;
 - `homogenized_deal`: latency homogenization, the key order (farthest hop class first) dealt
-  round-robin, a logical matrix transposition, so every AIV gets a balanced mix of hop classes;
-- token order (CANN's own kernel, `SplitToCore(expertIdsCnt_, ...)` in ops-transformer's
-  moe_distribute_dispatch.h): equal contiguous slices of the copies in (token, k) order, each
-  AIV's destinations as the routing drew them; no search (a slice's start is arithmetic).
+  round-robin, a logical matrix transposition, so every AIV gets a balanced mix of hop classes.
 Nothing here reads `sync`, so a batch computes one schedule for a configuration's sync variants
 (dispatch.same_schedule).
 """
@@ -21,7 +18,7 @@ import numpy as np
 from .jit import njit, u
 from .layout import (BALANCED, C_NPU_DIES, C_TIER1, C_TIER2, EXPERT_BLOCK, HOMOGENIZED, N_HOPS,
                      P_AIVS, P_BATCH, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SCHEDULE,
-                     P_TOPK, TOKEN_ORDER, UBEP, Schedule)
+                     P_TOPK, UBEP, Schedule)
 
 
 @njit
@@ -150,23 +147,17 @@ def homogenized_deal(aoff, place, M, NS):
 
 
 @njit
-def deal_copies(experts_of, base, key_c, fill, place, sched, die_of, token_of, rcur, key_at,
+def deal_copies(experts_of, base, key_c, fill, place, homog, die_of, token_of, rcur, key_at,
                 xdest, xslot, xtoken):
     """Each copy of a die (experts_of's from base on) straight to its place in the AIV lists
     (xdest, xslot from base on): its destination, its slot in the receive order, its token;
-    key_at[q]: the key at position q of the key order. Under token order a copy's place is its
-    index."""
+    key_at[q]: the key at position q of the key order."""
     for i in range(key_c.shape[0]):
         r = key_c[u(i)]
         q = fill[u(r)]
         fill[u(r)] = q + 1
         key_at[u(q)] = r
-        if sched == HOMOGENIZED:
-            x = u(place[u(q)])
-        elif sched == TOKEN_ORDER:
-            x = u(i)
-        else:
-            x = u(q)
+        x = u(place[u(q)] if homog else q)
         e = experts_of[u(base + i)]
         xdest[u(base) + x] = die_of[u(e)]
         xslot[u(base) + x] = rcur[u(e)]
@@ -212,12 +203,58 @@ def qsteps_table(n_experts):
     return table
 
 
+@njit(inline="always")
+def slices(sched, aoff, cnt, place, n, NS, n_keys, aoff_all, at):
+    """A die's n copies in key order (cnt: count_keys') dealt to its NS sending AIVs by the
+    schedule: AIV j's at aoff[j] .. aoff[j + 1] of its lists, in key order, except that
+    homogenized deals the key order round-robin (place); aoff also copied to aoff_all from
+    `at`. n_keys: the keys (experts; destination dies in combine)."""
+    if sched == EXPERT_BLOCK:
+        expert_block_slices(aoff, cnt, NS, n_keys)
+    elif sched == BALANCED:
+        balanced_slices(aoff, n, NS)
+    else:
+        homogenized_deal(aoff, place, n, NS)
+    for j in range(NS + 1):
+        aoff_all[at + j] = aoff[j]
+
+
+@njit(inline="always")
+def hop_counts(hops, s, dkey, cnt, EL, copies_hop, into):
+    """Die s's copies per destination (cnt: count_keys' over its walk's keys, EL keys a die,
+    consecutive), added to copies_hop (per hop class) and into (remote copies per destination
+    die), for the hop counts and the latency bound. Returns its copies to itself."""
+    R = dkey.shape[0]
+    n_local = 0
+    for d in range(R):
+        h = hops[s * R + d]
+        r = dkey[d] + d * EL
+        n_to = cnt[r + EL] - cnt[r]
+        copies_hop[h] += n_to
+        if h:
+            into[d] += n_to
+        else:
+            n_local = n_to
+    return n_local
+
+
+@njit(inline="always")
+def slice_search(aoff, key_at, qsteps_of, sched, j):
+    """Sending AIV j's search (balanced, homogenized) for its first copy's position in key
+    order, which ends on that copy's key, and the VectorCount before its first step:
+    (VectorCounts, search steps), both 0 for expert_block or an empty list."""
+    lo, hi = aoff[j], aoff[j + 1]
+    if sched == EXPERT_BLOCK or hi <= lo:
+        return 0, 0
+    steps = qsteps_of[u(key_at[u(lo if sched == BALANCED else j)])]
+    return steps + 1, steps
+
+
 @njit
 def init_work(aoff, xtoken, key_at, qsteps_of, sched, loads, searches, at):
     """Each token AIV's Init on one die (AIV j's at loads[at + j], searches[at + j]): a token
-    load into UBuf per run of its copies of one token, and (balanced, homogenized) the search
-    for its first copy's position in key order, which ends on that copy's key, and the
-    VectorCount before its first step. Returns the longest search."""
+    load into UBuf per run of its copies of one token, and slice_search. Returns the longest
+    search."""
     qsteps_max = 0
     for j in range(aoff.shape[0] - 1):
         lo, hi = aoff[j], aoff[j + 1]
@@ -226,13 +263,21 @@ def init_work(aoff, xtoken, key_at, qsteps_of, sched, loads, searches, at):
             if x == lo or xtoken[u(x)] != xtoken[u(x - 1)]:
                 n += 1
         loads[at + j] = n
-        steps = 0
-        if (sched == BALANCED or sched == HOMOGENIZED) and hi > lo:
-            steps = qsteps_of[u(key_at[u(lo if sched == BALANCED else j)])]
-            qsteps_max = max(qsteps_max, steps)
-            steps += 1
-        searches[at + j] = steps
+        searches[at + j], steps = slice_search(aoff, key_at, qsteps_of, sched, j)
+        qsteps_max = max(qsteps_max, steps)
     return qsteps_max
+
+
+@njit(inline="always")
+def receive_counts(experts_of, E):
+    """Where each expert's received copies start in receive order (expert, source, copy
+    index), ecnt[e], ecnt[E] being every copy: a die's received copies are its experts'."""
+    ecnt = np.zeros(E + 1, np.int64)
+    for g in range(experts_of.shape[0]):
+        ecnt[experts_of[g] + 1] += 1
+    for e in range(E):
+        ecnt[e + 1] += ecnt[e]
+    return ecnt
 
 
 @njit
@@ -253,13 +298,7 @@ def schedule(p, c, experts_of):
     for i in range(M):
         token_of[i] = i // K
 
-    # received copies of every die in output order (expert, source, copy index): ecnt[e] is
-    # where expert e's start; each copy's slot there is handed out as its source is scheduled
-    ecnt = np.zeros(E + 1, np.int64)
-    for g in range(R * M):
-        ecnt[experts_of[g] + 1] += 1
-    for e in range(E):
-        ecnt[e + 1] += ecnt[e]
+    ecnt = receive_counts(experts_of, E)
     rcur = ecnt[:E].copy()
 
     hops = hop_classes(c, R)
@@ -278,8 +317,7 @@ def schedule(p, c, experts_of):
     place = np.empty(M, np.int64)
     key_at = np.empty(M, np.int64)     # per position in key order: the copy's key
     xtoken = np.empty(M, np.int64)     # per position of the AIV lists: the copy's token
-    searched = sched == BALANCED or sched == HOMOGENIZED
-    qsteps_of = qsteps_table(E) if searched else np.zeros(0, np.int64)
+    qsteps_of = qsteps_table(E) if sched != EXPERT_BLOCK else np.zeros(0, np.int64)
     cnt = np.zeros(E + 1, np.int64)
     fill = np.zeros(E + 1, np.int64)
     dkey = np.empty(R, np.int64)       # per die: its experts' key minus the expert id
@@ -290,32 +328,102 @@ def schedule(p, c, experts_of):
         base = s * M
         walk(dkey, hops, s, sched == HOMOGENIZED, EL, classes)
         count_keys(experts_of, base, die_of, dkey, key_c, cnt, fill)
-        # AIV j's copies at aoff[j] .. aoff[j + 1], in key order, except that homogenized
-        # deals the key order round-robin
-        if sched == EXPERT_BLOCK:
-            expert_block_slices(aoff, cnt, NS, E)
-        elif sched == BALANCED or sched == TOKEN_ORDER:
-            balanced_slices(aoff, M, NS)
-        else:
-            homogenized_deal(aoff, place, M, NS)
-        for j in range(NS + 1):
-            aoff_all[s * (NS + 1) + j] = aoff[j]
-        deal_copies(experts_of, base, key_c, fill, place, sched, die_of, token_of, rcur, key_at,
-                    xdest, xslot, xtoken)
+        slices(sched, aoff, cnt, place, M, NS, E, aoff_all, s * (NS + 1))
+        deal_copies(experts_of, base, key_c, fill, place, sched == HOMOGENIZED, die_of,
+                    token_of, rcur, key_at, xdest, xslot, xtoken)
         qsteps_max = max(qsteps_max, init_work(aoff, xtoken, key_at, qsteps_of, sched, loads,
                                                searches, s * NS))
-        # per destination: the copies sent there (a die's experts have consecutive keys), for
-        # the hop counts and the latency bound
-        n_local = 0
-        for d in range(R):
-            h = hops[s * R + d]
-            r = dkey[d] + d * EL
-            n_to = cnt[r + EL] - cnt[r]
-            copies_hop[h] += n_to
-            if h:
-                into[d] += n_to
-            else:
-                n_local = n_to
-        max_out = max(max_out, M - n_local)
+        max_out = max(max_out, M - hop_counts(hops, s, dkey, cnt, EL, copies_hop, into))
     return Schedule(ecnt, hops, xdest, xslot, aoff_all, loads, searches, copies_hop, into.max(),
                     max_out, qsteps_max)
+
+
+@njit
+def receive_order(experts_of, ecnt, M):
+    """Per received copy g, in receive order: the dispatch copy it is, s * M + i (copy i of
+    source die s); and its source s, the die combine returns it to."""
+    n = experts_of.shape[0]
+    rcur = ecnt[:ecnt.shape[0] - 1].copy()
+    ref_of = np.empty(n, np.int32)
+    src_of = np.empty(n, np.int32)
+    for g in range(n):
+        e = experts_of[g]
+        x = rcur[e]
+        rcur[e] = x + 1
+        ref_of[x] = g
+        src_of[x] = g // M
+    return ref_of, src_of
+
+
+@njit
+def deal_returns(src_of, ref_of, base, key_c, fill, place, homog, key_at, xdest, xslot):
+    """Each returned copy of a die (received copies base on) straight to its place in the AIV
+    lists (from base on): its destination and the dispatch copy it is (its slot at the
+    source); key_at[q]: the key at position q of the key order."""
+    for i in range(key_c.shape[0]):
+        r = key_c[u(i)]
+        q = fill[u(r)]
+        fill[u(r)] = q + 1
+        key_at[u(q)] = r
+        x = u(base + (place[u(q)] if homog else q))
+        xdest[x] = src_of[u(base + i)]
+        xslot[x] = ref_of[u(base + i)]
+
+
+@njit
+def return_schedule(p, c, experts_of):
+    """Combine's schedule (docs/model.md, "Combine"), a layout.Schedule: each die's returned
+    copies (the copies it received, in receive order from ecnt[die's first expert]) dealt to
+    all its AIVs, keyed by their destination's place in the die's walk, a die being its own
+    key (one expert per destination); xslot holds the dispatch copy each one is. bsp is CANN's
+    V1, which splits by destination rank: expert_block on the plain walk."""
+    R, B, K, E, A = p[P_RANKS], p[P_BATCH], p[P_TOPK], p[P_EXPERTS], p[P_AIVS]
+    sched = p[P_SCHEDULE] if p[P_PROTOCOL] == UBEP else EXPERT_BLOCK
+    M = B * K
+    EL = E // R
+    ecnt = receive_counts(experts_of, E)
+    ref_of, src_of = receive_order(experts_of, ecnt, M)
+    hops = hop_classes(c, R)
+    xdest = np.empty(R * M, np.int32)
+    xslot = np.empty(R * M, np.int32)
+    aoff_all = np.empty(R * (A + 1), np.int64)
+    searches = np.empty(R * A, np.int64)
+    copies_hop = np.zeros(N_HOPS, np.int64)
+    into = np.zeros(R, np.int64)
+    max_out = 0
+    qsteps_max = 0
+    most = 0                            # the most copies a die received
+    for d in range(R):
+        most = max(most, ecnt[(d + 1) * EL] - ecnt[d * EL])
+    die_of = np.arange(R)               # a destination die is its own expert
+    aoff = np.empty(A + 1, np.int64)
+    place = np.empty(most, np.int64)
+    key_at = np.empty(most, np.int64)
+    key_c = np.empty(most, np.int64)
+    qsteps_of = qsteps_table(R) if sched != EXPERT_BLOCK else np.zeros(0, np.int64)
+    cnt = np.zeros(R + 1, np.int64)
+    fill = np.zeros(R + 1, np.int64)
+    dkey = np.empty(R, np.int64)
+    classes = np.zeros((3, N_HOPS + 1), np.int64)
+    for d in range(R):
+        base = ecnt[d * EL]
+        n = ecnt[(d + 1) * EL] - base
+        walk(dkey, hops, d, sched == HOMOGENIZED, 1, classes)
+        count_keys(src_of, base, die_of, dkey, key_c[:n], cnt, fill)
+        slices(sched, aoff, cnt, place, n, A, R, aoff_all, d * (A + 1))
+        deal_returns(src_of, ref_of, base, key_c[:n], fill, place, sched == HOMOGENIZED,
+                     key_at, xdest, xslot)
+        for j in range(A):
+            searches[d * A + j], steps = slice_search(aoff, key_at, qsteps_of, sched, j)
+            qsteps_max = max(qsteps_max, steps)
+        max_out = max(max_out, n - hop_counts(hops, d, dkey, cnt, 1, copies_hop, into))
+    return Schedule(ecnt, hops, xdest, xslot, aoff_all, np.zeros(R * A, np.int64), searches,
+                    copies_hop, into.max(), max_out, qsteps_max)
+
+
+@njit
+def no_schedule():
+    """A schedule of nothing, for an op that has no use for one (layout.Schedule's types)."""
+    z = np.zeros(0, np.int64)
+    return Schedule(z, np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int32), z, z,
+                    z, z, 0, 0, 0)

@@ -3,7 +3,7 @@
 A Data-as-Flag variant changes the stores that signal their own arrival (count messages, and
 token copies under ubep) and the receiver's work on them. What each variant adds is written once,
 in POLICY; the kernel reads a configuration's row once (`effects`) and its stages consult those
-values, never the variant's code; the lowering (ubepsim.costs) reads the same table for the
+values, never the variant's code; the lowering (ubepsim.sweep.costs) reads the same table for the
 in-block flag's smaller payload and for the sentinel's collisions.
 """
 
@@ -12,7 +12,7 @@ from collections import namedtuple
 import numpy as np
 
 from .jit import njit
-from .layout import B_SYNC, K_CHECKSUM, K_FLAG, SP, SW, TFF, DC
+from .layout import B_SYNC, DC, K_CHECKSUM, K_FLAG, S_MAX_ACK, SP, SW, TFF
 
 # What a variant adds, per column. On the sender:
 # FLAG: a flag store after each signalling store, behind a FENCE (it waits until every earlier
@@ -89,3 +89,16 @@ def syncall(die, ready, cost, t_aiv, bucket, wait, marks, nmarks):
         marks[die, a, nmarks[die, a]] = barrier
         nmarks[die, a] += 1
     return barrier
+
+
+@njit(inline="always")
+def fence_all(die, st, t_aiv, bucket, wait):
+    """Each AIV of `die` waits, idle, until every store it issued completed (st: its event-loop
+    state, S_MAX_ACK): CANN's V1 combine, PipeBarrier<PIPE_ALL> before SetStatus; a fence of
+    its own, no barrier across the die. The wait counts as sync."""
+    for a in range(t_aiv.shape[1]):
+        w = st[a, S_MAX_ACK] - t_aiv[die, a]
+        if w > 0:
+            t_aiv[die, a] += w
+            bucket[die, a, B_SYNC] += w
+            wait[die, a] += w

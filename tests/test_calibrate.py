@@ -10,10 +10,11 @@ import polars as pl
 import pytest
 
 from conftest import run_cli
-from ubepsim import calibrate as cal
-from ubepsim.model import simulate_table
-from ubepsim.params import make_config
-from ubepsim.profile import FIELDS, load_profile
+from ubepsim.paper import calibrate as cal
+from ubepsim.paper import cm384, numbers
+from ubepsim.sweep.model import simulate_table
+from ubepsim.sweep.params import make_config
+from ubepsim.sweep.profile import FIELDS, load_profile
 
 TRUTH = {"aiv_store_gbps": 24.0, "init_cycles": 3000, "syncall_cycles": 2500,
          "blocks_in_flight": 8}
@@ -178,54 +179,80 @@ def test_bad_arguments_are_refused_with_one_message(tmp_path, monkeypatch, args,
 
 def test_paper_start_sets_every_key_from_the_paper_or_the_provisional_costs():
     """The refit never reads the shipped profile: every key is stated or provisional."""
-    assert set(cal.STATED) | set(cal.PROVISIONAL) == set(FIELDS)
-    assert not set(cal.STATED) & set(cal.PROVISIONAL)
-    start = cal.paper_start().values
+    assert set(cm384.STATED) | set(cm384.PROVISIONAL) == set(FIELDS)
+    assert not set(cm384.STATED) & set(cm384.PROVISIONAL)
+    start = cm384.paper_start().values
     assert start["latency_ns"]["two_hop"] == 2500.0 and start["aivs"] == 48
-    fitted = {m for k in cal.PAPER_KEYS for m in cal.members(k)}
+    fitted = {m for k in cm384.PAPER_KEYS for m in cal.members(k)}
     # Table 2's latencies are fitted from the paper's own values; every other fitted key from a
     # provisional one
-    assert {m for m in fitted if not m.startswith("latency_ns.")} <= set(cal.PROVISIONAL)
-    assert all(start["latency_ns"][m.split(".")[1]] == cal.TABLE2_NS[m.split(".")[1]]
+    assert {m for m in fitted if not m.startswith("latency_ns.")} <= set(cm384.PROVISIONAL)
+    assert all(start["latency_ns"][m.split(".")[1]] == numbers.TABLE2_NS[m.split(".")[1]]
                for m in fitted if m.startswith("latency_ns."))
 
 
 def test_paper_problem_holds_every_calibration_number():
-    problem = cal.paper_problem()
-    cells = len(cal.FIG14_EXTRA_US) * len(cal.FIG14_GROUPS)
-    assert len(problem.labels) == (len(cal.TABLE2_NS) + len(cal.TABLE4_CANN_EP)
-                                   + len(cal.FIG3B_EFFICIENCY) - 1 + 1 + cells)
+    problem = cm384.paper_problem()
+    cells = len(numbers.FIG14_EXTRA_US) * len(numbers.FIG14_GROUPS)
+    panels = sorted(numbers.FIG14_PANELS)
+    assert panels == [64, 128]
+    assert len(problem.labels) == (len(numbers.TABLE2_NS) + len(numbers.TABLE4_CANN_EP)
+                                   + len(numbers.FIG3B_EFFICIENCY) - 1 + 1 + 2 * cells)
     assert list(problem.measured[:3]) == [218.0, 929.0, 2500.0]
     assert list(problem.measured[3:8]) == [103.0, 120.0, 139.0, 144.0, 151.0]
-    assert list(problem.measured[-cells:]) == [x for row in cal.FIG14_EXTRA_US.values()
-                                               for x in row]
+    assert list(problem.measured[-2 * cells:]) == [x for r in panels
+                                                   for row in numbers.FIG14_PANELS[r].values()
+                                                   for x in row]
     # latencies are compared relatively; efficiencies, the share and Figure 14's cells (extra
-    # latencies over their row's best) by difference; every source weighs the same in all
-    for source, n in (("Table 4", 5), ("Figure 14", cells)):
-        rows = [i for i, label in enumerate(problem.labels) if label.startswith(source)]
+    # latencies over their row's best) by difference; every source weighs the same in all, a
+    # cell the paper reads as an outlier nothing
+    for source, n in (("Table 4", 5), ("Figure 14: 128", cells), ("Figure 14: 64", cells - 1)):
+        rows = [i for i, label in enumerate(problem.labels) if label.startswith(source)
+                and problem.weight[i] > 0]
         assert len(rows) == n and np.allclose(problem.weight[rows], 1 / np.sqrt(n))
+    outlier = problem.labels.index(cm384.fig14_label(8, 16, 64))
+    assert problem.measured[outlier] == 37.3 and problem.weight[outlier] == 0.0
     assert problem.relative[:8].all() and not problem.relative[8:].any()
     values = problem.simulate(load_profile())
     assert values.shape == problem.measured.shape and np.all(np.isfinite(values))
-    # whole copies of one fp8 token (7392 B in 15 blocks of 512 B), from two
-    assert cal.paper_grid()["blocks_in_flight"][0] == 2 * 15
+    # whole copies of one fp8 token (7392 B in 15 blocks of 512 B)
+    assert cm384.paper_grid()["blocks_in_flight"][0] == cm384.COPIES_IN_FLIGHT[0] * 15
+
+
+def test_a_paper_problem_of_some_sources_is_those_sources_points():
+    """What a cross-validation fold fits: the points of the sources it keeps, the same values
+    and weights as in the whole problem; Table 4's configurations still run for the SyncAll
+    share."""
+    whole = cm384.paper_problem()
+    kept = [x for x in cm384.SOURCES if x != "Table 4"]
+    part = cm384.paper_problem(sources=kept)
+    assert not any(label.startswith("Table 4") for label in part.labels)
+    assert set(part.labels) == set(whole.labels) - {l for l in whole.labels
+                                                     if l.startswith("Table 4")}
+    at = {label: i for i, label in enumerate(whole.labels)}
+    values, whole_values = part.simulate(load_profile()), whole.simulate(load_profile())
+    for i, label in enumerate(part.labels):
+        assert part.measured[i] == whole.measured[at[label]]
+        assert values[i] == pytest.approx(whole_values[at[label]])
+    with pytest.raises(ValueError, match="Figure 15"):
+        cm384.paper_problem(sources=["Figure 15"])
 
 
 def test_paper_check_compares_the_refit_with_the_shipped_profile(monkeypatch, tmp_path):
     """`calibrate --paper --check` (the fit itself is replaced by the shipped values here)."""
     shipped = load_profile()
-    problem = cal.paper_problem()
+    problem = cm384.paper_problem()
 
     def fake(values):
         profile = cal.with_values(shipped, values)
         return lambda threads=None, max_evaluations=400, progress=None: cal.Fit(
             values, profile, problem.table(problem.simulate(profile)), 0.05, 1, 0.0)
 
-    monkeypatch.setattr(cal, "calibrate_paper", fake({"init_cycles": shipped.init_cycles}))
+    monkeypatch.setattr(cm384, "calibrate_paper", fake({"init_cycles": shipped.init_cycles}))
     code, out, err = run_cli("calibrate", "--paper", "--check")
     assert code == 0, err
     assert "shipped cm384 profile is the fit's" in out
-    monkeypatch.setattr(cal, "calibrate_paper", fake({"init_cycles": shipped.init_cycles + 1}))
+    monkeypatch.setattr(cm384, "calibrate_paper", fake({"init_cycles": shipped.init_cycles + 1}))
     code, _, err = run_cli("calibrate", "--paper", "--check")
     assert code == 1 and "init_cycles" in err
     target = tmp_path / "cm384.toml"
@@ -238,8 +265,8 @@ def test_the_shipped_profile_is_the_generators_text():
     """cm384.toml is exactly what `calibrate --paper --out` writes for its values: its comments
     (stated, fitted, provisional) and its rms error are the generator's."""
     shipped = load_profile()
-    problem = cal.paper_problem()
+    problem = cm384.paper_problem()
     table = problem.table(problem.simulate(shipped))
-    text = cal.paper_profile_toml(cal.Fit({}, shipped, table, cal.rms_in_tolerances(table), 0,
+    text = cm384.paper_profile_toml(cal.Fit({}, shipped, table, cal.rms_in_tolerances(table), 0,
                                           0.0))
-    assert (cal.Path(cal.__file__).parent / "profiles" / "cm384.toml").read_text() == text
+    assert (cal.Path(cal.__file__).parent.parent / "profiles" / "cm384.toml").read_text() == text

@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import polars as pl
 import pytest
 
-from ubepsim.costs import COST_INDEX, lower
-from ubepsim.kernel_io import _codes
 from ubepsim.kernels import layout
-from ubepsim.params import make_config
-from ubepsim.profile import HOP_CLASSES, load_profile
+from ubepsim.sweep.costs import COST_INDEX, lower
+from ubepsim.sweep.params import ENUMS, columns, config_columns, make_config, polars_dtype
+from ubepsim.sweep.profile import HOP_CLASSES, load_profile
 
 PROFILE = load_profile(overrides={
     "clock_ghz": 2.0, "block_bytes": 512, "flag_bytes": 32, "egress_gbps": 100.0,
@@ -32,8 +32,7 @@ def costs_of(profile=PROFILE, **values):
     die), hidden 1000 in bf16 (2,000-byte tokens), batch 32, top-4, unless given."""
     cfg = make_config({"ranks": 16, "experts": 64, "hidden": 1000, "dtype": "bf16",
                        "batch": 32, "topk": 4, **values}, 48)
-    cols = _codes({k: np.asarray([v]) for k, v in cfg.as_dict().items()})
-    costs, chances = lower(cols, profile)
+    costs, chances = lower(cfg.columns(), profile)
     return {name: int(costs[0, i]) for name, i in COST_INDEX.items()}, chances[0]
 
 
@@ -73,10 +72,74 @@ def test_vector_count_rounds_the_copies_up_to_whole_lanes():
 
 def test_only_sentinel_polling_collides_and_a_signal_collides_if_any_block_does():
     for sync in ("sw", "tff", "dc"):
-        assert costs_of(sync=sync)[1].tolist() == [0.0, 0.0]
+        assert costs_of(sync=sync)[1].tolist() == [0.0, 0.0, 0.0]
     c, chance = costs_of(sync="sp")
     assert chance[0] == pytest.approx(1 - 0.99 ** c["copy_blocks"], rel=1e-12)
     assert chance[1] == pytest.approx(0.01, rel=1e-12)
+    assert chance[2] == pytest.approx(1 - 0.99 ** c["return_blocks"], rel=1e-12)
+
+
+# --- combine (docs/model.md, "Combine") ------------------------------------------------------
+
+def vec(n, times=1):
+    """`times` vector instructions over n elements: 12 cycles and 128 elements a cycle."""
+    return times * (12 + math.ceil(n / 128))
+
+
+def test_a_returned_copy_costs_its_blocks_and_its_reads():
+    c, _ = costs_of(op="combine", protocol="ubep", sync="sw")
+    assert c["return_bytes"] == 2000 and c["return_blocks"] == 4       # bf16, like dispatch's
+    assert c["return_issue"] == c["copy_issue"] and c["return_egress"] == c["copy_egress"]
+    assert c["return_ingress"] == c["copy_ingress"]
+    assert c["return_load"] == math.ceil(2000 * 2.0 / 64.0)            # the expert's output
+    assert c["quant"] == 0                                             # bf16: nothing to do
+    assert (c["return_verify"], c["return_reset"]) == (8 * 4, 5 * 4)
+    tff, _ = costs_of(op="combine", protocol="ubep", sync="tff")
+    assert tff["return_blocks"] == 5                                   # 480 B of payload a block
+    bsp, _ = costs_of(op="combine", protocol="bsp", sync="tff")
+    assert bsp["return_blocks"] == 4                                   # V1: no in-block flag
+
+
+def test_int8_combine_quantizes_each_copy_and_dequantizes_it_at_the_reducer():
+    c, _ = costs_of(op="combine", combine_dtype="int8", protocol="ubep", hidden=1000)
+    assert c["return_bytes"] == 1000 + 2 * 125                         # a bf16 scale per 8
+    assert c["return_blocks"] == 3
+    assert c["return_load"] == math.ceil(2000 * 2.0 / 64.0)            # the bf16 output read
+    assert c["quant"] == vec(1000, 7) + vec(125, 2)                    # Int8QuantProcess
+    read = math.ceil(1250 * 2.0 / 64.0)                                # the whole quantized copy
+    assert c["reduce_copy"] == c["reduce_copy_last"] == read + vec(1000, 5) + vec(125) + \
+        vec(1000, 3)                                                   # dequantize, Cast Muls Add
+    assert c["reduce_split"] == 1
+
+
+def test_a_token_is_reduced_by_its_copies_instructions():
+    # ubep: one AIV a token; batch 32 < 48 AIVs but no split
+    c, _ = costs_of(op="combine", protocol="ubep")
+    assert c["reduce_split"] == 1
+    assert c["reduce_copy"] == c["reduce_copy_last"] == math.ceil(2000 * 2.0 / 64.0) + \
+        vec(1000, 3)
+    assert c["reduce_token"] == c["reduce_token_last"] == vec(1000, 2) + \
+        math.ceil(2000 * 2.0 / 64.0)                                   # Duplicate, Cast, store
+    # bsp (CANN's V1): 32 tokens on 48 AIVs, one AIV a token, the hidden dimension not split
+    # (48 / 32 = 1); on 8 tokens 6 AIVs a token: 1000 / 32 / 6 = 5 blocks of 32 for the first
+    # five, the last 1000 - 5 x 160 = 200 elements
+    one, _ = costs_of(op="combine", protocol="bsp")
+    assert one["reduce_split"] == 1 and one["reduce_copy"] == c["reduce_copy"]
+    six, _ = costs_of(op="combine", protocol="bsp", batch=8)
+    assert six["reduce_split"] == 6
+    assert six["reduce_copy"] == math.ceil(160 * 2 * 2.0 / 64.0) + vec(160, 3)
+    assert six["reduce_copy_last"] == math.ceil(200 * 2 * 2.0 / 64.0) + vec(200, 3)
+    assert six["reduce_token"] == vec(160, 2) + math.ceil(160 * 2 * 2.0 / 64.0)
+    assert six["reduce_token_last"] == vec(200, 2) + math.ceil(200 * 2 * 2.0 / 64.0)
+    # int8 copies are not split (CANN: aivNumPerToken = 1 when quantized)
+    assert costs_of(op="combine", protocol="bsp", batch=8,
+                    combine_dtype="int8")[0]["reduce_split"] == 1
+
+
+def test_the_expert_time_is_in_cycles_and_1024ths_of_a_cycle_per_copy():
+    c, _ = costs_of(op="layer", expert_fixed_us=1.5, expert_ns_per_copy=0.3)
+    assert c["expert"] == 3000                                         # 1.5 us at 2 GHz
+    assert c["expert_copy"] == math.ceil(0.3 * 2.0 * 1024)             # 0.6 cycles
 
 
 def test_fabric_and_timing_constants():
@@ -99,3 +162,28 @@ def test_the_cost_columns_name_the_profiles_hop_classes():
     assert layout.HOP_CLASSES == HOP_CLASSES
     assert [COST_INDEX[f"lat_{h}"] for h in HOP_CLASSES] == \
         list(range(layout.C_LAT_LOCAL, layout.C_LAT_LOCAL + layout.N_HOPS))
+
+
+def test_the_kernels_codes_are_the_parameters_enumerations():
+    """Each IntEnum numbers its members 0, 1, 2, ... in the order of its pl.Enum's names, so a
+    frame's index of a name is its code; every enum the kernel's parameter matrix carries (a
+    P_<NAME> column) has the same codes in kernels/layout.py, which repeats them as constants
+    for Numba (the kernel does not import the host)."""
+    for name, enum in ENUMS.items():
+        assert [m.value for m in enum] == list(range(len(enum))), name
+        assert polars_dtype(name).categories.to_list() == [m.name for m in enum], name
+    carried = [name for name in ENUMS if hasattr(layout, f"P_{name.upper()}")]
+    assert {"protocol", "sync", "schedule", "routing"} <= set(carried)
+    for name in carried:
+        for member in ENUMS[name]:
+            assert getattr(layout, member.name.upper()) == member.value, (name, member.name)
+
+
+def test_names_and_pl_enums_become_the_same_codes():
+    rows = [make_config({"protocol": p, "sync": s, "routing": r}, 48).as_dict()
+            for p in ("ubep", "bsp") for s in ("sp", "sw", "tff") for r in ("hot", "uniform")]
+    names = columns(pl.DataFrame(rows))             # enums as strings, as a dataset holds them
+    assert names["protocol"].dtype == np.int64
+    for name in ENUMS:
+        expected = [ENUMS[name][row[name]].value for row in rows]
+        assert names[name].tolist() == config_columns(rows)[name].tolist() == expected, name

@@ -81,6 +81,17 @@ def _mechanisms() -> list[list[str]]:
     return [[c.strip() for c in row.strip("|").split("|")] for row in table.splitlines()[2:]]
 
 
+def test_the_model_names_every_parameter_that_is_not_always_read():
+    """docs/model.md's table of parameters that are not read holds exactly params.GATED's (and
+    reference.md, generated, says where each is read)."""
+    from ubepsim.sweep.params import GATED
+
+    text = (ROOT / "docs" / "model.md").read_text()
+    table = text.split("## Parameters that are not read")[1].split("\n\n")[2]
+    named = re.findall(r"`(\w+)`", "".join(row.split("|")[1] for row in table.splitlines()[2:]))
+    assert sorted(named) == sorted(GATED)
+
+
 def test_the_mechanism_table_names_tests_that_exist():
     rows = _mechanisms()
     assert len(rows) >= 20
@@ -93,9 +104,6 @@ def test_the_mechanism_table_names_tests_that_exist():
 def test_the_mechanism_table_names_functions_that_exist(column, package):
     """Each row's module and functions, in the kernel and in the twin (a cell that says "the
     same names" has the kernel's)."""
-    if not hasattr(importlib.import_module(package), "__path__") or \
-            importlib.util.find_spec(f"{package}.schedule") is None:
-        pytest.skip(f"{package} is not yet split into the modules the table names")
     for row in _mechanisms():
         module, *names = re.findall(r"`(\w+)(?:\.py)?`", row[column])
         if "the same names" in row[column]:
@@ -163,3 +171,14 @@ def test_a_third_tier_costs_nothing_within_a_pod_and_latency_beyond(ran):
     assert sorted(set(cost["ranks"])) == [64, 128, 256]
     assert (cost.filter(pl.col("ranks") == 64)["cost_pct"] == 0).all()
     assert (cost.filter(pl.col("ranks") > 64)["cost_pct"] > 0).all()
+
+
+def test_the_round_trip_query_gives_each_op_per_protocol_and_ranks(ran):
+    """sweeps.md's combine query: every protocol and rank count of the ready grid, each op's
+    latency, a layer longer than its dispatch (it runs one, then its experts and combine)."""
+    (scope,) = [s for block, s in ran.items() if "results/combine" in block]
+    frame = scope["answer"]
+    assert frame.select("protocol", "ranks").rows() == [
+        (p, r) for p in ("bsp", "ubep") for r in (16, 32, 64, 128)]
+    assert frame.null_count().sum_horizontal().item() == 0
+    assert (frame["layer_us"] > frame["dispatch_us"]).all()

@@ -8,9 +8,9 @@ import math
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from ubepsim.errors import InputError
-from ubepsim.grid import load_grid
-from ubepsim.params import NAMES, PARAM_BY_NAME
-from ubepsim.profile import FIELDS
+from ubepsim.sweep.grid import load_grid
+from ubepsim.sweep.params import NAMES, PARAM_BY_NAME
+from ubepsim.sweep.profile import FIELDS
 
 
 def toml_key(k: str) -> str:
@@ -56,13 +56,14 @@ def keys(known):
         st.characters(exclude_categories=("Cs",)), min_size=1, max_size=3))
 
 
-operands = st.sampled_from(list(NAMES) + ["1", "2 ** 70", "10 ** 400", "'sw'", "-1", "0.5",
-                                          "[1, 2]", "['sw', 'dc']", "1e308", "(2 - 2)"])
+operands = st.sampled_from(list(NAMES) + ["1", "POWER(2, 70)", "1e400", "'sw'", "-1", "0.5",
+                                          "(1, 2)", "('sw', 'dc')", "1e308", "(2 - 2)", "NULL",
+                                          "AVG(topk)", "SQRT(-1)", "2 ** 70", "[1, 2]"])
 filters = st.one_of(
     st.text(st.characters(exclude_categories=("Cs",)), max_size=12),
     st.builds(lambda a, op, b: f"{a} {op} {b}", operands,
-              st.sampled_from(["<", "<=", "==", "!=", "in", "not in", "+", "/", "//", "%", "**",
-                               "and", "or", "is"]), operands))
+              st.sampled_from(["<", "<=", "=", "<>", "IN", "NOT IN", "+", "/", "//", "%", "AND",
+                               "OR", "IS", "LIKE", "BETWEEN 1 AND"]), operands))
 
 
 @st.composite

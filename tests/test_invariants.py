@@ -22,22 +22,23 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ubepsim import kernel_io, model
-from ubepsim.kernels import dispatch
+from ubepsim.kernels import layer
 from ubepsim.kernels.layout import (K_COPY, K_FLAG, N_OUT, O_BOUND, O_COPIES_TOTAL, O_DELIVERED,
                                     O_LATENCY, O_SENT, O_VIOLATIONS, P_SEED, S_END, S_PC)
-from ubepsim.params import NAMES, make_config, polars_dtype
-from ubepsim.profile import load_profile
+from ubepsim.sweep import kernel_io, model
+from ubepsim.sweep.params import NAMES, make_config, polars_dtype
+from ubepsim.sweep.profile import load_profile
 
 DIES, AIVS, BATCH, TOPK = 8, 8, 64, 4
-STAGES = ("dispatch", "receive")   # the modules in which a fault swaps a stage it calls
+# the modules in which a fault swaps a stage it calls
+STAGES = ("dispatch", "receive", "layer", "combine", "reduce")
 
 
 @pytest.fixture(scope="module")
 def python_kernels():
     """The kernel package loaded again as plain Python (its relative imports inside it): its
     stage modules by name."""
-    directory = Path(dispatch.__file__).resolve().parent
+    directory = Path(layer.__file__).resolve().parent
     name = "python_kernels"
     spec = importlib.util.spec_from_file_location(name, directory / "__init__.py",
                                                   submodule_search_locations=[str(directory)])
@@ -58,86 +59,111 @@ def python_kernels():
             del sys.modules[module]
 
 
-def skip(k):
-    """Each die's receivers read its last received copy from the store of the copy before it:
-    the last copy is never taken."""
-    real = k.receive.reorder
+def before(module, name, change):
+    """A fault: `module.name` called with its arguments (by name) changed by `change` first."""
+    real = getattr(module, name)
 
-    def reorder(*args):
+    def faulty(*args):
         bound = inspect.signature(real).bind(*args)
-        stores, ecnt = bound.arguments["stores"], bound.arguments["ecnt"]
-        copy_ref = stores.copy_ref.copy()
-        dies = len(stores.bfill)
-        for d in range(dies):
-            last = ecnt[(d + 1) * (len(ecnt) - 1) // dies] - 1
-            copy_ref[last, 0] = copy_ref[last - 1, 0]
-        bound.arguments["stores"] = stores._replace(copy_ref=copy_ref)
+        change(bound.arguments)
         return real(*bound.args)
-    return k.receive, "reorder", reorder
+    return module, name, faulty
 
 
-def early(k):
-    """Receivers read each copy without polling its signal (or, under ubep, the offsets)."""
-    real = k.receive.reorder
+def after(module, name, change):
+    """A fault: `module.name` as it is, then `change(its arguments, its result)` returned."""
+    real = getattr(module, name)
 
-    def reorder(*args):
-        bound = inspect.signature(real).bind(*args)
-        bound.arguments["ubep"] = False    # as bsp does after its SyncAlls
-        return real(*bound.args)
-    return k.receive, "reorder", reorder
+    def faulty(*args):
+        return change(inspect.signature(real).bind(*args).arguments, real(*args))
+    return module, name, faulty
 
 
-def short(k):
-    """Every die's end is taken a quarter of the way."""
-    real = k.dispatch.receive
-
-    def receive(*args):
-        delivered, violations, collisions, ends = real(*args)
-        return delivered, violations, collisions, ends // 4
-    return k.dispatch, "receive", receive
-
-
-def miskind(k):
-    """Each token AIV sends its last copy as a flag store: sent, but not as a copy."""
-    real = k.dispatch.token_program
-
-    def token_program(*args):
-        bound = inspect.signature(real).bind(*args)
-        end = real(*args)
-        prog, st = bound.arguments["prog"], bound.arguments["st"]
-        for a in range(bound.arguments["C"], len(st)):
-            for x in range(st[a, S_END] - 1, st[a, S_PC] - 1, -1):
-                if prog[x] & 3 == K_COPY:
-                    prog[x] += K_FLAG - K_COPY
-                    break
-        return end
-    return k.dispatch, "token_program", token_program
-
-
-def abandoned(k):
-    """A configuration of seed 1 is abandoned before its dispatch, its row left as it was
+def unless_seed_1(module, name):
+    """A fault: `module.name` skipped for a configuration of seed 1, its row left as it was
     (zero): what an exception raised on a worker thread of the parallel loop leaves, which
     Numba drops."""
-    real = k.dispatch.dispatch
+    real = getattr(module, name)
 
-    def dispatch_or_not(p, *rest):
+    def faulty(p, *rest):
         if p[P_SEED] != 1:
             real(p, *rest)
-    return k.dispatch, "dispatch", dispatch_or_not
+    return module, name, faulty
 
 
-FAULTS = {f.__name__: f for f in (skip, early, short, miskind, abandoned)}
+def read_from_the_copy_before(lasts):
+    """A change of a receiver's arguments: the copies at slots lasts(its arguments) read from
+    the store of the copy before each."""
+    def change(args):
+        stores = args["stores"]
+        copy_ref = stores.copy_ref.copy()
+        for last in lasts(args, len(stores.bfill)):
+            copy_ref[last, 0] = copy_ref[last - 1, 0]
+        args["stores"] = stores._replace(copy_ref=copy_ref)
+    return change
 
 
-def config(protocol, seed=1):
+def unpolled(args):
+    args["ubep"] = False    # as bsp reads, after its SyncAlls
+
+
+def quarter_ends(args, result):
+    delivered, violations, collisions, ends = result
+    return delivered, violations, collisions, ends // 4
+
+
+def last_copy_a_flag(args, end):
+    """Each sending AIV's last copy made a flag store: sent, but not as a copy."""
+    prog, st = args["prog"], args["st"]
+    for a in range(args["C"], len(st)):
+        for x in range(st[a, S_END] - 1, st[a, S_PC] - 1, -1):
+            if prog[x] & 3 == K_COPY:
+                prog[x] += K_FLAG - K_COPY
+                break
+    return end
+
+
+# Faults of dispatch: each die's receivers read its last received copy from the store of the
+# copy before it (the last copy is never taken); receivers read each copy without polling its
+# signal (or, under ubep, the offsets); every die's end is taken a quarter of the way; each
+# token AIV sends its last copy as a flag; a configuration of seed 1 is abandoned before its
+# dispatch.
+FAULTS = {
+    "skip": lambda k: before(k.receive, "reorder", read_from_the_copy_before(
+        lambda args, dies: [args["ecnt"][(d + 1) * (len(args["ecnt"]) - 1) // dies] - 1
+                            for d in range(dies)])),
+    "early": lambda k: before(k.receive, "reorder", unpolled),
+    "short": lambda k: after(k.dispatch, "receive", quarter_ends),
+    "miskind": lambda k: after(k.dispatch, "token_programs", last_copy_a_flag),
+    "abandoned": lambda k: unless_seed_1(k.layer, "dispatch"),
+}
+abandoned = FAULTS["abandoned"]
+
+# The same faults on combine's return path (and a layer's): each source's last token's last
+# copy read from the store of the copy before it; tokens reduced unpolled; combine's ends taken
+# a quarter of the way; each AIV's last returned copy a flag; seed 1's combine or layer
+# abandoned.
+RETURN_FAULTS = {
+    "skip_return": lambda k: before(k.reduce, "reduce_tokens", read_from_the_copy_before(
+        lambda args, dies: [(d + 1) * (len(args["stores"].copy_ref) // dies) - 1
+                            for d in range(dies)])),
+    "early_return": lambda k: before(k.reduce, "reduce_tokens", unpolled),
+    "short_return": lambda k: after(k.combine, "reduce", quarter_ends),
+    "miskind_return": lambda k: after(k.combine, "token_programs", last_copy_a_flag),
+    "abandoned_return": lambda k: [unless_seed_1(k.layer, "combine"),
+                                   unless_seed_1(k.layer, "layer")],
+}
+
+
+def config(protocol, seed=1, op="dispatch"):
     return make_config({"ranks": DIES, "batch": BATCH, "topk": TOPK, "aivs": AIVS,
-                        "cumsum_aivs": 1, "protocol": protocol, "seed": seed}, 48)
+                        "cumsum_aivs": 1, "protocol": protocol, "seed": seed, "op": op}, 48)
 
 
-def run(kernel, protocol):
-    """A configuration's output row through `kernel` (a dispatch module), and its host check."""
+def run(kernel, protocol, op="dispatch"):
+    """A configuration's output row through `kernel` (a layer module), and its host check."""
     profile = load_profile()
-    cols = {k: np.asarray([v]) for k, v in config(protocol).as_dict().items()}
+    cols = config(protocol, op=op).columns()
     params, costs, chances, cdf, trace = kernel_io.prepare(cols, profile)
     out = np.zeros((1, N_OUT))
     with np.errstate(over="ignore"):   # uncompiled, the generator's uint64 products wrap
@@ -147,17 +173,17 @@ def run(kernel, protocol):
 
 @pytest.mark.parametrize("protocol", ["bsp", "ubep"])
 def test_the_uncompiled_kernel_is_the_kernel(python_kernels, protocol):
-    good, check = run(python_kernels.dispatch, protocol)
+    good, check = run(python_kernels.layer, protocol)
     check()
-    assert np.array_equal(good, run(dispatch, protocol)[0])
+    assert np.array_equal(good, run(layer, protocol)[0])
 
 
 @pytest.mark.parametrize("protocol", ["bsp", "ubep"])
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_each_fault_trips_its_check(python_kernels, monkeypatch, fault, protocol):
-    good, _ = run(dispatch, protocol)
+    good, _ = run(layer, protocol)
     monkeypatch.setattr(*FAULTS[fault](python_kernels))
-    bad, results = run(python_kernels.dispatch, protocol)
+    bad, results = run(python_kernels.layer, protocol)
     total = good[O_COPIES_TOTAL]
     assert good[O_SENT] == good[O_DELIVERED] == total == DIES * BATCH * TOPK
     assert good[O_VIOLATIONS] == 0 and good[O_LATENCY] >= good[O_BOUND]
@@ -183,11 +209,43 @@ def test_each_fault_trips_its_check(python_kernels, monkeypatch, fault, protocol
         results()
 
 
+@pytest.mark.parametrize("op", ["combine", "layer"])
+@pytest.mark.parametrize("protocol", ["bsp", "ubep"])
+@pytest.mark.parametrize("fault", list(RETURN_FAULTS))
+def test_each_return_fault_trips_its_check(python_kernels, monkeypatch, fault, protocol, op):
+    good, _ = run(layer, protocol, op)
+    patched = RETURN_FAULTS[fault](python_kernels)
+    for patch in patched if isinstance(patched, list) else [patched]:
+        monkeypatch.setattr(*patch)
+    bad, results = run(python_kernels.layer, protocol, op)
+    copies = DIES * BATCH * TOPK
+    moved = copies * (2 if op == "layer" else 1)
+    assert good[O_COPIES_TOTAL] == copies and good[O_SENT] == good[O_DELIVERED] == moved
+    assert good[O_VIOLATIONS] == 0 and good[O_LATENCY] >= good[O_BOUND]
+    if fault == "skip_return":        # one copy per die
+        assert bad[O_SENT] == moved
+        assert bad[O_DELIVERED] == moved - DIES
+    elif fault == "early_return":
+        if protocol == "bsp":         # bsp reduces after its SyncAll, polling no copy
+            assert np.array_equal(bad, good)
+            return
+        assert bad[O_VIOLATIONS] > 0
+    elif fault == "short_return":
+        assert bad[O_LATENCY] < bad[O_BOUND]
+    elif fault == "abandoned_return":
+        assert not bad.any()
+    else:                             # one copy per die and AIV: every AIV returns copies
+        assert bad[O_SENT] == bad[O_DELIVERED] == moved - DIES * AIVS
+    with pytest.raises(kernel_io.KernelFailure, match="did not finish row 0"
+                       if fault == "abandoned_return" else "invariant violated"):
+        results()
+
+
 def test_a_sweeps_failed_row_names_its_configuration(python_kernels, monkeypatch):
     """Through simulate_table, a sweep's path, the configuration of a row the kernel did not
     finish is named by its parameters: its index in the batch tells a user nothing."""
     monkeypatch.setattr(*abandoned(python_kernels))
-    monkeypatch.setattr(model, "dispatch", python_kernels.dispatch)
+    monkeypatch.setattr(model, "layer", python_kernels.layer)
     seeds = (0, 1, 0)
     points = pl.DataFrame([config("ubep", s).as_dict() for s in seeds],
                           schema={n: polars_dtype(n) for n in NAMES})

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ubepsim import model, reference
+from ubepsim import reference
 from ubepsim.reference.routing import route_die
 from ubepsim.reference.schedule import hop_of
-from ubepsim.params import make_config
-from ubepsim.profile import load_profile
+from ubepsim.sweep import model
+from ubepsim.sweep.params import make_config
+from ubepsim.sweep.profile import load_profile
 
 PROFILE = load_profile()
 
@@ -112,7 +113,7 @@ def test_flat_fabric_has_no_two_hop_copies():
 def test_hot_routing_gives_hot_experts_their_share():
     cfg = make_config({"ranks": 8, "experts": 64, "batch": 2000, "topk": 1, "routing": "hot",
                        "hot_experts": 4, "hot_share": 0.6}, 48)
-    from ubepsim.workload import expert_cdf, popularity_order
+    from ubepsim.sweep.workload import expert_cdf, popularity_order
     hot = set(popularity_order(cfg.seed, cfg.workload_key, 64)[:4].tolist())
     cdf = list(expert_cdf(2, 64, 1.0, 4, 0.6, cfg.seed, cfg.workload_key))
     experts = [e for t in route_die(cfg, 0, cdf) for e in t]
@@ -123,7 +124,7 @@ def test_hot_routing_gives_hot_experts_their_share():
 def test_zipf_routing_is_skewed_and_tokens_have_distinct_experts():
     cfg = make_config({"ranks": 4, "experts": 32, "batch": 500, "topk": 6, "routing": "zipf",
                        "zipf_s": 1.5}, 48)
-    from ubepsim.workload import expert_cdf
+    from ubepsim.sweep.workload import expert_cdf
     cdf = list(expert_cdf(1, 32, 1.5, 8, 0.5, cfg.seed, cfg.workload_key))
     tokens = route_die(cfg, 0, cdf)
     assert all(len(set(t)) == 6 for t in tokens)
@@ -243,7 +244,7 @@ def test_per_source_costs_make_a_small_calcumsum_group_dearer(key):
 # --- the CalCumSum group's carry (docs/model.md) --------------------------
 
 def _off() -> dict:
-    from ubepsim.profile import MECHANISMS, FIELDS
+    from ubepsim.sweep.profile import FIELDS, MECHANISMS
     return {k: FIELDS[k].vanish for k in MECHANISMS}
 
 

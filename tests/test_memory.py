@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pytest
 
 import ubepsim
 from conftest import run_cli, write_grid
-from ubepsim import memory
 from ubepsim.errors import InputError
-from ubepsim.grid import load_grid
-from ubepsim.params import make_config
-from ubepsim.profile import load_profile
+from ubepsim.sweep import memory
+from ubepsim.sweep.grid import load_grid
+from ubepsim.sweep.params import make_config
+from ubepsim.sweep.profile import load_profile
 
 MIB = 1 << 20
 
@@ -25,8 +24,7 @@ MIB = 1 << 20
 def need(**params) -> int:
     """The model's estimate for one configuration (others at their defaults)."""
     config = make_config(params, load_profile().aivs)
-    return int(memory.working_memory({n: np.asarray([v]) for n, v in
-                                      config.as_dict().items()})[0])
+    return int(memory.working_memory(config.columns())[0])
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from conftest import run_cli
-from ubepsim.model import simulate_table
-from ubepsim.params import make_config
-from ubepsim.profile import load_profile
+from ubepsim.sweep.model import simulate_table
+from ubepsim.sweep.params import make_config
+from ubepsim.sweep.profile import load_profile
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -37,6 +37,13 @@ def data(tmp_path_factory):
             {**base, "ranks": 8, "batch": b, "protocol": p, "sync": y, "schedule": sc}
             for b in (4, 16) for p, y, sc in (("bsp", "sw", "expert_block"),
                                               ("ubep", "sp", "homogenized"))]),
+        # every op under each protocol; the combines record dtype at its default (they do
+        # not read it), the dispatches and layers are fp8
+        "ops": sweep_rows(d, "ops", [
+            {**base, "ranks": 8, "batch": 8, "op": op, "protocol": p, "sync": y,
+             "schedule": sc, "dtype": "fp8", "expert_fixed_us": 3.0}
+            for op in ("dispatch", "combine", "layer")
+            for p, y, sc in (("bsp", "sw", "expert_block"), ("ubep", "sp", "homogenized"))]),
         "sync": sweep_rows(d, "payload", [
             {**base, "ranks": r, "hidden": h, "sync": y}
             for r in (4, 8) for h in (8, 64, 512) for y in ("sw", "tff", "dc", "sp")]),
@@ -100,6 +107,31 @@ def test_options_of_each_input(tmp_path, data):
                            "--label", "UBEP w/o mapping", "--label", "UBEP", "--die", 3,
                            "--out", tmp_path / "a.png")
     assert code == 0, err
+
+
+def test_a_breakdown_stacks_each_ops_phases_to_its_latency(data):
+    """Over every op: a combine's bars hold no CalCumSum or reordering, a layer's its experts'
+    time, and every bar is as tall as its row's latency. What a row does not read (dtype in a
+    combine, sync under a bsp combine) is no variant or group of its own."""
+    from ubepsim.paper.plot import breakdown, breakdown_parts, read_results
+
+    frame = read_results([data["ops"]], "breakdown", None)
+    bsp_combine = frame.filter((pl.col("op") == "combine") & (pl.col("protocol") == "bsp"))
+    assert bsp_combine["sync"].to_list() == [None] and bsp_combine["dtype"].to_list() == [None]
+    only = {op: [c for c, _, _ in breakdown_parts(frame.filter(pl.col("op") == op))]
+            for op in ("dispatch", "combine", "layer")}
+    assert only["combine"] == ["phase_init_us", "phase_send_us", "phase_sync_us",
+                               "phase_reduce_us"]
+    assert only["layer"] == [f"phase_{p}_us" for p in ("init", "send", "sync", "cumsum",
+                                                         "reorder", "reduce")] + ["expert_us"]
+    fig = breakdown(frame)
+    tops: dict[float, float] = {}
+    for bar in fig.axes[0].patches:
+        tops[round(bar.get_x(), 6)] = tops.get(round(bar.get_x(), 6), 0.0) + bar.get_height()
+    assert len(tops) == 6   # one bar per op and protocol: no group split by dtype
+    assert sorted(tops.values()) == pytest.approx(sorted(frame["latency_us"]))
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert "combine\nbsp\n-\n-" in labels
 
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")   # pytest would swallow it otherwise
@@ -180,10 +212,10 @@ def test_empty_dataset_is_not_the_current_directory(tmp_path, monkeypatch, data)
 
 @pytest.mark.parametrize("kind", ["aiv", "timeline"])
 def test_label_titles_timeline_figures(tmp_path, monkeypatch, data, kind):
-    import ubepsim.plot
+    import ubepsim.paper.plot
 
     titles = []
-    monkeypatch.setattr(ubepsim.plot, "save",
+    monkeypatch.setattr(ubepsim.paper.plot, "save",
                         lambda fig, path: titles.extend(ax.get_title() for ax in fig.axes))
     code, _, err = run_cli("plot", data["timeline"][0], "--kind", kind, "--label", "Foo",
                            "--out", tmp_path / "t.png")
@@ -191,27 +223,31 @@ def test_label_titles_timeline_figures(tmp_path, monkeypatch, data, kind):
     assert any(t.startswith("Foo") for t in titles), titles
 
 
-def test_every_timeline_phase_has_one_colour():
-    """The Gantt chart colours the phases the model writes, and only those (a renamed phase
-    would otherwise be drawn black)."""
-    from ubepsim.model import TIMELINE_PHASES
-    from ubepsim.plot import PHASE_COLOURS
+def test_every_phase_has_its_own_colour():
+    """The Gantt chart colours the timeline phases the model writes, and the breakdown the
+    result phases, each its own colour (a phase added or renamed would otherwise be drawn
+    black, or take another's)."""
+    from ubepsim.kernels.layout import COMBINE_TIMELINE, DISPATCH_TIMELINE, LAYER_GAP, PHASES
+    from ubepsim.paper.plot import PHASE_COLOURS
 
-    assert set(PHASE_COLOURS) == {p for phases in TIMELINE_PHASES.values() for p in phases}
+    written = {p for table in (DISPATCH_TIMELINE, COMBINE_TIMELINE) for phases in table.values()
+               for p in phases} | {LAYER_GAP}
+    assert set(PHASE_COLOURS) == written | {p.name for p in PHASES}
+    assert len(set(PHASE_COLOURS.values())) == len(PHASE_COLOURS)
 
 
 def test_aiv_figure_says_which_send_time_it_draws(tmp_path, monkeypatch, data):
     """The bars are the timeline's send phase (to the last store's issue), which is not the
     result send_max_aiv_us (to the last copy's completion); the figure says so."""
-    import ubepsim.plot
+    import ubepsim.paper.plot
 
     figs = []
-    monkeypatch.setattr(ubepsim.plot, "save", lambda fig, path: figs.append(fig))
+    monkeypatch.setattr(ubepsim.paper.plot, "save", lambda fig, path: figs.append(fig))
     code, _, err = run_cli("plot", *data["aiv"], "--kind", "aiv", "--out", tmp_path / "a.png")
     assert code == 0, err
     axes = figs[0].axes
     tl = pl.read_parquet(data["aiv"][0])
-    die = ubepsim.plot.critical_die(tl)
+    die = ubepsim.paper.plot.critical_die(tl)
     slowest = tl.filter((pl.col("die") == die) & (pl.col("phase") == "send")).select(
         (pl.col("end_us") - pl.col("start_us")).max()).item()
     assert f"slowest AIV's send phase {slowest:.1f} us (to its last store's issue)" \
@@ -223,8 +259,8 @@ def test_aiv_figure_says_which_send_time_it_draws(tmp_path, monkeypatch, data):
 def test_aiv_figure_draws_only_the_aivs_that_send():
     """bsp with fewer copies per die than AIVs: the idle AIVs' send phases are empty, and the
     figure's bars and mean cover the others only (as send_mean_aiv_us does)."""
-    from ubepsim.model import simulate
-    from ubepsim.plot import aiv_sends
+    from ubepsim.sweep.model import simulate
+    from ubepsim.paper.plot import aiv_sends
 
     tl = simulate(make_config({"ranks": 8, "batch": 2, "topk": 2, "aivs": 8, "protocol": "bsp"},
                               8), load_profile(), timeline=True)["timeline"]

@@ -16,7 +16,7 @@ QUERY_GRID = """\
 [sweep]
 name = "queries"
 out = "results/quickstart"
-filter = "protocol == 'ubep' or cumsum_aivs == 4"
+filter = "protocol = 'ubep' OR cumsum_aivs = 4"
 
 [grid]
 ranks = [4, 8, 16]
@@ -208,19 +208,29 @@ def test_a_query_over_an_interrupted_sweep_warns_and_still_answers(dataset, tmp_
     assert run_cli("query", dataset, "SELECT count(*) AS n FROM results")[2] == ""
 
 
+@pytest.fixture(scope="module")
+def combine_dataset(dataset) -> Path:
+    """The ready combine grid's results at results/combine, beside the quick start's (each
+    documented query names the dataset it reads)."""
+    out = dataset.parent / "combine"
+    assert run_cli("sweep", ROOT / "sweeps" / "combine.toml", "--out", out, "-q")[0] == 0
+    return out
+
+
 def documented_queries() -> list[tuple[str, str]]:
     """(SQL, Polars Python) pairs from the sweep documentation, in order of appearance."""
     text = (ROOT / "docs" / "sweeps.md").read_text()
     sql = [b for b in re.findall(r"```sql\n(.*?)```", text, re.S) if "FROM results" in b]
     python = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "answer = " in b]
-    assert len(sql) == len(python) == 3
+    assert len(sql) == len(python) == 4
     return list(zip(sql, python))
 
 
-@pytest.mark.parametrize("index", range(3))
-def test_documented_queries_run_and_agree(dataset, monkeypatch, index):
+@pytest.mark.parametrize("index", range(4))
+def test_documented_queries_run_and_agree(dataset, combine_dataset, monkeypatch, index):
     sql, python = documented_queries()[index]
-    code, stdout, stderr = run_cli("query", dataset, sql, "--out", dataset.parent / "a.parquet")
+    over = combine_dataset if "results/combine" in python else dataset
+    code, stdout, stderr = run_cli("query", over, sql, "--out", dataset.parent / "a.parquet")
     assert code == 0, stderr
     by_sql = pl.read_parquet(dataset.parent / "a.parquet")
     monkeypatch.chdir(dataset.parent.parent)

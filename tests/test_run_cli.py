@@ -10,9 +10,10 @@ import polars as pl
 import pytest
 
 from conftest import run_cli
-from ubepsim.params import NAMES
-from ubepsim.profile import load_profile
-from ubepsim.result_fields import RESULT_NAMES
+from ubepsim.kernels.layout import PHASES
+from ubepsim.sweep.params import NAMES, Op
+from ubepsim.sweep.profile import load_profile
+from ubepsim.sweep.result_fields import RESULT_NAMES
 
 SMALL = ("--ranks", 8, "--batch", 4, "--topk", 2, "--aivs", 8, "--cumsum-aivs", 2)
 
@@ -87,7 +88,7 @@ def test_a_timeline_file_says_what_it_is_the_timeline_of(tmp_path):
     import pyarrow.parquet as pq
 
     from ubepsim import __version__
-    from ubepsim.profile import load_profile
+    from ubepsim.sweep.profile import load_profile
     path, custom = tmp_path / "tl.parquet", tmp_path / "p.toml"
     custom.write_text("[hardware]\ninit_cycles = 300\n")
     code, out, err = run_cli("run", *SMALL, "--json", "--profile", custom, "--timeline", path)
@@ -122,7 +123,69 @@ def test_timeline_phases_have_one_name_per_concept(tmp_path):
     assert phases["token"]["phase"].to_list() == ["init", "send", "offset_poll", "reorder"]
 
 
+def test_combine_and_layer_timelines_have_the_documented_phases(tmp_path):
+    """Combine's phases per protocol (CANN's V1 on every AIV; ubep's send, then reduce), and a
+    layer's AIV: its dispatch role's, `expert`, then combine's; each AIV's phases abut and the
+    last ends at the latency."""
+    def phases(*args):
+        path = tmp_path / "tl.parquet"
+        code, out, err = run_cli("run", *SMALL, "--json", "--timeline", path, *args)
+        assert code == 0, err
+        tl = pl.read_parquet(path)
+        for (_, _), rows in tl.group_by(["die", "aiv"], maintain_order=True):
+            assert (rows["start_us"][1:] == rows["end_us"][:-1]).all()
+        assert tl["end_us"].max() == pytest.approx(json.loads(out)["latency_us"])
+        return {role: rows.filter((pl.col("die") == 0) & (pl.col("aiv") == rows["aiv"][0]))
+                ["phase"].to_list() for (role,), rows in tl.group_by(["role"])}
+
+    v1 = ["init", "send", "status_send", "status_poll", "syncall", "reduce"]
+    assert phases("--op", "combine", "--protocol", "bsp") == {"bsp": v1}
+    assert phases("--op", "combine") == {"token": ["init", "send", "reduce"]}
+    assert phases("--op", "layer", "--protocol", "bsp")["bsp"] == [
+        "init", "send", "syncall", "count_send", "count_poll", "syncall", "cumsum", "syncall",
+        "reorder", "expert", *v1]
+    assert phases("--op", "layer") == {
+        "cumsum": ["init", "count_send", "count_poll", "expert", "init", "send", "reduce"],
+        "token": ["init", "send", "offset_poll", "reorder", "expert", "init", "send", "reduce"]}
+
+
+def _breakdown(out: str) -> dict[str, float]:
+    """The parts of `ubepsim run`'s critical path, by column, and its latency."""
+    block = out.split("part by part")[1].split("\n\n")[0]
+    parts = {line.split()[0]: float(line.split()[1]) for line in block.splitlines()[1:]}
+    parts["latency_us"] = float(block.split("= latency_us")[1].split()[0])
+    return parts
+
+
+@pytest.mark.parametrize("op", ["dispatch", "combine", "layer"])
+@pytest.mark.parametrize("protocol", ["bsp", "ubep"])
+def test_run_prints_a_breakdown_that_sums_to_the_latency(op, protocol):
+    """As a new user types it: the parts are the op's phases (a layer's with its experts'
+    time), each printed to the nanosecond, and they sum to the latency; a result the op does not
+    give is named as 0, not printed as a value."""
+    code, out, err = run_cli("run", "--op", op, "--ranks", "16", "--batch", "16", "--topk", "8",
+                             "--protocol", protocol, "--expert-fixed-us", "3")
+    assert code == 0, err
+    parts = _breakdown(out)
+    latency, total = parts.pop("latency_us"), parts.pop("sum")
+    expected = [f"phase_{p.name}_us" for p in PHASES if Op[op] in p.ops]
+    assert list(parts) == expected + (["expert_us"] if op == "layer" else [])
+    assert total == pytest.approx(latency, abs=5e-4)
+    assert sum(parts.values()) == pytest.approx(latency, abs=5e-4 * len(parts))
+    if op == "combine":
+        assert "0 in a combine" in out and "dispatch_us" in out.split("0 in a combine")[1]
+    assert ("expert_fixed_us" in out.split("not read here")[1].splitlines()[0]) == \
+        (op != "layer")
+
+
 @pytest.mark.parametrize("args, key", [
+    (("--op", "return"), "op (--op): 'return' is not allowed; choose one of dispatch, combine, "
+                         "layer"),
+    (("--op", "combine", "--combine-dtype", "fp8"), "combine_dtype (--combine-dtype): 'fp8'"),
+    (("--op", "layer", "--expert-fixed-us", "-1"), "expert_fixed_us (--expert-fixed-us): -1.0 "
+                                                   "is below the minimum 0"),
+    (("--op", "layer", "--expert-ns-per-copy", "2e6"), "expert_ns_per_copy"),
+    (("--op", "layer", "--expert-ns-per-copy", "nan"), "expert_ns_per_copy"),
     (("--protocol", "mpi"), "protocol"),
     (("--sync", "fast"), "sync"),
     (("--cumsum-aivs", "8"), "cumsum_aivs"),
@@ -164,6 +227,32 @@ def test_bsp_takes_any_cumsum_aivs_as_it_never_reads_it():
         assert code == 0, err
         return json.loads(out)["latency_us"]
     assert run() == run("--cumsum-aivs", "1") == run("--cumsum-aivs", "40")
+
+
+@pytest.mark.parametrize("args, note", [
+    (("--op", "combine", "--protocol", "bsp", "--sync", "sw"),
+     "note: --sync is not read under --op combine --protocol bsp (only where op = "
+     "dispatch/layer, or protocol = ubep); recorded at its default, sp"),
+    (("--op", "combine", "--dtype", "fp8"), "note: --dtype is not read under --op combine"),
+    (("--expert-fixed-us", "5"), "note: --expert-fixed-us is not read under --op dispatch "
+                                 "(only where op = layer); recorded at its default, 0.0"),
+    (("--op", "dispatch", "--combine-dtype", "int8"), "note: --combine-dtype is not read"),
+])
+def test_a_parameter_the_op_does_not_read_is_noted_on_stderr(args, note):
+    code, out, err = run_cli("run", *SMALL, "--json", *args)
+    assert code == 0 and note in err and len(err.strip().splitlines()) == 1
+    assert json.loads(out)  # the row is printed whole
+
+
+@pytest.mark.parametrize("args", [
+    ("--op", "layer", "--sync", "sw", "--schedule", "balanced", "--dtype", "fp8",
+     "--combine-dtype", "int8", "--expert-fixed-us", "5", "--cumsum-aivs", "3"),
+    ("--op", "combine", "--sync", "tff", "--combine-dtype", "int8"),
+    ("--op", "combine", "--protocol", "bsp", "--sync", "sp"),   # its default: nothing lost
+])
+def test_a_parameter_the_op_reads_is_not_noted(args):
+    code, out, err = run_cli("run", *SMALL, "--json", *args)
+    assert code == 0 and err == "", err
 
 
 def test_unknown_flag_is_a_usage_error():
@@ -301,7 +390,7 @@ def test_a_trace_rewritten_under_its_old_stamp_is_read_again(tmp_path):
     time set back (cp -p, rsync -t) still moves the change time."""
     import os
 
-    from ubepsim.params import trace_digest
+    from ubepsim.sweep.params import trace_digest
 
     path = tmp_path / "t.bin"
     path.write_bytes(b"a" * 64)
@@ -344,8 +433,8 @@ def test_the_documented_defaults_are_what_run_simulates():
     import re
     from pathlib import Path
 
-    from ubepsim.params import NAMES
-    from ubepsim.profile import load_profile
+    from ubepsim.sweep.params import NAMES
+    from ubepsim.sweep.profile import load_profile
     doc = (Path(__file__).resolve().parent.parent / "docs" / "reference.md").read_text()
     section = doc.split("## Parameters")[1].split("\n## ")[0]
     table = dict(re.findall(r"^\| `(\w+)` \| `--[\w-]+` \| \w+ \| ([^|]*) \|", section, re.M))

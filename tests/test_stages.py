@@ -8,25 +8,22 @@ both the same input in their own form and compares what they mean.
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ubepsim.costs import COST_INDEX
 from ubepsim.kernels import ingress as k_ingress
-from ubepsim.kernels import layout, results as k_results
+from ubepsim.kernels import layout, programs as k_programs, results as k_results
 from ubepsim.kernels import routing as k_routing, schedule as k_schedule, sync as k_sync
-from ubepsim.params import Sync, make_config
-from ubepsim.reference import results as t_results
-from ubepsim.reference import routing as t_routing, sync as t_sync
+from ubepsim.reference import programs as t_programs, results as t_results
+from ubepsim.reference import routing as t_routing, schedule as t_schedule, sync as t_sync
 from ubepsim.reference.rng import stream
-from ubepsim.reference.state import Aiv
-
-# the twin's package names its driver's stages, so its schedule module is taken by its path
-t_schedule = importlib.import_module("ubepsim.reference.schedule")
+from ubepsim.reference.state import FLAG, Aiv, Die, Run
+from ubepsim.sweep import kernel_io
+from ubepsim.sweep.costs import COST_INDEX
+from ubepsim.sweep.params import Sync, make_config
+from ubepsim.sweep.profile import load_profile
 SETTINGS = settings(max_examples=60, deadline=None)
 
 
@@ -220,3 +217,118 @@ def test_latency_bound(lat, copies, fixed, egress, ingress):
     twin = t_results.latency_bound({**dict.fromkeys(COST_INDEX, 0), **values}, copies, egress,
                                    ingress)
     assert k_results.latency_bound(c, np.asarray(copies, np.int64), egress, ingress) == twin
+
+
+# --- combine -----------------------------------------------------------------------------------
+
+def kernel_inputs(cfg, profile):
+    """The kernel's parameter and cost rows of cfg, and its routing."""
+    cols = cfg.columns()
+    params, costs, _, cdf, trace = kernel_io.prepare(cols, profile)
+    p = params[0]
+    cdf = cdf[p[layout.P_CDF_START]:p[layout.P_CDF_START] + p[layout.P_CDF_LEN]]
+    return p, costs[0], k_routing.route(p, cdf, trace[:0])
+
+
+@SETTINGS
+@given(ranks=st.sampled_from([1, 2, 3, 5, 8, 16]), per_die=st.integers(1, 3),
+       batch=st.integers(1, 9), topk=st.integers(1, 4), aivs=st.integers(2, 11),
+       protocol=st.sampled_from(["bsp", "ubep"]),
+       schedule=st.sampled_from(["expert_block", "balanced", "homogenized"]),
+       routing=st.sampled_from(["uniform", "hot"]), seed=st.integers(0, 50))
+def test_return_schedule(ranks, per_die, batch, topk, aivs, protocol, schedule, routing, seed):
+    """Each die's returned copies, AIV by AIV: the destination and the dispatch copy of each,
+    the search before each list, and the counts the bound takes (bsp: V1's split whatever the
+    schedule)."""
+    topk = min(topk, ranks * per_die)
+    cfg = make_config({"ranks": ranks, "experts": ranks * per_die, "batch": batch,
+                       "topk": topk, "aivs": aivs, "op": "combine", "protocol": protocol,
+                       "schedule": schedule, "routing": routing, "hot_experts": 1,
+                       "hot_share": 0.9, "seed": seed}, 48)
+    profile = load_profile()
+    p, c, experts_of = kernel_inputs(cfg, profile)
+    kernel = k_schedule.return_schedule(p, c, experts_of)
+    run = Run.of(cfg, profile)
+    twin = t_schedule.return_schedule(run, t_routing.route(cfg))
+    M, EL = batch * topk, per_die
+    for d, die in enumerate(twin.dies):
+        base = kernel.ecnt[d * EL]
+        assert kernel.ecnt[(d + 1) * EL] - base == len(die.copies)
+        for j in range(aivs):
+            lo = kernel.aoff[d * (aivs + 1) + j]
+            hi = kernel.aoff[d * (aivs + 1) + j + 1]
+            got = [(kernel.xdest[base + x], kernel.xslot[base + x]) for x in range(lo, hi)]
+            assert got == [(die.copies[i][0], die.copies[i][0] * M + die.copies[i][1])
+                           for i in die.lists[j]]
+            steps = die.steps[j]
+            assert kernel.searches[d * aivs + j] == (0 if steps is None else steps + 1)
+    assert kernel.copies_hop.tolist() == twin.copies_hop
+    assert (kernel.max_in, kernel.max_out, kernel.qsteps_max) == \
+        (twin.max_in, twin.max_out, twin.qsteps_max)
+
+
+@SETTINGS
+@given(ranks=st.integers(1, 40), aivs=st.integers(2, 48), s=st.integers(0, 39))
+def test_status_programs(ranks, aivs, s):
+    """V1's statuses: AIV by AIV, the destinations it owns, each a flag to a new destination."""
+    s %= ranks
+    cfg = make_config({"ranks": ranks, "aivs": aivs, "op": "combine", "protocol": "bsp",
+                       "batch": 1, "topk": 1}, 48)
+    run = Run.of(cfg, load_profile())
+    die = Die(run, s, [])
+    plan = t_schedule.DieSchedule([], [], [0] * ranks, [], [], [], [])
+    twin = t_programs.status_programs(run, s, plan, die)
+    prog = np.empty(ranks, np.int64)
+    st_ = np.zeros((aivs, layout.S_WIDTH), np.int64)
+    bfill = np.zeros(ranks, np.int64)
+    signal = np.full(ranks * ranks, -1, np.int32)
+    assert k_programs.status_programs(s, prog, 0, st_, bfill, signal) == ranks
+    for a in range(aivs):
+        words = prog[st_[a, layout.S_PC]:st_[a, layout.S_END]]
+        assert [(w >> 2) & layout.DEST_MASK for w in words] == \
+            [e.store.dst for e in twin[a]]
+        assert all(w & 3 == layout.K_FLAG and (w >> layout.SWITCH_BIT) & 1 for w in words)
+        assert all(e.work == run.c["dest_switch"] and e.store.kind == FLAG for e in twin[a])
+    # one status to every die, the one that die polls for s
+    assert bfill.tolist() == [1] * ranks
+    assert [signal[d * ranks + s] for d in range(ranks)] == [0] * ranks
+
+
+@SETTINGS
+@given(clocks=st.lists(st.integers(0, 10**6), min_size=1, max_size=16),
+       acks=st.lists(st.integers(0, 2 * 10**6), min_size=16, max_size=16))
+def test_fence_all(clocks, acks):
+    """Each AIV waits for its own stores, not for the die's."""
+    A = len(clocks)
+    aivs_t = [Aiv() for _ in clocks]
+    for a, t, ack in zip(aivs_t, clocks, acks):
+        a.t = t
+        a.acks = [ack]
+    t_sync.fence_all(aivs_t)
+    st_ = np.zeros((A, layout.S_WIDTH), np.int64)
+    st_[:, layout.S_MAX_ACK] = acks[:A]
+    t_aiv = np.array([clocks], np.int64)
+    bucket = np.zeros((1, A, layout.N_BUCKETS), np.int64)
+    wait = np.zeros((1, A), np.int64)
+    k_sync.fence_all(0, st_, t_aiv, bucket, wait)
+    assert t_aiv[0].tolist() == [a.t for a in aivs_t] == \
+        [max(t, ack) for t, ack in zip(clocks, acks)]
+    assert wait[0].tolist() == [a.wait for a in aivs_t]
+    assert bucket[0, :, layout.B_SYNC].tolist() == [a.buckets["sync"] for a in aivs_t]
+
+
+@SETTINGS
+@given(lat=st.lists(st.integers(0, 10**5), min_size=layout.N_HOPS, max_size=layout.N_HOPS),
+       copies=st.lists(st.integers(0, 3), min_size=layout.N_HOPS, max_size=layout.N_HOPS),
+       fixed=st.lists(st.integers(0, 10**4), min_size=8, max_size=8),
+       egress=st.integers(0, 10**7), ingress=st.integers(0, 10**7), topk=st.integers(1, 8))
+def test_return_bound(lat, copies, fixed, egress, ingress, topk):
+    if not any(copies):
+        copies[0] = 1
+    names = ("init", "return_load", "quant", "return_issue", "return_egress", "return_ingress",
+             "reduce_copy", "reduce_token")
+    values = dict(zip(names, fixed), **{f"lat_{h}": v for h, v in zip(layout.HOP_CLASSES, lat)})
+    twin = t_results.return_bound({**dict.fromkeys(COST_INDEX, 0), **values}, copies, egress,
+                                  ingress, topk)
+    assert k_results.return_bound(cost_row(**values), np.asarray(copies, np.int64), egress,
+                                  ingress, topk) == twin

@@ -23,14 +23,14 @@ from hypothesis import given, settings, strategies as st
 
 from conftest import TINY_FILTERED, TINY_GRID, TINY_SIZE, read_rows, run_cli, write_grid
 from ubepsim import __version__
-from ubepsim.grid import load_grid
-from ubepsim.model import simulate_table
-from ubepsim.params import NAMES
-from ubepsim.result_fields import RESULT_NAMES
-from ubepsim.sweep import missing, provenance, run_sweep
+from ubepsim.sweep.engine import missing, provenance, run_sweep
+from ubepsim.sweep.grid import load_grid
+from ubepsim.sweep.model import simulate_table
+from ubepsim.sweep.params import NAMES
+from ubepsim.sweep.result_fields import RESULT_NAMES
 
 TINY_KEPT = (f"the filter keeps {TINY_FILTERED}; {TINY_SIZE} distinct configurations (the others "
-             f"differ only in parameters their protocol or routing does not read)")
+             f"differ only in cumsum_aivs, which their protocol, routing or op does not read)")
 
 
 def parts(out: Path) -> list[Path]:
@@ -52,7 +52,7 @@ def test_sweep_writes_one_row_per_configuration_with_every_parameter_and_result(
     assert rows["config_id"].dtype == pl.Int64 and rows["protocol"].dtype == pl.String
     # The rows are the model's answer for the grid's points, whatever the batching.
     grid = load_grid(tiny_grid)
-    direct = simulate_table(grid.batch(0, grid.size), grid.profile)
+    direct = simulate_table(grid.frame(0, grid.size), grid.profile)
     assert rows.sort("config_id").equals(direct.sort("config_id"))
     # in the points' order, part by part and row by row (each batch runs shuffled)
     assert pl.concat([pl.read_parquet(p) for p in parts(out)]).equals(direct)
@@ -384,7 +384,7 @@ def test_a_lost_cluster_keeps_the_parts_and_says_how_to_finish(tiny_grid, tmp_pa
     part kept, and --resume (here without a cluster) gives the rows of an uninterrupted run."""
     from distributed import LocalCluster
 
-    from ubepsim import sweep as engine
+    from ubepsim.sweep import engine
 
     out = tmp_path / "out"
     write = engine.write_part
@@ -412,7 +412,7 @@ def test_a_batch_that_kills_its_workers_is_named(tiny_grid, tmp_path, monkeypatc
     naming its points, exit code 1."""
     import dask
 
-    from ubepsim import sweep as engine
+    from ubepsim.sweep import engine
 
     # a lambda goes to the workers by value (cloudpickle): each worker that runs it dies
     monkeypatch.setattr(engine, "simulate_batch", lambda *args: os._exit(1))
@@ -432,7 +432,7 @@ def test_a_batch_that_kills_its_workers_is_named(tiny_grid, tmp_path, monkeypatc
 def test_a_full_disk_keeps_the_parts_and_frees_what_it_took(tiny_grid, tmp_path, monkeypatch):
     """The second part finds no room: one line and exit code 1, no temporary file left taking
     space, the first part kept, and --resume (with room again) finishes the dataset."""
-    from ubepsim import sweep as engine
+    from ubepsim.sweep import engine
 
     out = tmp_path / "out"
     write_table = engine.pq.write_table
@@ -462,7 +462,7 @@ def assert_resume_finishes(grid: Path, out: Path, whole: Path) -> None:
 
 
 def test_an_unreachable_scheduler_is_announced_then_refused(tiny_grid, tmp_path, monkeypatch):
-    from ubepsim import sweep as engine
+    from ubepsim.sweep import engine
 
     monkeypatch.setattr(engine, "CONNECT_TIMEOUT_S", 1)
     for args in ((), ("--dry-run",)):   # a dry run tries the cluster as a run would
@@ -478,7 +478,7 @@ def test_an_unreachable_scheduler_is_announced_then_refused(tiny_grid, tmp_path,
 
 
 def test_ctrl_c_says_what_was_kept_and_how_to_finish(tiny_grid, tmp_path, monkeypatch):
-    from ubepsim import sweep as engine
+    from ubepsim.sweep import engine
 
     def interrupted(*args, **kw):
         raise KeyboardInterrupt

@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import run_cli, write_grid
-from ubepsim import model
-from ubepsim.params import make_config
-from ubepsim.profile import load_profile
+from ubepsim.sweep import model
+from ubepsim.sweep.params import make_config
+from ubepsim.sweep.profile import load_profile
 
 SMALL = ("--ranks", "4,8", "--batch", "4,32", "--topk", "2", "--aivs", "8",
          "--max-cumsum-aivs", "4")
@@ -47,6 +47,21 @@ def test_each_row_reports_the_best_group_size_and_its_neighbours():
         below, above = row["latency_below_us"], row["latency_above_us"]
         assert below == (pytest.approx(lat[best - 2]) if best > 1 else None)
         assert above == (pytest.approx(lat[best]) if best < 4 else None)
+
+
+def test_a_layer_is_tuned_on_its_round_trip():
+    """--op layer: the best group size is the one of least layer latency (dispatch, the
+    experts' time, combine), which a late dispatch on one die delays."""
+    rows = tune_json("--op", "layer", "--expert-fixed-us", "2", "--ranks", "8", "--batch", "32",
+                     "--topk", "2", "--aivs", "8", "--max-cumsum-aivs", "4")
+    lat = [latency(ranks=8, batch=32, topk=2, aivs=8, cumsum_aivs=c, op="layer",
+                   expert_fixed_us=2.0) for c in range(1, 5)]
+    assert rows[0]["best_cumsum_aivs"] == lat.index(min(lat)) + 1
+    assert rows[0]["latency_us"] == pytest.approx(min(lat))
+    code, out, err = run_cli("tune", "--op", "layer", "--ranks", "8", "--batch", "32",
+                             "--topk", "2", "--aivs", "8", "--max-cumsum-aivs", "4")
+    assert code == 0, err
+    assert "latency_us: the layer's latency (its dispatch, experts and combine)" in out
 
 
 def test_analytic_prediction_follows_appendix_a_with_a_fitted_ratio():
@@ -139,6 +154,8 @@ def test_a_grid_file_gives_the_same_rows(tmp_path):
     (("--ranks", "8", "--batch", "4,4"), ["batch", "twice"]),
     (("--ranks", "8", "--seed", "1,1"), ["seed", "twice"]),
     (("--ranks", "8", "--protocol", "bsp"), ["protocol", "ubep"]),
+    (("--ranks", "8", "--op", "combine"), ["op (--op): tune sizes UBEP's CalCumSum group, "
+                                           "which combine does not have", "dispatch or layer"]),
     (("--ranks", "8", "--cumsum-aivs", "2"), ["cumsum_aivs", "--max-cumsum-aivs"]),
     (("--ranks", "8", "--out", "t.csv"), ["--out", ".toml"]),
     (("--ranks", "8", "--out", "missing/t.toml"), ["--out", "does not exist"]),
@@ -196,7 +213,7 @@ def test_the_default_group_size_is_the_best_of_the_default_workload():
     """docs/calibration.md: the default cumsum_aivs is what `tune --ranks 128 --batch 64 --seed
     0,...,19` finds for the default configuration, so that `ubepsim run` starts from a tuned
     UBEP."""
-    from ubepsim.params import PARAM_BY_NAME
+    from ubepsim.sweep.params import PARAM_BY_NAME
     doc = " ".join((Path(__file__).resolve().parent.parent / "docs" / "calibration.md")
                    .read_text().split())
     assert "`ubepsim tune --ranks 128 --batch 64 --seed $(seq -s, 0 19)`" in doc

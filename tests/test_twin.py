@@ -14,23 +14,25 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ubepsim import kernel_io, model, reference
-from ubepsim.costs import time_bound
+from ubepsim import reference
 from ubepsim.errors import InputError
-from ubepsim.kernels import dispatch, layout
-from ubepsim.params import canonical, make_config
-from ubepsim.profile import HOP_CLASSES, load_profile
+from ubepsim.kernels import layer, layout
 from ubepsim.reference.state import (BSP_COUNTS_SENT, BSP_CUMSUM, BSP_SENT, BSP_SYNCALL_1,
                                     BSP_SYNCALL_2, BSP_SYNCALL_3, BSP_VERIFIED, UBEP_COUNTS,
                                     UBEP_OFFSETS, UBEP_SENT)
+from ubepsim.sweep import kernel_io, model
+from ubepsim.sweep.costs import time_bound
+from ubepsim.sweep.params import config_columns, make_config
+from ubepsim.sweep.profile import HOP_CLASSES, load_profile
+from ubepsim.sweep.result_fields import PHASE_NAMES, RESULT_NAMES, phase_column
 
 PROFILES = {
     "cm384": load_profile(),
     # the per-destination and per-source costs and the group's carry on, whatever cm384's
     # values
     "flat": load_profile(overrides={"npu_dies": 1, "tier_sizes": [], "dest_switch_cycles": 150,
-                                    "count_chain_cycles": 90,
-                                    "status_poll_cycles": 200, "carry_cycles": 300}),
+                                    "count_chain_cycles": 90, "status_poll_cycles": 200,
+                                    "carry_cycles": 300}),
     "three_tier": load_profile(overrides={"tier_sizes": [4, 8], "blocks_in_flight": 3,
                                           "sentinel_collision_prob": 0.02,
                                           "dest_switch_cycles": 40, "count_chain_cycles": 7,
@@ -63,8 +65,16 @@ def write_trace(path, ranks, batch, topk, experts, seed):
     pl.DataFrame(rows).write_parquet(path)
 
 
-def random_configs(n, seed, trace_dir):
-    """n valid random configurations, with every mode represented."""
+def dispatch_modes(i):
+    """Configuration i's modes: cycled through so that every combination shows up."""
+    return dict(protocol=["bsp", "ubep"][i % 2], sync=["sw", "tff", "dc", "sp"][(i // 2) % 4],
+                schedule=["expert_block", "balanced", "homogenized"][(i // 8) % 3],
+                routing=["uniform", "zipf", "hot", "trace"][(i // 24) % 4])
+
+
+def random_configs(n, seed, trace_dir, modes=dispatch_modes, extra=None):
+    """n valid random configurations, with every mode represented: configuration i has
+    modes(i), and the parameters extra(rnd) draws if it is given (test_combine.py's)."""
     rnd = random.Random(seed)
     out = []
     while len(out) < n:
@@ -73,14 +83,9 @@ def random_configs(n, seed, trace_dir):
         experts = ranks * rnd.randint(1, 4)
         v = dict(ranks=ranks, experts=experts, batch=rnd.randint(1, 10),
                  aivs=rnd.randint(2, 9), hidden=rnd.choice([1, 7, 100, 240, 480, 1000]),
-                 dtype=rnd.choice(["bf16", "fp8", "int8"]),
-                 # cycle through the modes so that every combination shows up
-                 protocol=["bsp", "ubep"][i % 2], sync=["sw", "tff", "dc", "sp"][(i // 2) % 4],
-                 schedule=["expert_block", "balanced", "homogenized",
-                           "token_order"][(i // 8) % 4],
-                 routing=["uniform", "zipf", "hot", "trace"][(i // 32) % 4],
+                 dtype=rnd.choice(["bf16", "fp8", "int8"]), **modes(i),
                  zipf_s=rnd.choice([0.5, 1.2, 3.0]), hot_share=rnd.choice([0.2, 0.9]),
-                 seed=rnd.randint(0, 3))
+                 seed=rnd.randint(0, 3), **(extra(rnd) if extra else {}))
         v["topk"] = rnd.randint(1, min(6, experts))
         v["cumsum_aivs"] = rnd.randint(1, v["aivs"] - 1)
         v["hot_experts"] = rnd.randint(1, experts)
@@ -114,15 +119,21 @@ def twins(configs):
     return twin
 
 
+def differences(twin: dict, kernel: dict) -> dict:
+    """The results where kernel and twin differ, {column: (twin's, kernel's)}: every declared
+    result column (a column one of them lacks differs too)."""
+    extra = set(twin) - {"_detail"} - set(RESULT_NAMES)
+    return {k: (twin.get(k), kernel.get(k)) for k in (*RESULT_NAMES, *extra)
+            if k not in twin or k not in kernel or twin[k] != kernel[k]}
+
+
 @pytest.mark.parametrize("chunk", range(N_CONFIGS // CHUNK))
 def test_kernel_matches_twin_exactly(configs, twins, chunk):
     for i in range(chunk * CHUNK, (chunk + 1) * CHUNK):
         cfg, prof = configs[i]
         twin = twins(i)
         kernel = model.simulate(cfg, PROFILES[prof])
-        mismatched = {k: (twin[k], kernel[k]) for k in twin
-                      if k != "_detail" and twin[k] != kernel[k]}
-        assert not mismatched, (cfg, prof, mismatched)
+        assert not differences(twin, kernel), (cfg, prof, differences(twin, kernel))
 
 
 def test_the_batch_kernel_matches_the_twin_row_by_row(configs, twins):
@@ -136,10 +147,7 @@ def test_the_batch_kernel_matches_the_twin_row_by_row(configs, twins):
                                      PROFILES[prof])
         assert table.height == len(rows)
         for i, kernel in zip(rows, table.iter_rows(named=True)):
-            twin = twins(i)
-            mismatched = {k: (twin[k], kernel[k]) for k in twin
-                      if k != "_detail" and twin[k] != kernel[k]}
-            assert not mismatched, (configs[i], mismatched)
+            assert not differences(twins(i), kernel), (configs[i], differences(twins(i), kernel))
             assert kernel["config_id"] == configs[i][0].config_id
 
 
@@ -151,11 +159,11 @@ def test_sync_variants_on_one_schedule_equal_each_alone(configs):
         mine = [c for c, p in configs if p == prof][:12]
         variants = [{**c.as_dict(), "sync": sync} for c in mine
                     for sync in ("sw", "tff", "dc", "sp")]
-        cols = {name: np.asarray([v[name] for v in variants]) for name in variants[0]}
-        params, costs, chances, cdf, trace = kernel_io.prepare(cols, PROFILES[prof])
+        params, costs, chances, cdf, trace = kernel_io.prepare(config_columns(variants),
+                                                               PROFILES[prof])
         # the variants of a configuration lie side by side (kernel_order): one run each
         order = kernel_io.kernel_order(params)
-        runs = 1 + sum(not dispatch.same_schedule(params, costs, i, j)
+        runs = 1 + sum(not layer.same_schedule(params, costs, i, j)
                        for i, j in zip(order, order[1:]))
         assert runs == len(mine)
         table = model.simulate_table(pl.DataFrame(variants), PROFILES[prof])
@@ -167,7 +175,7 @@ def test_sync_variants_on_one_schedule_equal_each_alone(configs):
 
 def test_random_configurations_cover_every_mode(configs, twins):
     seen = {(c.protocol.name, c.sync.name, c.schedule.name) for c, _ in configs}
-    assert len(seen) == 2 * 4 * 4
+    assert len(seen) == 2 * 4 * 3
     assert {c.routing.name for c, _ in configs} == {"uniform", "zipf", "hot", "trace"}
     assert {p for _, p in configs} == set(PROFILES)
     # every fabric's hop classes occur, and only those its shape has: three_hop past the
@@ -198,7 +206,7 @@ def test_invariants_hold_in_the_twin(configs, twins, chunk):
                                                    "three_hop"))
         assert copies == out["copies_total"]
         # phase attribution covers the critical path exactly
-        phases = sum(out[f"phase_{p}_us"] for p in ("init", "send", "sync", "cumsum", "reorder"))
+        phases = sum(out[phase_column(p)] for p in PHASE_NAMES)
         assert phases == pytest.approx(out["latency_us"], rel=1e-12)
         # every AIV's phase boundaries are ordered in time
         for die in d["marks"]:
@@ -230,19 +238,18 @@ def test_ties_for_the_critical_path_go_to_the_lowest_index(protocol):
     tied = last["die"].n_unique() if protocol == "bsp" else last.height
     assert tied > 1                          # the configuration does tie
     twin = reference.simulate(cfg, PROFILES[profile])
-    for phase in ("init", "send", "sync", "cumsum", "reorder"):
-        assert kernel[f"phase_{phase}_us"] == twin[f"phase_{phase}_us"], phase
+    for phase in PHASE_NAMES:
+        assert kernel[phase_column(phase)] == twin[phase_column(phase)], phase
 
 
 def test_kernel_and_twin_check_the_same_bound(configs, twins):
     """The invariants' latency bound, which no result column shows, is the same in both."""
     for prof in PROFILES:
         rows = [i for i, (_, p) in enumerate(configs) if p == prof][::4]
-        dicts = [configs[i][0].as_dict() for i in rows]
-        cols = {k: np.asarray([d[k] for d in dicts]) for k in dicts[0]}
+        cols = config_columns([configs[i][0].as_dict() for i in rows])
         params, costs, chances, cdf, trace = kernel_io.prepare(cols, PROFILES[prof])
         out = np.zeros((len(rows), layout.N_OUT))
-        dispatch.simulate_batch(params, costs, chances, cdf, trace, out)
+        layer.simulate_batch(params, costs, chances, cdf, trace, out)
         assert out[:, layout.O_BOUND].tolist() == \
             [twins(i)["_detail"]["bound_cycles"] for i in rows]
 
@@ -251,9 +258,9 @@ def test_no_time_passes_the_time_bound(configs, twins):
     """costs.time_bound, which keeps every time below the kernel's MAX_TIME, is above every
     phase boundary of every AIV (the latest of them is the latency)."""
     for i, (cfg, prof) in enumerate(configs):
-        cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
+        cols = cfg.columns()
         costs = kernel_io.prepare(cols, PROFILES[prof])[1]
-        bound = time_bound(kernel_io._codes(canonical(cols)), costs)[0]
+        bound = time_bound(cols, costs)[0]
         d = twins(i)["_detail"]
         latest = max(max(max(aiv) for aiv in die) for die in d["marks"])
         assert latest == d["latency_cycles"] < bound, (cfg, prof)
@@ -263,10 +270,10 @@ def test_bad_invariant_is_reported(monkeypatch):
     """A kernel row that delivered fewer copies than it dispatched is an error, not a result."""
     cfg = make_config({"ranks": 4, "batch": 4, "topk": 2, "aivs": 4, "cumsum_aivs": 1}, 48)
     prof = PROFILES["cm384"]
-    cols = {k: np.asarray([v]) for k, v in cfg.as_dict().items()}
+    cols = cfg.columns()
     params, costs, chances, cdf, trace = kernel_io.prepare(cols, prof)
     out = np.zeros((1, layout.N_OUT))
-    dispatch.simulate_batch(params, costs, chances, cdf, trace, out)
+    layer.simulate_batch(params, costs, chances, cdf, trace, out)
     out[0, layout.O_DELIVERED] -= 1
     with pytest.raises(kernel_io.KernelFailure, match="invariant"):
         kernel_io.result_columns(out, cols, costs, prof)
@@ -291,8 +298,8 @@ def test_compiled_kernels_are_cached_outside_the_package():
     site-packages and then shadows an editable install of the package."""
     from pathlib import Path
 
-    cache = Path(dispatch.simulate_batch._cache._cache_path)
-    package = Path(dispatch.__file__).resolve().parent.parent
+    cache = Path(layer.simulate_batch._cache._cache_path)
+    package = Path(layer.__file__).resolve().parent.parent
     assert package not in cache.resolve().parents
 
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from ubepsim import calibrate as cal
-from ubepsim import validate as v
-from ubepsim.profile import load_profile
+from ubepsim.paper import calibrate as cal
+from ubepsim.paper import cm384, numbers
+from ubepsim.paper import validate as v
+from ubepsim.sweep.profile import load_profile
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "calibration.md"
 
@@ -31,10 +32,10 @@ def checks(strict):
 
 def test_every_calibration_point_is_reported(checks):
     points = {c["item"]: c for c in checks if c["kind"] == "point"}
-    expected = (3 + 2 * len(cal.TABLE4_CANN_EP) + len(cal.FIG3B_EFFICIENCY) + 1
-                + 2 * len(cal.FIG14_EXTRA_US))
+    expected = (3 + 2 * len(numbers.TABLE4_CANN_EP) + len(numbers.FIG3B_EFFICIENCY) + 1
+                + len(numbers.FIG14_PANELS) * (2 * len(numbers.FIG14_EXTRA_US) + 1))
     assert len(points) == expected
-    for r, (lat, bw) in cal.TABLE4_CANN_EP.items():
+    for r, (lat, bw) in numbers.TABLE4_CANN_EP.items():
         assert points[f"Table 4: CANN EP latency, {r} ranks (us)"]["paper"] == f"{lat:g}"
         assert f"Table 4: CANN EP bandwidth, {r} ranks (GB/s)" in points
     for c in points.values():
@@ -43,15 +44,23 @@ def test_every_calibration_point_is_reported(checks):
     # it or so (the shipped fit puts two_hop 4.3% above)
     assert all(abs(c["error"]) < 0.05 for k, c in points.items() if k.startswith("Table 2"))
     assert points["Figure 3(b): Token-Sending efficiency, 8 AIVs"]["error"] == 0.0
-    # Figure 14, row by row: the one-AIV group's cost (relative), and the paper's extra latency
-    # where the model puts its best group size (in us, 0 where they agree)
-    for batch, row in cal.FIG14_EXTRA_US.items():
-        one = points[f"Figure 14: 128 ranks, batch {batch}: extra latency of a one-AIV "
-                     f"CalCumSum group (us)"]
-        assert one["paper"] == f"{row[0]:g}" and one["unit"] == ""
-        best = points[f"Figure 14: 128 ranks, batch {batch}: the paper's extra latency at the "
-                      f"model's best group size (us)"]
-        assert best["unit"] == "us" and best["error"] in row
+    # Figure 14, panel by panel and row by row: the one-AIV group's cost (in us), and the
+    # paper's extra latency where the model puts its best group size (in us, 0 where they
+    # agree); then that regret over the panel beside the three rules fitted on the other one
+    for ranks, panel in numbers.FIG14_PANELS.items():
+        regrets = []
+        for batch, row in panel.items():
+            one = points[f"Figure 14: {ranks} ranks, batch {batch}: extra latency of a one-AIV "
+                         f"CalCumSum group (us)"]
+            assert one["paper"] == f"{row[0]:g}" and one["unit"] == "us"
+            best = points[f"Figure 14: {ranks} ranks, batch {batch}: the paper's extra latency "
+                          f"at the model's best group size (us)"]
+            assert best["unit"] == "us" and best["error"] in row
+            regrets.append(best["error"])
+        mean = points[f"Figure 14: {ranks} ranks: regret of the model's (tune's) group sizes, "
+                      f"mean over the batch rows (us)"]
+        assert mean["error"] == pytest.approx(sum(regrets) / len(regrets))
+        assert mean["model"].count("worst") == 4 and "Appendix A's law" in mean["model"]
 
 
 def test_every_claim_passes_or_fails_with_its_setup(checks):
@@ -71,16 +80,16 @@ def test_every_point_and_claim_names_its_setup(checks):
         [c["item"] for c in checks if not c["setup"].strip()]
     # a point's setup is the configuration it runs, not a generic label
     points = {c["item"]: c["setup"] for c in checks if c["kind"] == "point"}
-    for r in cal.TABLE4_CANN_EP:
-        run = cal.cann_ep(r)
+    for r in numbers.TABLE4_CANN_EP:
+        run = cm384.cann_ep(r)
         setup = points[f"Table 4: CANN EP latency, {r} ranks (us)"]
         for value in (f"{run['protocol']} / {run['sync']} / {run['schedule']}",
                       f"{r} ranks", f"{run['batch']} tokens", f"top-{run['topk']}",
                       f"{run['hidden']} {run['dtype']}", f"{run['aivs']} AIVs"):
             assert value in setup, (value, setup)
-    for a in cal.FIG3B_EFFICIENCY:
+    for a in numbers.FIG3B_EFFICIENCY:
         setup = points[f"Figure 3(b): Token-Sending efficiency, {a} AIVs"]
-        assert f"{cal.FIG3B_RANKS} ranks" in setup and f" {a} AIVs" in setup, setup
+        assert f"{numbers.FIG3B_RANKS} ranks" in setup and f" {a} AIVs" in setup, setup
 
 
 def test_text_table_and_strict_exit_code(strict):

@@ -1,22 +1,21 @@
 """ubepsim: a cycle-approximate simulator of MoE expert-parallel dispatch on superpods."""
 
-__version__ = "0.7.0"
-
-from .errors import InputError  # noqa: E402
-from .params import Config, make_config  # noqa: E402
-from .profile import Profile, load_profile  # noqa: E402
+from .errors import InputError
+from .sweep.params import Config, make_config
+from .sweep.profile import Profile, load_profile
+from .version import __version__
 
 __all__ = ["Config", "InputError", "Profile", "__version__", "load_profile", "make_config",
            "simulate", "simulate_many"]
 
 
 def simulate(config, profile=None, timeline=False):
-    """Simulate one configuration; see ubepsim.model.simulate."""
-    from .model import simulate as _simulate
+    """Simulate one configuration; see ubepsim.sweep.model.simulate."""
+    from .sweep.model import simulate as _simulate
     return _simulate(config, profile, timeline=timeline)
 
 
 def simulate_many(configs, profile=None, threads=None):
-    """Simulate many configurations in parallel; see ubepsim.model.simulate_many."""
-    from .model import simulate_many as _simulate_many
+    """Simulate many configurations in parallel; see ubepsim.sweep.model.simulate_many."""
+    from .sweep.model import simulate_many as _simulate_many
     return _simulate_many(configs, profile, threads)

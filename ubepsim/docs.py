@@ -2,9 +2,10 @@
 
     python -m ubepsim.docs > docs/reference.md
 
-Parameters come from ubepsim.params.PARAMS, result columns from ubepsim.result_fields.RESULTS (with
-config_id, whose help is its property's docstring), hardware keys from ubepsim.profile.FIELDS
-with the built-in profile's values. A test holds docs/reference.md equal to `reference()`.
+Parameters come from ubepsim.sweep.params.PARAMS, result columns from
+ubepsim.sweep.result_fields.RESULTS (with config_id, whose help is its property's docstring),
+timeline phases from kernels/layout.py (where results and phases are declared), hardware keys from ubepsim.sweep.profile.FIELDS with the built-in profile's values. A test holds
+docs/reference.md equal to `reference()`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ import re
 import textwrap
 from pathlib import Path
 
-from .params import PARAMS, Config
-from .profile import FIELDS, HOP_CLASSES, MAX_LATENCY_NS, MAX_TIER_DIES, MAX_TIERS, builtin_values
-from .result_fields import RESULTS
+from .kernels.layout import (COMBINE_TIMELINE, COUNT, DISPATCH_TIMELINE, LAYER_GAP,
+                             TIMELINE_PHASES)
+from .sweep.params import PARAMS, Config, Op, Protocol
+from .sweep.profile import (FIELDS, HOP_CLASSES, MAX_LATENCY_NS, MAX_TIER_DIES, MAX_TIERS,
+                            builtin_values)
+from .sweep.result_fields import RESULTS
 
 KINDS = {int: "integer", float: "number", str: "name", Path: "file", list: "list of integers",
          dict: "table"}
@@ -46,7 +50,7 @@ def _cell(text: str) -> str:
 def _parameters() -> list[str]:
     rows = ["| parameter | flag | type | default | allowed | meaning |", "|---|---|---|---|---|---|"]
     for p in PARAMS:
-        meaning = p.help
+        meaning = p.described
         if p.default is None:
             computed = COMPUTED_DEFAULT.search(meaning)
             default = computed.group(1) if computed else "computed"
@@ -65,11 +69,31 @@ def _parameters() -> list[str]:
 
 
 def _results() -> list[str]:
-    rows = ["| column | type | meaning |", "|---|---|---|",
-            f"| `config_id` | integer | {_cell(Config.config_id.__doc__)} |"]
+    rows = ["| column | type | unit | given by | meaning |", "|---|---|---|---|---|",
+            f"| `config_id` | integer | | every op | {_cell(Config.config_id.__doc__)} |"]
     for f in RESULTS:
         kind = {"f8": "number", "i8": "integer"}[f.dtype]
-        rows.append(f"| `{f.name}` | {kind} | {_cell(f.help)} |")
+        unit = "" if f.unit == COUNT else f.unit
+        rows.append(f"| `{f.name}` | {kind} | {unit} | {_ops(f.ops)} | {_cell(f.help)} |")
+    return rows
+
+
+def _ops(ops) -> str:
+    """The ops that give a result or run a phase, in words."""
+    return "every op" if set(ops) == set(Op) else ", ".join(Op(o).name for o in ops)
+
+
+def _timeline() -> list[str]:
+    """Each AIV's phases by op and role, then what each phase is."""
+    rows = ["| op | role | phases, in order |", "|---|---|---|"]
+    for role, phases in DISPATCH_TIMELINE.items():
+        rows.append(f"| dispatch | `{role}` | {', '.join(phases)} |")
+    combine_roles = {Protocol.bsp: "`bsp`", Protocol.ubep: "`token`, and in a layer `cumsum`"}
+    for protocol, phases in COMBINE_TIMELINE.items():
+        rows.append(f"| combine | {combine_roles[Protocol(protocol)]} | {', '.join(phases)} |")
+    rows.append(f"| layer | each | its dispatch role's, then {LAYER_GAP}, then combine's |")
+    rows += ["", "| phase | the AIV's work |", "|---|---|"]
+    rows += [f"| `{name}` | {_cell(text)} |" for name, text in TIMELINE_PHASES.items()]
     return rows
 
 
@@ -114,9 +138,20 @@ def reference() -> str:
         "A row of `ubepsim sweep`, `ubepsim run --json`, `ubepsim.simulate` or "
         "`ubepsim.simulate_many` holds every parameter above, then these columns. Times are in "
         "microseconds; what each phase column counts is specified in "
-        "[the model](model.md#results).",
+        "[the model](model.md#results). A column its row's op does not give (\"given by\") "
+        "is 0.",
         "",
         *_results(),
+        "",
+        "## Timeline phases",
+        "",
+        "A row of `ubepsim run --timeline FILE.parquet` is one phase of one AIV of one die "
+        "([the model](model.md#timelines)). An AIV's phases come in the order below and abut "
+        "(one's `end_us` is the next one's `start_us`); a phase may be empty. Under ubep, "
+        "AIVs below `cumsum_aivs` have dispatch's role `cumsum` (the CalCumSum group), the "
+        "others `token`; under bsp every AIV has role `bsp`.",
+        "",
+        *_timeline(),
         "",
         "## Hardware profile keys",
         "",

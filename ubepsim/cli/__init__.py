@@ -14,8 +14,8 @@ import sys
 
 import click
 
-from .. import __version__
 from ..errors import InputError
+from ..version import __version__
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
@@ -35,7 +35,7 @@ def _register() -> None:
 
 def _with_flag(e: InputError) -> str:
     """The message, with the CLI flag beside a parameter name."""
-    from ..params import PARAM_BY_NAME
+    from ..sweep.params import PARAM_BY_NAME
     if e.key in PARAM_BY_NAME and not e.source:
         return f"{e.key} ({PARAM_BY_NAME[e.key].flag}): {str(e).split(': ', 1)[1]}"
     if e.key == "threads":   # the model's argument, which every command sets with --workers

@@ -9,7 +9,7 @@ import click
 from . import cli
 from .options import CheckFailed, WORKERS, check_threads, split_list, workers_option
 from ..errors import InputError
-from ..files import check_out, write_text
+from ..sweep.files import check_out, write_text
 
 PAPER_COMMAND = "ubepsim calibrate --paper --out ubepsim/profiles/cm384.toml"
 
@@ -30,33 +30,48 @@ PAPER_COMMAND = "ubepsim calibrate --paper --out ubepsim/profiles/cm384.toml"
                    "print it).")
 @click.option("--paper", is_flag=True,
               help="Refit the built-in cm384 profile to the paper's numbers (Table 2, Table 4, "
-                   "Figure 3(b), the SyncAll share, Figure 14's 128-rank panel) from its "
-                   "provisional start values.")
+                   "Figure 3(b), the SyncAll share, Figure 14's 64- and 128-rank panels) from "
+                   "its provisional start values.")
 @click.option("--check", is_flag=True,
               help="With --paper: compare the refit with the shipped cm384 profile; exit 1 if "
                    "they differ.")
-@workers_option()
+@click.option("--cv", is_flag=True,
+              help="Cross-validate instead of writing a profile: refit with each source left "
+                   "out in turn and print, per source, its out-of-sample errors beside its "
+                   "in-sample ones. With --paper the sources are Table 4, Figure 3(b) and each "
+                   "Figure 14 panel; a measurement file folds on its source column, or on "
+                   "group.")
+@workers_option("; with --cv, the processes the fits run in, one thread each")
 @click.option("--max-evaluations", type=int, default=400, show_default=True,
               help="Model evaluations per least-squares run at most.")
 def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out: Path | None,
-              paper: bool, check: bool, threads: int | None, max_evaluations: int) -> None:
+              paper: bool, check: bool, cv: bool, threads: int | None,
+              max_evaluations: int) -> None:
     """Fit profile parameters to MEASUREMENTS (CSV or Parquet: model parameters as columns,
     unnamed ones at their defaults, and the measured latency_us) and write a new profile.
 
     Least squares on the relative errors, within each key's bounds; prints every point's
     measured and simulated latency and the error. `--paper` refits the built-in profile
     instead; `ubepsim calibrate --paper --check` shows the shipped values are the fit's.
+    `--cv` cross-validates either fit (docs/calibration.md, "Cross-validation").
     """
-    from .. import calibrate as cal
-    from ..profile import load_profile
+    from ..paper import calibrate as cal
+    from ..sweep.profile import load_profile
 
     if max_evaluations < 1:
         raise InputError("--max-evaluations", f"must be at least 1, got {max_evaluations}")
     check_threads(WORKERS, threads)
+    if cv and (check or out is not None):
+        raise InputError("--cv", f"writes no profile and checks none: without "
+                         f"{'--check' if check else '--out'}, or run it without --cv")
     if paper:
         if measurements is not None or keys is not None or profile_spec != "cm384":
             raise InputError("--paper", "takes no MEASUREMENTS, --fit or --profile: it refits "
                              "cm384's free keys to the paper's numbers")
+        if cv:
+            from ..paper import crossval
+            _cross_validate(crossval.paper_specs(max_evaluations), threads)
+            return
         if out is not None:
             check_out(out, (".toml",))
         _paper(out, check, threads, max_evaluations)
@@ -68,6 +83,14 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
                          "--paper")
     fit_keys = cal.check_keys(cal.DEFAULT_KEYS if keys is None else
                               split_list("--fit", keys, "init_cycles,syncall_cycles"))
+    if cv:
+        from ..paper import crossval
+        # every row checked before any fit, as without --cv
+        cal.measurement_problem(cal.read_measurements(measurements),
+                                load_profile(profile_spec, key="--profile").aivs, measurements)
+        _cross_validate(crossval.file_specs(measurements, fit_keys, profile_spec,
+                                            max_evaluations), threads)
+        return
     target = out or Path("calibrated.toml")
     check_out(target, (".toml",))
     profile = load_profile(profile_spec, key="--profile")
@@ -91,14 +114,15 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
 
 
 def _paper(out: Path | None, check: bool, threads: int | None, max_evaluations: int) -> None:
-    from .. import calibrate as cal
-    from ..profile import load_profile
+    from ..paper import cm384
+    from ..sweep.profile import load_profile
 
-    click.echo(f"refitting cm384: {', '.join(cal.PAPER_KEYS)} (some minutes on 2 cores)", err=True)
-    result = cal.calibrate_paper(threads=threads, max_evaluations=max_evaluations,
-                                 progress=_progress)
-    click.echo(_report(result, cal.paper_start(), cal.HARDWARE_FIGURES))
-    text = cal.paper_profile_toml(result)
+    click.echo(f"refitting cm384: {', '.join(cm384.PAPER_KEYS)} (some minutes on 2 cores)",
+               err=True)
+    result = cm384.calibrate_paper(threads=threads, max_evaluations=max_evaluations,
+                                   progress=_progress)
+    click.echo(_report(result, cm384.paper_start(), cm384.HARDWARE_FIGURES))
+    text = cm384.paper_profile_toml(result)
     if check:
         shipped = load_profile().values
         differ = {k: (shipped[k], v) for k, v in result.profile.values.items()
@@ -114,6 +138,21 @@ def _paper(out: Path | None, check: bool, threads: int | None, max_evaluations: 
         click.echo(text)
 
 
+def _cross_validate(specs, threads: int | None) -> None:
+    """The fits of a cross-validation in parallel processes, then its table."""
+    import numba
+
+    from ..paper import crossval
+
+    workers = min(len(specs), threads or numba.config.NUMBA_NUM_THREADS)
+    names = ", ".join(s.left_out or "every source" for s in specs)
+    click.echo(f"cross-validating: {len(specs)} fits ({names}) in {workers} "
+               f"process{'es' * (workers != 1)}", err=True)
+    results = crossval.cross_validate(specs, workers)
+    click.echo(crossval.format_fits(results), err=True)
+    click.echo(crossval.format_summary(crossval.summary(results)))
+
+
 def _progress(line: str) -> None:
     click.echo(f"  {line}", err=True)
 
@@ -122,7 +161,7 @@ def _report(result, start, figures: dict[str, str] | None = None) -> str:
     """Every point (measured, simulated, its error and that error in tolerances), the degrees
     of freedom, and every fitted key: start -> fitted value, the points it moves, and the
     hardware figure it should be near where one is known."""
-    from ..calibrate import get_value, members
+    from ..paper.calibrate import get_value, members
 
     t = result.table
     width = max(len(p) for p in t["point"])

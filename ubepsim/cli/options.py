@@ -1,20 +1,22 @@
-"""Model flags for click commands, generated from ubepsim.params.PARAMS (one name per concept)."""
+"""Model flags for click commands, generated from ubepsim.sweep.params.PARAMS (one name per
+concept)."""
 
 from __future__ import annotations
 
+import enum
 from typing import Any, Callable
 
 import click
 
 from ..errors import InputError
-from ..params import GATED, PARAM_BY_NAME, PARAMS, coerce, make_config
-from ..profile import load_profile
+from ..sweep.params import GATED, PARAM_BY_NAME, PARAMS, coerce, make_config
+from ..sweep.profile import load_profile
 
 
 def warn_about(dataset: str) -> None:
     """What `scan` leaves out of a sweep's directory (stray files, missing rows), on stderr:
     an answer over part of a dataset must not look like one over all of it."""
-    from ..sweep import shortfall
+    from ..sweep.engine import shortfall
 
     for warning in shortfall(dataset):
         click.echo(f"warning: {warning}", err=True)
@@ -28,7 +30,7 @@ def model_options(lists: tuple[str, ...] = (), hidden: tuple[str, ...] = ()) -> 
     allowed."""
     def decorate(f: Callable) -> Callable:
         for p in reversed(PARAMS):
-            help_text = p.help
+            help_text = p.described
             if p.choices:
                 help_text += f" [{'|'.join(p.choices)}]"
             if p.default is not None:
@@ -72,11 +74,14 @@ def config_from_flags(values: dict[str, Any]):
     profile = load_profile(values.pop("profile"), key="--profile")
     given = {k: parse_value(k, v) for k, v in values.items() if v is not None}
     config = make_config(given, profile.aivs)
-    for name, (gate, _) in GATED.items():
-        if name in given and given[name] != getattr(config, name):
-            flag, gate_flag = PARAM_BY_NAME[name].flag, PARAM_BY_NAME[gate].flag
-            click.echo(f"note: {flag} is not read under {gate_flag} {getattr(config, gate).name}; "
-                       f"recorded at its default, {getattr(config, name)}", err=True)
+    for name, gate in GATED.items():
+        value = getattr(config, name)
+        shown = value.name if isinstance(value, enum.Enum) else value   # as a flag gives it
+        if name in given and given[name] != shown:
+            here = " ".join(f"{PARAM_BY_NAME[g].flag} {getattr(config, g).name}"
+                            for g in gate.gates)
+            click.echo(f"note: {PARAM_BY_NAME[name].flag} is not read under {here} (only where "
+                       f"{gate.says()}); recorded at its default, {shown}", err=True)
     return config, profile
 
 

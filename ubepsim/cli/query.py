@@ -9,7 +9,7 @@ import click
 from . import cli
 from .options import warn_about
 from ..errors import InputError
-from ..files import check_out, replacing
+from ..sweep.files import check_out, replacing
 
 OUT_FORMATS = (".parquet", ".csv")
 
@@ -29,7 +29,7 @@ def query(dataset: str, sql: str, out: str | None, rows: int) -> None:
     """
     import polars as pl
 
-    from ..sweep import scan
+    from ..sweep.engine import scan
 
     if rows == 0 or rows < -1:
         raise InputError("--rows", f"must be at least 1, or -1 for all, got {rows}")

@@ -9,9 +9,9 @@ import click
 
 from . import cli
 from .options import config_from_flags, model_options
-from ..files import check_out, write_parquet
-from ..params import NAMES
-from ..result_fields import RESULTS
+from ..sweep.files import check_out, write_parquet
+from ..sweep.params import GATED, NAMES, Config, Op
+from ..sweep.result_fields import EXPERT_COLUMN, RESULTS, phase_column, phases_of
 
 
 @cli.command()
@@ -22,8 +22,9 @@ from ..result_fields import RESULTS
               help="Write the per-AIV timeline (die, aiv, role, phase, start_us, end_us) "
                    "to this Parquet file (its phases: docs/model.md, Timelines).")
 def run(as_json: bool, timeline: Path | None, **flags) -> None:
-    """Simulate one dispatch configuration and print its results."""
-    from ..model import simulate
+    """Simulate one configuration (a dispatch, a combine or a layer: --op) and print its
+    critical path phase by phase, and its results."""
+    from ..sweep.model import simulate
 
     config, profile = config_from_flags(flags)
     if timeline is not None:
@@ -36,18 +37,46 @@ def run(as_json: bool, timeline: Path | None, **flags) -> None:
     if as_json:
         click.echo(json.dumps({"profile": profile.name, **row}, indent=2))
         return
-    click.echo(_table(row, profile.name, timeline))
+    click.echo(_table(row, config, profile.name, timeline))
 
 
-def _table(row: dict, profile: str, timeline: Path | None) -> str:
-    params = "  ".join(f"{n}={row[n]}" for n in NAMES if row[n] not in ("", None))
-    lines = [f"configuration  {params}  profile={profile}", f"config_id      {row['config_id']}",
-             ""]
+def _table(row: dict, config: Config, profile: str, timeline: Path | None) -> str:
+    cols = config.columns()
+    unread = [n for n, gate in GATED.items() if not gate.reads(cols)[0]]
+    params = "  ".join(f"{n}={row[n]}" for n in NAMES if row[n] not in ("", None)
+                       and n not in unread)
+    lines = [f"configuration  {params}  profile={profile}",
+             f"not read here  {', '.join(unread)} (recorded at their defaults)",
+             f"config_id      {row['config_id']}", ""]
+    op = Op[row["op"]]
+    lines += _breakdown(row, op)
+    shown = {phase_column(p.name) for p in phases_of(op)}
+    given = [f for f in RESULTS if f.given_by(op) and f.name not in shown]
     width = max(len(f.name) for f in RESULTS)
-    for f in RESULTS:
+    lines.append(f"\nresults of the {op.name}:")
+    for f in given:
         v = row[f.name]
         text = f"{v:12.3f}" if isinstance(v, float) else f"{v:12d}"
         lines.append(f"{f.name:<{width}}  {text}   {f.help}")
+    absent = [f.name for f in RESULTS if not f.given_by(op)]
+    if absent:
+        lines.append(f"(0 in a {op.name}, as --json shows: {', '.join(absent)})")
     if timeline is not None:
         lines.append(f"\ntimeline written to {timeline}")
     return "\n".join(lines)
+
+
+def _breakdown(row: dict, op: Op) -> list[str]:
+    """The critical path, phase by phase (and a layer's experts' time): parts that sum to the
+    latency, each with its share."""
+    parts = [(phase_column(p.name), p.title) for p in phases_of(op)]
+    if op is Op.layer:
+        parts.append((EXPERT_COLUMN, "Experts, between dispatch and combine"))
+    latency = row["latency_us"]
+    lines = [f"critical path of the {op.name}, part by part (they sum to latency_us):"]
+    for name, title in parts:
+        share = row[name] / latency if latency else 0.0
+        lines.append(f"  {name:<18} {row[name]:12.3f} us  {share:6.1%}  {title}")
+    total = sum(row[name] for name, _ in parts)
+    lines.append(f"  {'sum':<18} {total:12.3f} us          = latency_us {latency:.3f} us")
+    return lines

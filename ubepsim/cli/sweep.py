@@ -47,11 +47,12 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
     The dataset (one row per configuration: every parameter, config_id, every result) is a
     directory of part files; read it with `ubepsim query DIR SQL` or
     polars.scan_parquet("DIR/part-*.parquet"). Points that differ only in a parameter their
-    protocol or routing does not read (cumsum_aivs under bsp, zipf_s under uniform routing, ...)
-    are one configuration, simulated once.
+    protocol, routing or op does not read (cumsum_aivs under bsp, zipf_s under uniform routing,
+    sync under a bsp combine, expert times outside a layer, ...) are one configuration,
+    simulated once.
     """
-    from .. import sweep as engine
-    from ..grid import load_grid, shape
+    from ..sweep import engine
+    from ..sweep.grid import load_grid, shape
 
     threads = _threads(threads, scheduler)
     for flag, value in (("--batch-size", batch_rows), ("--part-rows", part_rows)):
@@ -68,7 +69,8 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
     kept = "" if grid.filtered == grid.product else f"; the filter keeps {grid.filtered:,}"
     if grid.size < grid.filtered:
         kept += (f"; {grid.size:,} distinct configurations (the others differ only in "
-                 f"parameters their protocol or routing does not read)")
+                 f"{', '.join(grid.unread)}, which their protocol, routing or op does not "
+                 f"read)")
     click.echo(f"{grid.name}: {size}{kept}")
     if dry_run:
         have = _naming_out(lambda: engine.check_out(grid, target, resume), out, grid_file) \
@@ -111,7 +113,7 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
 def _connecting(scheduler: str) -> None:
     """Announce the wait for a remote scheduler (a local:N cluster is started, not waited
     for)."""
-    from .. import sweep as engine
+    from ..sweep import engine
 
     if engine.local_workers(scheduler) is None:
         click.echo(f"connecting to the Dask scheduler at {scheduler} (giving up after "
@@ -131,7 +133,7 @@ def _naming_out(run, out: str | None, grid_file: str):
 
 def _threads(threads: int | None, scheduler: str | None) -> int | None:
     if scheduler:
-        from ..sweep import local_workers
+        from ..sweep.engine import local_workers
 
         local_workers(scheduler)  # refuses a malformed address before any work
         if threads is not None and threads < 1:

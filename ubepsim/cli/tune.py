@@ -12,6 +12,7 @@ from . import cli
 from .options import (WORKERS, check_threads, list_values, model_options, parse_value,
                       workers_option)
 from ..errors import InputError
+from ..sweep.params import GATED, config_columns
 
 LISTS = ("ranks", "batch", "experts", "topk", "seed")
 
@@ -33,7 +34,7 @@ LISTS = ("ranks", "batch", "experts", "topk", "seed")
 def tune(grid_file: str | None, max_cumsum_aivs: int | None, out: Path | None, as_json: bool,
          threads: int | None, **flags) -> None:
     """Find the best CalCumSum group size (cumsum_aivs) for UBEP, per (ranks, batch, experts,
-    topk).
+    topk): the size of least latency of the op, a dispatch or (--op layer) a whole layer.
 
     Each workload is simulated with 1..--max-cumsum-aivs CalCumSum AIVs (protocol ubep, the
     other flags as in `ubepsim run`; --ranks, --batch, --experts, --topk and --seed take
@@ -44,9 +45,9 @@ def tune(grid_file: str | None, max_cumsum_aivs: int | None, out: Path | None, a
 
     Example: ubepsim tune --ranks 64,128,256 --batch 8,16,32,64,128 --out cumsum.toml
     """
-    from .. import tune as engine
-    from ..files import check_out
-    from ..profile import load_profile
+    from ..paper import tune as engine
+    from ..sweep.files import check_out
+    from ..sweep.profile import load_profile
 
     if max_cumsum_aivs is not None and max_cumsum_aivs < 1:
         raise InputError("--max-cumsum-aivs", f"must be at least 1, got {max_cumsum_aivs}")
@@ -73,6 +74,7 @@ def tune(grid_file: str | None, max_cumsum_aivs: int | None, out: Path | None, a
         seeds = engine.distinct("seed", lists.pop("seed", [0]))
         fixed = {k: parse_value(k, v) for k, v in flags.items() if v is not None}
         rows = engine.rows_from_lists(lists, fixed, profile.aivs)
+    _check_ops(rows, grid_file)
     result = engine.tune(rows, seeds, profile, max_cumsum_aivs, threads)
     if out is not None:
         engine.write(result, out)
@@ -84,12 +86,22 @@ def tune(grid_file: str | None, max_cumsum_aivs: int | None, out: Path | None, a
         click.echo(f"wrote {out}", err=as_json)
 
 
+def _check_ops(rows: list[dict[str, Any]], grid_file: str | None) -> None:
+    """Only dispatch and a layer (its dispatch) have a CalCumSum group to size."""
+    gate = GATED["cumsum_aivs"]
+    unread = [r["op"] for r in rows if not gate.reads(config_columns([r]))[0]]
+    if unread:
+        raise InputError("op", f"tune sizes UBEP's CalCumSum group, which {unread[0]} does "
+                         f"not have (cumsum_aivs is read only where {gate.says()}): op must "
+                         f"be dispatch or layer", grid_file)
+
+
 def _from_grid(path: str, profile: str | None):
-    from ..grid import load_grid
-    from ..tune import resolved_row
+    from ..sweep.grid import load_grid
+    from ..paper.tune import resolved_row
 
     grid = load_grid(path, key="--grid", base_profile=profile)
-    points = grid.batch(0, grid.size)
+    points = grid.frame(0, grid.size)
     if (points["protocol"] != "ubep").any():
         raise InputError("protocol", "tune sizes UBEP's CalCumSum group: the grid's protocol "
                          "must be ubep", path)
@@ -115,6 +127,9 @@ def _table(result) -> str:
     lines.append(f"beta/alpha = {result.beta_over_alpha:.4g} (Appendix A: n_count ~ "
                  f"(beta/alpha) * aivs * experts / (topk * batch), fitted over the rows); "
                  f"{len(result.seeds)} seed(s), group sizes 1-{result.max_cumsum_aivs}")
+    op = result.constants.get("op")
+    lines.append("latency_us: " + (f"the {op}'s latency" if op else "each row's op's latency")
+                 + (" (its dispatch, experts and combine)" if op == "layer" else ""))
     return "\n".join(lines)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import heapq
 
-from ..profile import HOP_CLASSES
+from ..sweep.profile import HOP_CLASSES
 from .programs import Entry
 from .state import COPY, Die, Run
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .schedule import DieSchedule
-from .state import CHECKSUM, COPY, COUNT, FLAG, INIT, Die, Run, Store, share
+from .state import CHECKSUM, COPY, COUNT, FLAG, INIT, RETURN, Die, Run, Store, share
 from .sync import DataAsFlag
 
 
@@ -23,17 +23,18 @@ class Entry(NamedTuple):
     bucket: str     # where its work, issue and waits for credits are counted
 
 
-def init(run: Run, plan: DieSchedule, die: Die) -> None:
-    """Init: every AIV's setup; a token AIV also searches for where its list starts (one
-    VectorCount per step and one for the offset) and loads its tokens into UBuf."""
+def init(run: Run, plan: DieSchedule, die: Die, first: int) -> None:
+    """Init: every AIV's setup; a sending AIV (AIVs `first` on: dispatch's token group, every
+    AIV in combine) also searches for where its list starts (one VectorCount per step and one
+    for the offset) and loads its tokens into UBuf."""
     c = run.c
-    for j in range(run.senders):
-        a = die.aivs[run.cumsum_aivs + j]
+    for j in range(run.aivs - first):
+        a = die.aivs[first + j]
         steps = plan.steps[j]
         search = 0 if steps is None else (steps + 1) * c["vcount"]
         a.spend("init", c["init"] + search + plan.loads[j] * c["local_copy"])
         a.mark(INIT)
-    for a in die.aivs[:run.cumsum_aivs]:
+    for a in die.aivs[:first]:
         a.spend("init", c["init"])
         a.mark(INIT)
 
@@ -49,19 +50,22 @@ def signal(policy: DataAsFlag, st: Store, last_to_dest: bool) -> Entry | None:
     return None
 
 
-def token_program(run: Run, s: int, plan: DieSchedule, die: Die, j: int) -> list[Entry]:
-    """Token AIV j of die s: its copies in its list's order, each signalled as run.copy_sync
-    says."""
+def token_program(run: Run, s: int, plan: DieSchedule, die: Die, aiv: int, j: int, work: int,
+                  costs: str) -> list[Entry]:
+    """Sending AIV j of die s (AIV `aiv`): its copies in its list's order, each with `work`
+    cycles before it and charged as `costs` (a dispatched copy, or a returned one), each
+    signalled as run.copy_sync says. A store's ref is its copy's index at the die sending
+    it in dispatch (a returned copy's at its source)."""
     policy = run.copy_sync
     mine = plan.lists[j]
-    dest = {i: plan.copies[i][2] // run.e_local for i in mine}
+    dest = {i: plan.dests[i] for i in mine}
     last_to = {dest[i]: i for i in mine}
     prog = []
     for i in mine:
-        st = Store(s, dest[i], COPY, i, run.cumsum_aivs + j, plan.hops[i])
+        st = Store(s, dest[i], COPY, plan.copies[i][1] if costs == RETURN else i, aiv,
+                   plan.hops[i], costs)
         die.copy_store[i] = die.signal_of[i] = st
-        prog.append(Entry(st, run.c["copy_verify"] if policy.marker_work_per_copy else 0, False,
-                          "send"))
+        prog.append(Entry(st, work, False, "send"))
         sig = signal(policy, st, last_to[dest[i]] == i)
         if sig is None:
             continue
@@ -108,10 +112,37 @@ def address_chains(run: Run, prog: list[Entry]) -> list[Entry]:
     return out
 
 
-def token_programs(run: Run, s: int, plan: DieSchedule, die: Die) -> dict[int, list[Entry]]:
-    """Every token AIV's program, by AIV."""
-    return {run.cumsum_aivs + j: address_chains(run, token_program(run, s, plan, die, j))
-            for j in range(run.senders)}
+def token_programs(run: Run, s: int, plan: DieSchedule, die: Die,
+                   combine: bool = False) -> dict[int, list[Entry]]:
+    """Every sending AIV's program on die s, by AIV: dispatch's token group, each copy with
+    dc's marker work before it; or (combine) every AIV, each returned copy with its read into
+    UBuf, its quantization (int8) and the marker work before it."""
+    c, first = run.c, (0 if combine else run.cumsum_aivs)
+    marker = c["return_verify" if combine else "copy_verify"] \
+        if run.copy_sync.marker_work_per_copy else 0
+    work = c["return_load"] + c["quant"] + marker if combine else marker
+    return {first + j: address_chains(run, token_program(run, s, plan, die, first + j, j, work,
+                                                         RETURN if combine else "copy"))
+            for j in range(run.aivs - first)}
+
+
+def status_programs(run: Run, s: int, plan: DieSchedule, die: Die) -> dict[int, list[Entry]]:
+    """CANN's V1 combine (SetStatus): each AIV's status to each destination it owns, the
+    destinations at walk positions r with r x aivs / ranks = its index (its block under
+    expert_block on the plain walk: also those it had no copies for), each a one-block flag
+    that the destination polls for this die's copies."""
+    R, A = run.ranks, run.aivs
+    order = [(s + 1 + r) % R for r in range(R)]
+    progs = {}
+    for j in range(A):
+        prog = []
+        for r in range(-(-j * R // A), -(-(j + 1) * R // A)):
+            d = order[r]
+            st = Store(s, d, FLAG, d, j, plan.die_hop[d])
+            die.count_signal[d] = st
+            prog.append(Entry(st, 0, False, "sync"))
+        progs[j] = address_chains(run, prog)
+    return progs
 
 
 def count_programs(run: Run, s: int, plan: DieSchedule, die: Die, n: int,

@@ -33,16 +33,18 @@ def seen(run: Run, die: Die, st: Store, index: int, chance: float, policy: DataA
     return st.visible
 
 
-def poll_counts(run: Run, dies: list[Die], d: int, group: list[Aiv], mark: int) -> None:
-    """Flag verification (bsp, every AIV) / the CalCumSum group's polls (ubep): each AIV of the
-    group takes its share of the sources; for each, it polls the store signalling that
-    source's counts, verifies and re-arms it as run.count_sync says, and under ubep adds the
-    counts to its partial prefix sum. Then it ends its phase `mark`."""
-    c, policy = run.c, run.count_sync
+def poll_counts(run: Run, dies: list[Die], d: int, group: list[Aiv], mark: int,
+                policy: DataAsFlag, chance: float, prefix: int) -> None:
+    """Flag verification (bsp, every AIV) / the CalCumSum group's polls (ubep) / CANN's V1
+    combine's status polls (WaitDispatch): each AIV of the group takes its share of the
+    sources; for each, it polls the store signalling that source's counts (its status), reads
+    it out, verifies and re-arms it as `policy` says (collisions at `chance`), and adds
+    `prefix` cycles of partial prefix sum (ubep's CalCumSum). Then it ends its phase `mark`."""
+    c = run.c
     for j, a in enumerate(group):
         for s in share(j, len(group), run.ranks):
             st = dies[s].count_signal[d]
-            poll(a, seen(run, dies[d], st, s, run.q_count, policy), c["poll"], "sync")
+            poll(a, seen(run, dies[d], st, s, chance, policy), c["poll"], "sync")
             # the status read out once it is there: strided read, GatherMask, Sum and the
             # vector-to-scalar sync (CANN's WaitDispatch)
             a.spend("sync", c["status_poll"])
@@ -50,8 +52,7 @@ def poll_counts(run: Run, dies: list[Die], d: int, group: list[Aiv], mark: int) 
                 a.spend("sync", c["count_verify"])
             if policy.rearm_sentinel:
                 a.spend("sync", c["count_reset"])
-            if run.ubep:
-                a.spend("cumsum", c["prefix"] * run.e_local)
+            a.spend("cumsum", prefix)
         a.mark(mark)
 
 

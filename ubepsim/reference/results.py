@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from ..profile import HOP_CLASSES
+from ..sweep.profile import HOP_CLASSES
+from ..sweep.result_fields import PHASE_NAMES, phase_column
 from .schedule import Schedule
-from .state import (BSP_CUMSUM, BSP_SYNCALL_1, BSP_SYNCALL_2, BSP_SYNCALL_3, COPY, INIT, Die,
-                    Run, Store)
-
-PHASES = ("init", "send", "sync", "cumsum", "reorder")
+from .state import (BSP_CUMSUM, BSP_SYNCALL_1, BSP_SYNCALL_2, BSP_SYNCALL_3, C_BSP_SYNCALL, COPY,
+                    INIT, Die, Run, Store)
 
 
 def phases(run: Run, die: Die) -> dict[str, int]:
-    """The time of each phase on the critical path, which runs through `die`, the last to end.
+    """The time of each phase of a dispatch on the critical path, which runs through `die`.
 
     ubep: the die's last AIV to end (the lowest-numbered on a tie), its own time bucket by
     bucket. bsp: the die's phases between its SyncAlls, which end on every AIV at once; its
@@ -27,35 +26,129 @@ def phases(run: Run, die: Die) -> dict[str, int]:
     send_end = m[BSP_SYNCALL_1] - run.c["syncall"]
     return {"init": init_end, "send": send_end - init_end,
             "sync": (m[BSP_SYNCALL_2] - send_end) + (m[BSP_SYNCALL_3] - cumsum_end),
-            "cumsum": cumsum_end - m[BSP_SYNCALL_2], "reorder": die.end() - m[BSP_SYNCALL_3]}
+            "cumsum": cumsum_end - m[BSP_SYNCALL_2], "reorder": die.end() - m[BSP_SYNCALL_3],
+            "reduce": 0}
 
 
-def latency_bound(c: dict, copy_counts: list[int], egress_max: int, ingress_max: int) -> int:
-    """A latency no configuration can beat, in cycles: no copy is requested before Init and its
-    issue; the last remote copy of a die leaves after all of that die's remote copies
-    (egress_max, the most of any die's), the last to reach a die's ingress port waits for all
-    of that port's (ingress_max); each travels half the shortest hop of the classes with copies
-    (a local copy, the local latency) before it is visible, then a local copy reorders it."""
-    reach = [c["lat_local"]] if copy_counts[0] else []
+def combine_phases(run: Run, die: Die, start: int) -> dict[str, int]:
+    """The time of each phase of a combine on the critical path, which runs through `die`,
+    from its start.
+
+    ubep: the die's last AIV to end (the lowest-numbered on a tie), bucket by bucket. bsp
+    (CANN's V1): the die's phases: Init until its last AIV's Init ends, Token-Sending until
+    its last copy completed, synchronization (fences, statuses, status polls) until its
+    SyncAll ends, then the reduction."""
+    aivs = die.aivs
+    if run.ubep:
+        last = max(range(len(aivs)), key=lambda j: (aivs[j].t, -j))
+        return aivs[last].buckets
+    init_end = max(a.marks[INIT] for a in aivs)
+    send_end = max([init_end] + [a.last_copy_ack for a in aivs])
+    synced = aivs[0].marks[C_BSP_SYNCALL]
+    return {"init": init_end - start, "send": send_end - init_end, "sync": synced - send_end,
+            "cumsum": 0, "reorder": 0, "reduce": die.end() - synced}
+
+
+def reach(c: dict, copy_counts: list[int], egress_max: int, ingress_max: int, egress: int,
+          ingress: int) -> int:
+    """How soon after its issue the last copy can be visible: the last remote copy of a die
+    leaves after all of that die's remote copies (egress_max, the most of any die's, at
+    `egress` cycles each), the last to reach a die's ingress port waits for all of that port's
+    (ingress_max, at `ingress` each); each travels half the shortest hop of the classes with
+    copies (a local copy: the local latency)."""
+    times = [c["lat_local"]] if copy_counts[0] else []
     remote = [h for i, h in enumerate(HOP_CLASSES) if i and copy_counts[i]]
     if remote:
         half = min(c[f"lat_{h}"] for h in remote) // 2
-        reach.append(max(egress_max + half + c["copy_ingress"],
-                         c["copy_egress"] + half + ingress_max))
-    return c["init"] + c["copy_issue"] + max(reach) + c["local_copy"]
+        times.append(max(egress_max + half + ingress, egress + half + ingress_max))
+    return max(times)
+
+
+def latency_bound(c: dict, copy_counts: list[int], egress_max: int, ingress_max: int) -> int:
+    """A dispatch latency no configuration can beat, in cycles: no copy is requested before Init
+    and its issue, then reach(), then a local copy reorders the last."""
+    return c["init"] + c["copy_issue"] + reach(c, copy_counts, egress_max, ingress_max,
+                                               c["copy_egress"], c["copy_ingress"]) + \
+        c["local_copy"]
+
+
+def return_bound(c: dict, copy_counts: list[int], egress_max: int, ingress_max: int,
+                 topk: int) -> int:
+    """A combine latency no configuration can beat, in cycles: no returned copy is stored
+    before Init, its read into UBuf, its quantization and its issue, then reach(); the token
+    whose copy is visible last is reduced after it, its copies and itself (the smallest part of
+    a split token)."""
+    return c["init"] + c["return_load"] + c["quant"] + c["return_issue"] + \
+        reach(c, copy_counts, egress_max, ingress_max, c["return_egress"],
+              c["return_ingress"]) + topk * c["reduce_copy"] + c["reduce_token"]
 
 
 def result_row(run: Run, plan: Schedule, dies: list[Die]) -> dict:
-    """Every result of the configuration, plus `_detail` for the invariant tests."""
+    """Every result of a dispatch, plus `_detail` for the invariant tests."""
+    ends = [die.end() for die in dies]
+    crit = _critical(ends)
+    bound = latency_bound(run.c, plan.copies_hop, plan.max_out * run.c["copy_egress"],
+                          plan.max_in * run.c["copy_ingress"])
+    return _row(run, ends, phases(run, dies[crit]), (ends[crit], 0, 0), [dies], plan,
+                run.c["token_bytes"], plan.qsteps_max, bound)
+
+
+def combine_row(run: Run, plan: Schedule, dies: list[Die], starts: list[int]) -> dict:
+    """Every result of a combine (plan: schedule.return_schedule), plus `_detail`."""
+    ends = [die.end() for die in dies]
+    crit = _critical(ends)
+    return _row(run, ends, combine_phases(run, dies[crit], starts[crit]),
+                (0, 0, ends[crit] - starts[crit]), [dies], plan, run.c["return_bytes"],
+                plan.qsteps_max, _return_bound(run, plan), returned=dies)
+
+
+def layer_row(run: Run, plan: Schedule, dispatched: list[Die], returns: Schedule,
+              combined: list[Die], experts: list[int], starts: list[int]) -> dict:
+    """Every result of a layer, plus `_detail`: the critical path runs through the die that
+    ends its combine last, its dispatch, its experts' time and its combine, each split into
+    its phases (the phase columns add the two kernels' up, and expert_us beside them)."""
+    ends = [die.end() for die in combined]
+    crit = _critical(ends)
+    times = phases(run, dispatched[crit])
+    more = combine_phases(run, combined[crit], starts[crit])
+    times = {p: times[p] + more[p] for p in PHASE_NAMES}
+    c = run.c
+    # the die that starts its combine last does so after the dispatch could end and its
+    # experts' least time, and then runs at least its Init and a token's reduction
+    first = latency_bound(c, plan.copies_hop, plan.max_out * c["copy_egress"],
+                          plan.max_in * c["copy_ingress"]) + c["expert"] + c["init"] + \
+        run.cfg.topk * c["reduce_copy"] + c["reduce_token"]
+    return _row(run, ends, times,
+                (dispatched[crit].end(), experts[crit], ends[crit] - starts[crit]),
+                [dispatched, combined], plan, c["token_bytes"] + c["return_bytes"],
+                max(plan.qsteps_max, returns.qsteps_max),
+                max(first, _return_bound(run, returns)), returned=combined)
+
+
+def _return_bound(run: Run, plan: Schedule) -> int:
+    c = run.c
+    return return_bound(c, plan.copies_hop, plan.max_out * c["return_egress"],
+                        plan.max_in * c["return_ingress"], run.cfg.topk)
+
+
+def _critical(ends: list[int]) -> int:
+    """The die on the critical path: the last to end, the lowest-numbered on a tie."""
+    return max(range(len(ends)), key=lambda d: (ends[d], -d))
+
+
+def _row(run: Run, ends: list[int], times: dict[str, int], split: tuple[int, int, int],
+         kernels: list[list[Die]], plan: Schedule, copy_bytes: int, qsteps: int, bound: int,
+         returned: list[Die] | None = None) -> dict:
+    """A row from the kernels' dies (dispatch's, combine's, or both in a layer's order): the
+    latency (ends: each die's end), the phases on the critical path (times), its split into
+    dispatch, experts and combine, the per-AIV send latencies and waits of every kernel."""
     c, cfg, clock = run.c, run.cfg, run.clock
     R = run.ranks
-    ends = [die.end() for die in dies]
-    crit = max(range(R), key=lambda d: (ends[d], -d))   # the lowest-numbered on a tie
-    times = phases(run, dies[crit])
-    sends = [a.last_copy_ack - a.first_copy for die in dies for a in die.aivs
-             if a.first_copy >= 0]
-    waits = [a.wait for die in dies for a in die.aivs]
-    bytes_per_rank = cfg.batch * cfg.topk * c["token_bytes"]
+    sends = [a.last_copy_ack - a.first_copy for dies in kernels for die in dies
+             for a in die.aivs if a.first_copy >= 0]
+    waits = [sum(dies[d].aivs[j].wait for dies in kernels) for d in range(R)
+             for j in range(run.aivs)]
+    bytes_per_rank = cfg.batch * cfg.topk * copy_bytes
     latency = max(ends)
     out = {
         "latency_us": latency / clock,
@@ -64,24 +157,35 @@ def result_row(run: Run, plan: Schedule, dies: list[Die]) -> dict:
         "bytes_per_rank": bytes_per_rank,
         "copies_total": sum(plan.copies_hop),
         **{f"copies_{h}": plan.copies_hop[i] for i, h in enumerate(HOP_CLASSES)},
-        "send_max_aiv_us": max(sends) / clock,
-        "send_mean_aiv_us": sum(sends) / len(sends) / clock,
-        "send_spread_aiv_us": (max(sends) - min(sends)) / clock,
+        "send_max_aiv_us": max(sends, default=0) / clock,
+        "send_mean_aiv_us": sum(sends) / len(sends) / clock if sends else 0.0,
+        "send_spread_aiv_us": (max(sends) - min(sends)) / clock if sends else 0.0,
         "wait_us": sum(waits) / len(waits) / clock,
-        **{f"phase_{p}_us": times[p] / clock for p in PHASES},
-        "qsearch_steps": plan.qsteps_max,
-        "sentinel_collisions": sum(die.collisions for die in dies),
+        **{phase_column(p): times[p] / clock for p in PHASE_NAMES},
+        "dispatch_us": split[0] / clock, "expert_us": split[1] / clock,
+        "combine_us": split[2] / clock,
+        "qsearch_steps": qsteps,
+        "sentinel_collisions": sum(die.collisions for dies in kernels for die in dies),
     }
-    bound = latency_bound(c, plan.copies_hop, plan.max_out * c["copy_egress"],
-                          plan.max_in * c["copy_ingress"])
-    out["_detail"] = {"sent": sum(st.kind == COPY for die in dies for st in die.stores),
-                      "delivered": sum(die.delivered for die in dies),
-                      "violations": sum(die.violations for die in dies), "ends": ends,
+    every = [die for dies in kernels for die in dies]
+    out["_detail"] = {"sent": sum(st.kind == COPY for die in every for st in die.stores),
+                      "delivered": sum(die.delivered for die in every),
+                      "violations": sum(die.violations for die in every), "ends": ends,
                       "bound_cycles": bound, "latency_cycles": latency,
-                      "marks": [[a.marks for a in die.aivs] for die in dies],
-                      "waits": [[a.wait for a in die.aivs] for die in dies],
-                      # every die's stores as its egress port served them
-                      "stores": [[{k: getattr(st, k) for k in Store.__slots__}
-                                  for st in die.stores] for die in dies],
+                      # every AIV's phase boundaries, a layer's dispatch's then its combine's
+                      "marks": [[sum((dies[d].aivs[j].marks for dies in kernels), [])
+                                 for j in range(run.aivs)] for d in range(R)],
+                      "waits": [[w for w in waits[d * run.aivs:(d + 1) * run.aivs]]
+                                for d in range(R)],
+                      # every die's stores as its egress port served them: the dispatch's,
+                      # and combine's returns
+                      "stores": [_stores(die) for die in kernels[0]] if returned is None
+                      or len(kernels) > 1 else [],
+                      "returns": [_stores(die) for die in returned] if returned else [],
+                      "reduced": [die.reduced for die in returned] if returned else [],
                       "costs": c}
     return out
+
+
+def _stores(die: Die) -> list[dict]:
+    return [{k: getattr(st, k) for k in Store.__slots__} for st in die.stores]

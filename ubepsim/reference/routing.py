@@ -3,8 +3,8 @@ trace."""
 
 from __future__ import annotations
 
-from ..params import Config, Routing
-from ..workload import expert_cdf, read_trace
+from ..sweep.params import Config, Routing
+from ..sweep.workload import expert_cdf, read_trace
 from .rng import ROUTING, stream, unit
 
 MAX_REJECTS = 8   # redraws for a distinct expert before the exact fallback draw

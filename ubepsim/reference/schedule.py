@@ -3,29 +3,31 @@
 Every schedule takes a die's copies in one order, the key order: the experts in the order `walk`
 takes their dies, a die's experts in index order (the remapped expert order under homogenized),
 then copy index. `expert_block_slices` gives each AIV whole experts, `balanced_slices` equal
-contiguous slices, `homogenized_deal` deals the order out like cards; `token_order_slices`
-takes equal contiguous slices of the copies in their own (token, k) order, as CANN's kernel does.
+contiguous slices, `homogenized_deal` deals the order out like cards.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from .. import params
-from ..params import Config
-from ..profile import HOP_CLASSES
+from ..sweep import params
+from ..sweep.params import Config
+from ..sweep.profile import HOP_CLASSES
 from .state import Run, share
 
 
 class DieSchedule(NamedTuple):
-    """One die's copies dealt to its token AIVs."""
+    """One die's copies dealt to its sending AIVs (dispatch's token AIVs, every AIV in
+    combine)."""
 
-    copies: list[tuple[int, int, int]]   # (token, k, expert), in (token, k) order
+    copies: list[tuple]                  # dispatch: (token, k, expert), in (token, k) order;
+                                         # combine: (source, copy index there), receive order
     hops: list[int]                      # each copy's hop class
     die_hop: list[int]                   # the hop class to each die
-    lists: list[list[int]]               # each token AIV's copies, in sending order
-    loads: list[int]                     # each token AIV's token loads at Init
-    steps: list[int | None]              # each token AIV's search steps (None: no search)
+    lists: list[list[int]]               # each sending AIV's copies, in sending order
+    loads: list[int]                     # each sending AIV's token loads at Init
+    steps: list[int | None]              # each sending AIV's search steps (None: no search)
+    dests: list[int]                     # each copy's destination die
 
 
 class Schedule(NamedTuple):
@@ -101,12 +103,6 @@ def balanced_slices(order: list[int], n: int) -> list[list[int]]:
     return [[order[q] for q in share(j, n, len(order))] for j in range(n)]
 
 
-def token_order_slices(n_copies: int, n: int) -> list[list[int]]:
-    """CANN's own split (SplitToCore(expertIdsCnt_, ...) in ops-transformer's
-    moe_distribute_dispatch.h): equal contiguous slices of the copies in (token, k) order."""
-    return [list(share(j, n, n_copies)) for j in range(n)]
-
-
 def homogenized_deal(order: list[int], n: int) -> list[list[int]]:
     """Latency homogenization: the key order (farthest hop class first) written row by row into
     a matrix of n columns, AIV j reading column j (logical matrix transposition), so that every
@@ -135,11 +131,18 @@ def init_work(copies: list[tuple[int, int, int]], lists: list[list[int]], order:
     """Each token AIV's Init: its token loads into UBuf, one per run of its copies of one token;
     and (search: balanced, homogenized) the steps of its quaternary search for where its list
     starts in the key order."""
+    loads = [sum(1 for x, i in enumerate(lst) if x == 0 or copies[i][0] != copies[lst[x - 1]][0])
+             for lst in lists]
+    return loads, search_steps(lists, order, keys, n_experts, search)
+
+
+def search_steps(lists: list[list[int]], order: list[int], keys: list[int], n_experts: int,
+                 search: bool) -> list[int | None]:
+    """Each sending AIV's quaternary search (search: balanced, homogenized) for where its list
+    starts in the key order: its steps, or None."""
     place = {i: q for q, i in enumerate(order)}
-    loads, steps = [], []
+    steps = []
     for lst in lists:
-        loads.append(sum(1 for x, i in enumerate(lst)
-                         if x == 0 or copies[i][0] != copies[lst[x - 1]][0]))
         if search and lst:
             target = place[lst[0]]
             expert, offset, n = quaternary_search(keys, target, n_experts)
@@ -147,7 +150,17 @@ def init_work(copies: list[tuple[int, int, int]], lists: list[list[int]], order:
             steps.append(n)
         else:
             steps.append(None)
-    return loads, steps
+    return steps
+
+
+def deal(order: list[int], keys: list[int], kind: params.Schedule, n: int,
+         n_keys: int) -> list[list[int]]:
+    """The key order dealt to n AIVs by the schedule `kind` (n_keys: the keys there are)."""
+    if kind is params.Schedule.expert_block:
+        return expert_block_slices(order, keys, n, n_keys)
+    if kind is params.Schedule.balanced:
+        return balanced_slices(order, n)
+    return homogenized_deal(order, n)
 
 
 def schedule_die(cfg: Config, copies: list[tuple[int, int, int]], die_hop: list[int], n: int,
@@ -156,19 +169,12 @@ def schedule_die(cfg: Config, copies: list[tuple[int, int, int]], die_hop: list[
     (die_hop[d]: the hop class from src to die d)."""
     order, keys = key_order(cfg, copies, die_hop, src)
     kind = cfg.schedule
-    if kind is params.Schedule.expert_block:
-        lists = expert_block_slices(order, keys, n, cfg.experts)
-    elif kind is params.Schedule.balanced:
-        lists = balanced_slices(order, n)
-    elif kind is params.Schedule.token_order:
-        lists = token_order_slices(len(copies), n)
-    else:
-        lists = homogenized_deal(order, n)
+    lists = deal(order, keys, kind, n, cfg.experts)
     loads, steps = init_work(copies, lists, order, keys, cfg.experts,
-                             kind in (params.Schedule.balanced, params.Schedule.homogenized))
+                             kind is not params.Schedule.expert_block)
     e_local = cfg.experts // cfg.ranks
-    return DieSchedule(copies, [die_hop[e // e_local] for _, _, e in copies], die_hop, lists,
-                       loads, steps)
+    dests = [e // e_local for _, _, e in copies]
+    return DieSchedule(copies, [die_hop[d] for d in dests], die_hop, lists, loads, steps, dests)
 
 
 def schedule(run: Run, tokens: list[list[list[int]]]) -> Schedule:
@@ -186,6 +192,50 @@ def schedule(run: Run, tokens: list[list[list[int]]]) -> Schedule:
             copies_hop[h] += 1
             if h:
                 into[e // run.e_local] += 1
+        max_out = max(max_out, sum(1 for h in die.hops if h))
+        dies.append(die)
+    qsteps = max((n for die in dies for n in die.steps if n is not None), default=0)
+    return Schedule(dies, copies_hop, max_out, max(into), qsteps)
+
+
+def receive_order(run: Run, tokens: list[list[list[int]]]) -> list[list[tuple[int, int]]]:
+    """The copies each die received in dispatch, in its receive order (expert, source, copy
+    index): (source, copy index there), the copy index being token * topk + k."""
+    got: list[list[tuple[int, int, int]]] = [[] for _ in range(run.ranks)]
+    for s, die in enumerate(tokens):
+        for t, experts in enumerate(die):
+            for k, e in enumerate(experts):
+                got[e // run.e_local].append((e, s, t * len(experts) + k))
+    return [[(s, i) for _, s, i in sorted(die)] for die in got]
+
+
+def return_schedule(run: Run, tokens: list[list[list[int]]]) -> Schedule:
+    """Combine's schedule: each die's returned copies (the copies it received, in receive
+    order) dealt to all its AIVs, keyed by their destination's place in the die's walk (a
+    destination die for an expert: one key per die). bsp is CANN's V1, which splits by
+    destination rank whatever the configuration: expert_block on the plain walk."""
+    cfg = run.cfg
+    kind = cfg.schedule if run.ubep else params.Schedule.expert_block
+    hops = hop_classes(run.ranks, run.c["npu_dies"], run.tiers)
+    dies = []
+    copies_hop = [0] * len(HOP_CLASSES)
+    into = [0] * run.ranks
+    max_out = 0
+    for d, copies in enumerate(receive_order(run, tokens)):
+        key = {x: r for r, x in enumerate(walk(hops[d], d,
+                                               kind is params.Schedule.homogenized))}
+        order = sorted(range(len(copies)), key=lambda x: (key[copies[x][0]], x))
+        keys = [key[copies[x][0]] for x in order]
+        lists = deal(order, keys, kind, run.aivs, run.ranks)
+        steps = search_steps(lists, order, keys, run.ranks,
+                             kind is not params.Schedule.expert_block)
+        dests = [s for s, _ in copies]
+        die = DieSchedule(copies, [hops[d][s] for s in dests], hops[d], lists,
+                          [0] * run.aivs, steps, dests)
+        for s, h in zip(dests, die.hops):
+            copies_hop[h] += 1
+            if h:
+                into[s] += 1
         max_out = max(max_out, sum(1 for h in die.hops if h))
         dies.append(die)
     qsteps = max((n for die in dies for n in die.steps if n is not None), default=0)

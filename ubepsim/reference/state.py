@@ -8,15 +8,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..costs import COST_INDEX, lower
-from ..params import Config, Protocol
-from ..profile import Profile
-from .rng import SENTINEL, stream
+from ..sweep.costs import COST_INDEX, lower
+from ..sweep.params import Config, Protocol
+from ..sweep.profile import Profile
+from ..sweep.result_fields import PHASE_NAMES
+from .rng import COMBINE_SENTINEL, SENTINEL, stream
 from .sync import POLICY, UNSIGNALLED, DataAsFlag
 
-# Store kinds, and the costs (costs.COSTS: <name>_issue, _egress, _ingress) each is charged.
+# Store kinds, and the costs (costs.COSTS: <name>_issue, _egress, _ingress, _blocks) each is
+# charged; a copy combine returns is a COPY charged as a "return" (its own bytes and blocks).
 COPY, FLAG, COUNT, CHECKSUM = "copy", "flag", "count", "checksum"
 COST_NAME = {COPY: "copy", COUNT: "count", FLAG: "signal", CHECKSUM: "signal"}
+RETURN = "return"
 
 # Phase marks: Aiv.marks[m] is the time the AIV ended its phase m (the kernel's timeline).
 START, INIT = 0, 1
@@ -29,6 +32,12 @@ START, INIT = 0, 1
 # (UBEP_OFFSETS, the same place in its marks) and reorders (UBEP_REORDERED)
 UBEP_SENT, UBEP_COUNTS, UBEP_REORDERED = 2, 3, 4
 UBEP_OFFSETS = UBEP_COUNTS
+# Combine's marks (an AIV's combine starts at its die's start, START): Init, Token-Sending;
+# bsp (CANN's V1) its fence and statuses, its status polls, the SyncAll, the reduction; ubep its
+# reduction
+C_SENT = 2
+C_BSP_STATUS, C_BSP_POLLED, C_BSP_SYNCALL, C_BSP_REDUCED = 3, 4, 5, 6
+C_UBEP_REDUCED = 3
 
 
 def share(j: int, parts: int, total: int) -> range:
@@ -44,6 +53,7 @@ class Run:
     c: dict[str, int]           # integer costs by name (costs.COSTS), from the kernel's lowering
     q_copy: float               # sentinel collision chance of a polled copy
     q_count: float              # ... and of a polled count message
+    q_return: float             # ... and of a polled copy combine returns
     copy_sync: DataAsFlag       # the Data-as-Flag row token copies follow (bsp: none)
     count_sync: DataAsFlag      # ... and count messages (either protocol)
     ubep: bool
@@ -58,11 +68,12 @@ class Run:
     @classmethod
     def of(cls, cfg: Config, profile: Profile) -> Run:
         # the lowering takes columns of values: a column of one
-        costs, chances = lower({k: np.asarray([v]) for k, v in cfg.__dict__.items()}, profile)
+        costs, chances = lower(cfg.columns(), profile)
         c = {name: int(costs[0, i]) for name, i in COST_INDEX.items()}
         ubep = cfg.protocol is Protocol.ubep
         cumsum_aivs = cfg.cumsum_aivs if ubep else 0
         return cls(cfg=cfg, c=c, q_copy=float(chances[0, 0]), q_count=float(chances[0, 1]),
+                   q_return=float(chances[0, 2]),
                    copy_sync=POLICY[cfg.sync] if ubep else UNSIGNALLED,
                    count_sync=POLICY[cfg.sync], ubep=ubep, ranks=cfg.ranks, aivs=cfg.aivs,
                    cumsum_aivs=cumsum_aivs, senders=cfg.aivs - cumsum_aivs,
@@ -76,32 +87,33 @@ class Store:
     destination's ingress port, acknowledged to the sender, visible to the receiver's polls."""
 
     __slots__ = ("src", "dst", "kind", "ref", "seq", "aiv", "issue_end", "depart", "arrival",
-                 "ack", "visible", "hop")
+                 "ack", "visible", "hop", "costs")
 
-    def __init__(self, src, dst, kind, ref, aiv, hop):
+    def __init__(self, src, dst, kind, ref, aiv, hop, costs=None):
         self.src, self.dst, self.kind, self.ref, self.aiv, self.hop = src, dst, kind, ref, aiv, hop
+        self.costs = costs or COST_NAME[kind]    # the costs it is charged: copy, return, ...
         self.seq = self.issue_end = self.depart = self.arrival = self.ack = self.visible = -1
 
     def cost(self, c: dict, stage: str) -> int:
         """Its cost at `stage`: issue, egress or ingress."""
-        return c[f"{COST_NAME[self.kind]}_{stage}"]
+        return c[f"{self.costs}_{stage}"]
 
     def blocks(self, c: dict) -> int:
         """The blocks it holds in flight (a flag or a checksum is one)."""
-        return {COPY: c["copy_blocks"], COUNT: c["count_blocks"]}.get(self.kind, 1)
+        return c.get(f"{self.costs}_blocks", 1)
 
 
 class Aiv:
     """One AIV's clock, its completed stores, its time per bucket and its phase marks."""
 
-    def __init__(self):
-        self.t = 0
+    def __init__(self, start: int = 0):
+        self.t = start
         self.acks: list[int] = []
         self.in_flight: deque[tuple[int, int]] = deque()   # (completion, blocks), issue order
         self.in_flight_blocks = 0
-        self.buckets = {"init": 0, "send": 0, "sync": 0, "cumsum": 0, "reorder": 0}
+        self.buckets = dict.fromkeys(PHASE_NAMES, 0)   # spent by name: a phase undeclared fails
         self.wait = 0
-        self.marks: list[int] = [0]   # START
+        self.marks: list[int] = [start]   # START
         self.first_copy = -1
         self.last_copy_ack = -1
 
@@ -118,23 +130,29 @@ class Aiv:
 
 
 class Die:
-    """One die: its AIVs, the stores its egress port served, what its receivers poll for its
-    copies and counts, and what its receivers counted."""
+    """One die in one kernel (dispatch or combine): its AIVs, the stores its egress port served,
+    what its receivers poll for its copies and counts (combine: statuses), and what its
+    receivers counted."""
 
-    def __init__(self, run: Run, die: int, copies: list[tuple[int, int, int]]):
-        self.aivs = [Aiv() for _ in range(run.aivs)]
-        self.copies = copies                 # (token, k, expert), in (token, k) order
+    def __init__(self, run: Run, die: int, copies: list, start: int = 0, egress_free: int = 0,
+                 ingress_free: int = 0, combine: bool = False):
+        self.aivs = [Aiv(start) for _ in range(run.aivs)]
+        self.copies = copies                 # dispatch: (token, k, expert), in (token, k) order;
+                                             # combine: its returned copies, in receive order
         self.stores: list[Store] = []        # in the order the egress port served them
-        self.egress_free = 0                 # when the egress port is next free
+        self.egress_free = egress_free       # when the egress port is next free
+        self.ingress_free = ingress_free     # ... and the ingress port
         self.inbox: list[Store] = []         # the stores addressed to it, by source
         self.copy_store: list[Store | None] = [None] * len(copies)   # per copy: its store
         self.signal_of: list[Store | None] = [None] * len(copies)    # ... the store polled
         self.count_signal: dict[int, Store] = {}   # per destination: the store polled for
-                                                   # this die's counts
+                                                   # this die's counts (combine: its status)
         # as a receiver: the collision draws, and what it counted
-        self.sentinel_key = stream(run.cfg.seed, run.cfg.workload_key, die, SENTINEL)
+        self.sentinel_key = stream(run.cfg.seed, run.cfg.workload_key, die,
+                                   COMBINE_SENTINEL if combine else SENTINEL)
         self.taken: set[tuple[int, int]] = set()
         self.delivered = self.violations = self.collisions = 0
+        self.reduced: list[tuple[int, int]] = []   # combine: (token, when an AIV reduces it)
 
     def settled(self) -> int:
         """When every AIV is done and every store it issued acknowledged."""

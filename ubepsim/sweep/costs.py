@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels.layout import COSTS
-from .kernels.sync import COLLIDES, IN_BLOCK, POLICY, on_copies
-from .params import Protocol, token_bytes
+from ..kernels.layout import COSTS, EXPERT_SHIFT
+from ..kernels.sync import COLLIDES, IN_BLOCK, POLICY, on_copies
+from .params import CombineDtype, Op, Protocol, combine_bytes, token_bytes
 from .profile import HOP_CLASSES, Profile
 
 
@@ -23,8 +23,19 @@ def _ceil_div(a, b):
 COST_INDEX = {name: i for i, name in enumerate(COSTS)}
 
 
+# CANN's combine, per copy and per token (docs/model.md, "Combine"): the vector instructions of
+# the int8 quantization (Int8QuantProcess: seven over the hidden elements, two over the scales),
+# of the dequantization (DequantProcess: five and one), and of the reduction (per copy Cast,
+# Muls, Add; per token Duplicate and the Cast back).
+QUANT_OPS = (7, 2)
+DEQUANT_OPS = (5, 1)
+REDUCE_COPY_OPS = 3
+REDUCE_TOKEN_OPS = 2
+
+
 def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np.ndarray]:
-    """Integer costs [n, len(COSTS)] and sentinel collision chances [n, 2] (copy, count message).
+    """Integer costs [n, len(COSTS)] and sentinel collision chances [n, 3] (copy, count message,
+    returned copy).
 
     `cols` holds resolved parameter columns with enums as integer codes.
     """
@@ -81,19 +92,84 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
         out[f"{kind}_issue"] = issue(wire)
         out[f"{kind}_egress"] = xfer(wire, v["egress_gbps"])
         out[f"{kind}_ingress"] = xfer(wire, v["ingress_gbps"])
-    # A poll is one load of the poller's own memory; at least a cycle, so polling advances time.
-    out["poll"] = np.full_like(m, max(1, profile.latency_cycles()[0]))
-    tiers = list(v["tier_sizes"]) + [0, 0]
-    out["tier1"] = np.full_like(m, tiers[0])
-    out["tier2"] = np.full_like(m, tiers[1])
-    for h, cyc in zip(HOP_CLASSES, profile.latency_cycles()):
-        out[f"lat_{h}"] = np.full_like(m, cyc)
+    out |= _fabric(profile)
+    out |= _combine(cols, profile, m, sync, ubep, xfer, issue, fused)
     costs = np.stack([np.broadcast_to(out[name], m.shape) for name in COSTS], axis=1)
     p = v["sentinel_collision_prob"]
     # A polled signal collides if any of its blocks' payload equals the sentinel, under a
     # variant that polls a sentinel (sp).
-    chance = np.stack([1.0 - (1.0 - p) ** copy_blocks, 1.0 - (1.0 - p) ** count_blocks], axis=1)
+    chance = np.stack([1.0 - (1.0 - p) ** copy_blocks, 1.0 - (1.0 - p) ** count_blocks,
+                       1.0 - (1.0 - p) ** out["return_blocks"]], axis=1)
     return costs.astype(np.int64), np.where(POLICY[sync, COLLIDES][:, None] == 1, chance, 0.0)
+
+
+def _fabric(profile: Profile) -> dict[str, int]:
+    """The fabric's costs, the same for every configuration: polls, tier sizes, hop
+    latencies."""
+    tiers = list(profile.values["tier_sizes"]) + [0, 0]
+    # A poll is one load of the poller's own memory; at least a cycle, so polling advances time.
+    out = {"poll": max(1, profile.latency_cycles()[0]), "tier1": tiers[0], "tier2": tiers[1]}
+    for h, cyc in zip(HOP_CLASSES, profile.latency_cycles()):
+        out[f"lat_{h}"] = cyc
+    return out
+
+
+def _combine(cols, profile: Profile, m, sync, ubep, xfer, issue, fused) -> dict[str, np.ndarray]:
+    """Combine's costs (docs/model.md, "Combine"), from the same profile keys as dispatch's:
+    the vector instructions at vector_op_cycles and vector_lanes, local copies at
+    aiv_copy_gbps, stores as a token copy's."""
+    v = profile.values
+    hidden = np.broadcast_to(np.asarray(cols["hidden"], dtype=np.int64), m.shape)
+    combine_dtype = np.broadcast_to(np.asarray(cols["combine_dtype"]).astype(np.int64), m.shape)
+    int8 = combine_dtype == CombineDtype.int8
+    scales = -(-hidden // 8)
+    rb = combine_bytes(hidden, combine_dtype)
+    blocks = _ceil_div(rb, np.where(on_copies(sync, ubep, IN_BLOCK) == 1, fused,
+                                    v["block_bytes"]))
+
+    def vec(n, times=1):
+        """`times` vector instructions over n elements each."""
+        return times * (v["vector_op_cycles"] + _ceil_div(n, v["vector_lanes"]))
+
+    # bsp (CANN's V1) splits a token's hidden dimension over aivs / batch AIVs when the batch
+    # is smaller than the AIVs and the copies are not quantized: the first parts of
+    # (hidden / 32 / p) x 32 elements, the last the rest
+    batch = np.asarray(cols["batch"], dtype=np.int64)
+    aivs = np.asarray(cols["aivs"], dtype=np.int64)
+    split = np.where(~ubep & ~int8 & (batch < aivs), aivs // batch, 1)
+    part = np.where(split > 1, (hidden // 32) // split * 32, hidden)
+    last = hidden - (split - 1) * part
+    dequant = np.where(int8, vec(hidden, DEQUANT_OPS[0]) + vec(scales, DEQUANT_OPS[1]), 0)
+
+    def reduce_copy(n):
+        # the copy's read from the window (the whole quantized copy under int8), its
+        # dequantization, Cast to fp32, Muls by the routing weight, Add
+        return np.where(int8, xfer(rb, v["aiv_copy_gbps"]), xfer(2 * n, v["aiv_copy_gbps"])) + \
+            dequant + vec(n, REDUCE_COPY_OPS)
+
+    def reduce_token(n):
+        # Duplicate (the fp32 sum set to zero), the Cast back to bf16, the token's store
+        return vec(n, REDUCE_TOKEN_OPS) + xfer(2 * n, v["aiv_copy_gbps"])
+
+    fixed_us = np.asarray(cols["expert_fixed_us"]).astype(np.float64)
+    per_copy = np.asarray(cols["expert_ns_per_copy"]).astype(np.float64)
+    return {
+        "return_bytes": rb, "return_blocks": blocks,
+        "return_issue": issue(blocks * v["block_bytes"]),
+        "return_egress": xfer(blocks * v["block_bytes"], v["egress_gbps"]),
+        "return_ingress": xfer(blocks * v["block_bytes"], v["ingress_gbps"]),
+        # the expert's output (bf16) read into UBuf, then quantized under int8
+        "return_load": xfer(2 * hidden, v["aiv_copy_gbps"]),
+        "quant": np.where(int8, vec(hidden, QUANT_OPS[0]) + vec(scales, QUANT_OPS[1]), 0),
+        "return_verify": v["flag_check_cycles"] * blocks,
+        "return_reset": v["sentinel_reset_cycles"] * blocks,
+        "reduce_copy": reduce_copy(part), "reduce_token": reduce_token(part),
+        "reduce_copy_last": reduce_copy(last), "reduce_token_last": reduce_token(last),
+        "reduce_split": split,
+        "expert": np.ceil(fixed_us * 1000.0 * v["clock_ghz"] - 1e-9).astype(np.int64),
+        "expert_copy": np.ceil(per_copy * v["clock_ghz"] * (1 << EXPERT_SHIFT)
+                               - 1e-9).astype(np.int64),
+    }
 
 
 def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
@@ -108,7 +184,9 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     A store then travels at most the longest hop to an ingress port, which serves at most
     every die's stores; a receiver starts from its own die's sending side and polls at most
     every copy, each source's counts and the offsets, with the work after each, then bsp's two
-    SyncAlls and prefix sums. `cols` holds the resolved parameter columns, enums as codes.
+    SyncAlls and prefix sums. Combine's chain is the same in kind (a die returning every copy,
+    its reducers polling and reducing each of theirs), after the dispatch and the experts'
+    time in a layer. `cols` holds the resolved parameter columns, enums as codes.
     """
     c = {name: costs[:, i].astype(np.float64) for name, i in COST_INDEX.items()}
     ranks = np.asarray(cols["ranks"], dtype=np.float64)
@@ -134,4 +212,22 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
         aivs * (poll + c["carry"]) + 2 * c["syncall"] + \
         experts * c["prefix"] + c["signal_issue"] + \
         c["lat_local"]
-    return sending + hop + ingress + receiving
+    dispatched = sending + hop + ingress + receiving
+    # combine, from its start: a die may return every copy (hot experts), each with its read,
+    # quantization, store and a signal, and a status to every die; its ingress port may take
+    # every die's M copies; its reducers poll each of its M copies and the statuses, reduce
+    # each copy and token (the last part of a split one is the largest), a SyncAll
+    ret = c["dest_switch"] + c["return_verify"] + c["return_load"] + c["quant"] + \
+        c["return_issue"] + c["return_egress"] + hop + signal
+    returning = aivs * (c["init"] + search * c["vcount"]) + ranks * m * ret + \
+        ranks * (c["dest_switch"] + signal)
+    returned = ranks * m * (c["return_ingress"] + c["signal_ingress"]) + \
+        ranks * c["signal_ingress"]
+    reducing = m * (poll + c["return_verify"] + c["return_reset"] + c["reduce_copy_last"]) + \
+        m * c["reduce_token_last"] + ranks * (poll + c["status_poll"]) + c["syncall"]
+    combined = returning + hop + returned + reducing
+    # a layer's combine starts after the dispatch and the experts' time (every copy on one die)
+    expert_time = c["expert"] + ranks * m * c["expert_copy"] / (1 << EXPERT_SHIFT) + 1
+    op = np.asarray(cols["op"]).astype(np.int64)
+    return np.where(op == Op.dispatch, dispatched,
+                    np.where(op == Op.combine, combined, dispatched + expert_time + combined))

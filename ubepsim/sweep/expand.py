@@ -2,8 +2,8 @@
 
 The expansion is the cartesian product of the axes (file order, first axis slowest, the seeds
 innermost), then the filter drops points, then points that differ from an earlier one only in a
-parameter their protocol or routing does not read (`params.GATED`: that parameter is recorded at
-its default) are dropped as the same configuration. Everything is checked before any work: the
+parameter their protocol, routing or op does not read (`params.GATED`: that parameter is
+recorded at its default) are dropped as the same configuration. Everything is checked before any work: the
 cross-parameter rules with `params.check_rules` over whole columns of a chunk of points at a
 time, the kernel's time limit (`kernel_io.check_time_bound`) on the grid's corner and, only if
 that fails, on every point, so a million-point grid expands and validates in about a second.
@@ -19,27 +19,29 @@ import numpy as np
 import polars as pl
 
 from .costs import lower, time_bound
-from .errors import InputError
-from .filters import filter_mask
+from ..errors import InputError
+from .filters import Filter
 from .kernel_io import check_time_bound
-from .kernels.layout import MAX_TIME
-from .params import (ENUMS, GATED, NAMES, PARAMS, canonical, check_rules, polars_dtype,
-                     same_config, stable_id)
+from ..kernels.layout import MAX_TIME
+from .params import (ENUMS, GATED, NAMES, PARAMS, canonical, check_rules, columns, polars_dtype,
+                     same_config, series, stable_id)
 from .profile import Profile
 
 CHUNK = 1 << 18   # points built at a time while expanding (larger chunks measured slower)
 INDEX = "__index"   # a point's index in the product, beside the parameters while filtering
-GATES = (*GATED, *{gate for gate, _ in GATED.values()})   # what params.canonical reads
+GATES = tuple(dict.fromkeys((*GATED, *(g for gate in GATED.values() for g in gate.gates))))
+# (what params.canonical reads)
 
 
-def expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Expr],
-           product: int, source: str) -> tuple[np.ndarray | None, int, str]:
+def expand(values: list[list[pl.Series]], profile: Profile, filters: list[Filter],
+           product: int, source: str) -> tuple[np.ndarray | None, int, str, tuple[str, ...]]:
     """One pass over the product, a chunk of points at a time: the filter (over the values as
     the grid gives them), each kept point checked against the model's rules, its config_id.
     Returns the product index of each point kept (None if all are), how many the filter kept,
-    and the fingerprint. A point that differs from an earlier one only in parameters its
-    protocol or routing does not read (params.GATED) is the same configuration and is dropped;
-    two configurations with one config_id (a hash collision) are an InputError.
+    the fingerprint, and the parameters in which dropped points differ from those kept. A
+    point that differs from an earlier one only in parameters its protocol, routing or op does
+    not read (params.GATED) is the same configuration and is dropped; two configurations with
+    one config_id (a hash collision) are an InputError.
     Memory follows the points kept (8 bytes each, 16 with a filter, and 16 more while their
     config_ids are sorted), not the product."""
     # filled in place: pages past the points kept are never touched, so never resident
@@ -55,11 +57,11 @@ def expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Exp
         points = _build(values, index, profile)
         if filters:
             points = points.with_columns(pl.Series(INDEX, index))
-            for expr in filters:
-                points = points.filter(filter_mask(points, expr, source))
+            for flt in filters:
+                points = points.filter(flt.keeps(points))
             kept[filtered:filtered + points.height] = points[INDEX].to_numpy()
             points = points.drop(INDEX)
-        cols = canonical(point_columns(points, NAMES))
+        cols = canonical(columns(points))
         _check_points(cols, source)
         if slow:
             check_time_bound(cols, lower(cols, profile)[0], profile, source)
@@ -77,11 +79,12 @@ def expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Exp
     sorted_ids = ids[order]
     repeat = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
     del sorted_ids
+    unread: tuple[str, ...] = ()
     if len(repeat):
         earlier, later = order[repeat], order[repeat + 1]
         del order
-        _check_repeats(values, profile, *(x if kept is None else kept[x] for x in (earlier, later)),
-                       source)
+        unread = _check_repeats(values, profile, *(x if kept is None else kept[x]
+                                                   for x in (earlier, later)), source)
         first = np.ones(filtered, dtype=bool)
         first[later] = False
         first = np.flatnonzero(first)
@@ -93,14 +96,15 @@ def expand(values: list[list[pl.Series]], profile: Profile, filters: list[pl.Exp
     # by its content): a moved grid must not resume a dataset whose rows name the old paths
     for path in sorted({p for axis in values for s in axis if s.name == "trace" for p in s}):
         fingerprint.update(path.encode() + b"\0")
-    return kept, filtered, fingerprint.hexdigest()
+    return kept, filtered, fingerprint.hexdigest(), unread
 
 
 def corner(values: list[list[pl.Series]], profile: Profile) -> dict[str, np.ndarray]:
     """Columns no point of the grid has a larger time bound (costs.time_bound) or working
     memory (memory.working_memory) than, both growing with each size: ranks, batch, topk,
     hidden and aivs at their largest, experts per die at its largest (an experts axis over the
-    fewest ranks), each combination of the dtypes, syncs and protocols the grid has."""
+    fewest ranks), each combination of the dtypes, syncs, protocols, ops and combine dtypes the
+    grid has, the expert times at their largest."""
     axis = {s.name: s for cols in values for s in cols}
     defaults = {p.name: p.default for p in PARAMS} | {"aivs": profile.aivs}
 
@@ -110,32 +114,40 @@ def corner(values: list[list[pl.Series]], profile: Profile) -> dict[str, np.ndar
     ranks = largest("ranks")
     per_die = -(-int(axis["experts"].max()) // (int(axis["ranks"].min()) if "ranks" in axis
                                                 else ranks)) if "experts" in axis else 1
-    enums = [_codes(n, axis[n].unique()) if n in axis else
-             np.array([ENUMS[n][defaults[n]].value]) for n in ("dtype", "sync", "protocol")]
-    combos = np.array(np.meshgrid(*enums)).reshape(3, -1)
+    names = ("dtype", "sync", "protocol", "op", "combine_dtype")
+    enums = [columns(axis[n].unique().to_frame(), (n,))[n] if n in axis else
+             np.array([ENUMS[n][defaults[n]].value]) for n in names]
+    combos = np.array(np.meshgrid(*enums)).reshape(len(names), -1)
     n = combos.shape[1]
     cols = {name: np.full(n, largest(name), dtype=np.int64)
             for name in ("batch", "topk", "hidden", "aivs")}
-    return cols | {"ranks": np.full(n, ranks), "experts": np.full(n, per_die * ranks),
-                   "dtype": combos[0], "sync": combos[1], "protocol": combos[2]}
+    floats = {name: np.full(n, float(axis[name].max()) if name in axis else defaults[name])
+              for name in ("expert_fixed_us", "expert_ns_per_copy")}
+    return cols | floats | {"ranks": np.full(n, ranks), "experts": np.full(n, per_die * ranks)} \
+        | dict(zip(names, combos))
 
 
 def _check_repeats(values: list[list[pl.Series]], profile: Profile, earlier: np.ndarray,
-                   later: np.ndarray, source: str) -> None:
+                   later: np.ndarray, source: str) -> tuple[str, ...]:
     """Points at product indices earlier[i] and later[i] share a config_id: unless they are one
-    configuration (differing only in parameters their protocol or routing does not read), an
-    InputError. Rows are keyed on config_id, so two configurations may never share one."""
+    configuration (differing only in parameters their protocol, routing or op does not read),
+    an InputError. Rows are keyed on config_id, so two configurations may never share one.
+    Returns the parameters in which such points differ, in NAMES order."""
+    unread: set[str] = set()
     for lo in range(0, len(earlier), CHUNK):
-        a, b = (configurations(values, x[lo:lo + CHUNK], profile) for x in (earlier, later))
-        same = same_config(point_columns(a, NAMES), point_columns(b, NAMES), NAMES)
+        raw = [_build(values, x[lo:lo + CHUNK], profile) for x in (earlier, later)]
+        a, b = (_canonical(r) for r in raw)
+        same = same_config(columns(a), columns(b), NAMES)
         if not same.all():
             i = int(np.argmin(same))
             ra, rb = a.row(i, named=True), b.row(i, named=True)
             differ = ", ".join(f"{n} = {ra[n]!r} and {rb[n]!r}" for n in NAMES if ra[n] != rb[n])
-            config_id = stable_id(point_columns(a.slice(i, 1), NAMES), NAMES)[0]
+            config_id = stable_id(columns(a.slice(i, 1)), NAMES)[0]
             raise InputError("config_id", f"two configurations of the grid ({differ}) have the "
                              f"same config_id, {config_id}: a collision of its 63-bit hash, which "
                              f"rows are keyed on; sweep them in separate grids", source)
+        unread |= {n for n in GATED if not raw[0][n].equals(raw[1][n])}
+    return tuple(n for n in NAMES if n in unread)
 
 
 def _build(values: list[list[pl.Series]], index: np.ndarray, profile: Profile) -> pl.DataFrame:
@@ -150,11 +162,15 @@ def _build(values: list[list[pl.Series]], index: np.ndarray, profile: Profile) -
 
 def configurations(values: list[list[pl.Series]], index: np.ndarray,
                    profile: Profile) -> pl.DataFrame:
-    """The configurations at product indices `index`: the points, each parameter its protocol
-    or routing does not read at its default (params.GATED)."""
-    points = _build(values, index, profile)
-    cols = canonical(point_columns(points, GATES))
-    return points.with_columns(pl.Series(n, cols[n], polars_dtype(n)) for n in GATED)
+    """The configurations at product indices `index` (a frame of params.SCHEMA)."""
+    return _canonical(_build(values, index, profile))
+
+
+def _canonical(points: pl.DataFrame) -> pl.DataFrame:
+    """Points made configurations, where a grid's points enter the sweep path: each parameter
+    its protocol, routing or op does not read at its default (params.GATED)."""
+    cols = canonical(columns(points, GATES))
+    return points.with_columns(series(n, cols[n]) for n in GATED)
 
 
 def _resolve(frame: pl.DataFrame, profile: Profile) -> pl.DataFrame:
@@ -167,19 +183,6 @@ def _resolve(frame: pl.DataFrame, profile: Profile) -> pl.DataFrame:
     if "experts" not in frame.columns:
         frame = frame.with_columns(experts=pl.col("ranks"))
     return frame.select(NAMES)
-
-
-def _codes(name: str, col: pl.Series) -> np.ndarray:
-    """A column as numpy; enum names as the IntEnum codes the kernels and check_rules use."""
-    if name in ENUMS:
-        values = np.array([ENUMS[name][c].value for c in col.dtype.categories], dtype=np.int64)
-        return values[col.to_physical().to_numpy()]
-    return col.to_numpy()
-
-
-def point_columns(points: pl.DataFrame, names) -> dict[str, np.ndarray]:
-    """Columns of a frame of points as numpy, enums as their codes."""
-    return {name: _codes(name, points[name]) for name in names}
 
 
 def _check_points(cols: dict[str, np.ndarray], source: str) -> None:

@@ -5,13 +5,12 @@
     simulate_table(points, profile) -> frame     many, already resolved (the sweep engine's)
 
 A configuration is a Config or a dict of parameters (the others at their defaults, as in
-`ubepsim run`); `points` is a polars DataFrame with one column per parameter
-(ubepsim.params.NAMES), values resolved (experts and aivs filled in, enums as their names). The
-result frame has the same rows in the same order: every parameter, `config_id`, then every
-field of ubepsim.result_fields: a sweep's rows (whose Parquet gives the enums back as
-strings). A row depends only on its own parameters (never on the rest of the batch or on
-threads). The kernel's inputs and outputs are packed and read in ubepsim.kernel_io, the memory
-a simulation needs is checked in ubepsim.memory.
+`ubepsim run`), made canonical by params.make_config; `points` is a frame of configurations as
+a grid gives them (Grid.frame: one column per parameter, canonical, an enum as a pl.Enum or as
+its names). The result frame has the same rows in the same order: every parameter, `config_id`,
+then every field of result_fields: a sweep's rows. A row depends only on its own parameters
+(never on the rest of the batch or on threads). The kernel's inputs and outputs are packed and
+read in kernel_io, the memory a simulation needs is checked in memory.
 """
 
 from __future__ import annotations
@@ -24,24 +23,15 @@ import numpy as np
 import polars as pl
 
 from . import memory
-from .errors import InputError
+from ..errors import InputError
 from .kernel_io import KernelFailure, kernel_order, prepare, result_columns
-from .kernels import dispatch
-from .kernels import layout as k
-from .params import (GATED, NAMES, PARAMS, Config, Routing, canonical, make_config, polars_dtype,
-                     stable_id)
+from ..kernels import layer
+from ..kernels import layout as k
+from .params import (LATER_NAMES, NAMES, PARAM_BY_NAME, PARAMS, SCHEMA, Config, Op, Protocol,
+                     Routing, columns, make_config, stable_id)
 from .profile import Profile, load_profile
 from .result_fields import RESULTS
 
-# Timeline phases per AIV role, in the order of their boundaries (kernels/layout.py MARK_*).
-# One name per piece of work whichever protocol does it: bsp's SendFlag & Count and flag
-# verification are the same count_send and count_poll as UBEP's CalCumSum group's.
-TIMELINE_PHASES = {
-    "bsp": ("init", "send", "syncall", "count_send", "count_poll", "syncall", "cumsum",
-            "syncall", "reorder"),
-    "cumsum": ("init", "count_send", "count_poll"),
-    "token": ("init", "send", "offset_poll", "reorder"),
-}
 # Bytes per row of a timeline frame: two int32, two float64 and two short strings (16-byte
 # views). bench/bench_memory.py --timeline measures the whole timeline below it.
 TIMELINE_ROW_BYTES = 56
@@ -49,7 +39,8 @@ TIMELINE_ROW_BYTES = 56
 
 def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int | None = None,
                      memory_checked: bool = False) -> dict[str, np.ndarray]:
-    """Result columns for resolved parameter columns, through the parallel batch kernel.
+    """Result columns for configurations' columns (params.columns), through the parallel batch
+    kernel.
     Refuses (InputError) configurations that could not fit in memory together, unless the
     caller has checked that already (a sweep, once for its whole grid)."""
     import numba
@@ -65,7 +56,7 @@ def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int
     params, costs, chances, cdf, trace = prepare(cols, profile)
     order = kernel_order(params)
     done = np.zeros((len(params), k.N_OUT))
-    dispatch.simulate_batch(params[order], costs[order], chances[order], cdf, trace, done)
+    layer.simulate_batch(params[order], costs[order], chances[order], cdf, trace, done)
     out = np.empty_like(done)
     out[order] = done
     return result_columns(out, cols, costs, profile)
@@ -74,16 +65,20 @@ def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int
 def simulate_table(points: pl.DataFrame, profile: Profile, threads: int | None = None,
                    memory_checked: bool = False) -> pl.DataFrame:
     """Every parameter, config_id and every result for each row of `points` (same order).
-    GATED parameters their protocol or routing does not read are given at their defaults."""
-    cols = canonical({name: points[name].to_numpy() for name in NAMES})
+    Parameters added after 0.7.0 that `points` lacks (params.LATER_NAMES) are at their
+    defaults, where every configuration 0.7.0 could express is canonical as it was."""
+    points = points.with_columns(pl.lit(PARAM_BY_NAME[n].default, SCHEMA[n]).alias(n)
+                                 for n in LATER_NAMES if n not in points.columns)
+    cols = columns(points)
     try:
         res = simulate_columns(cols, profile, threads, memory_checked)
     except KernelFailure as e:   # a row's place in a sweep's batch tells its user nothing
         point = points.row(e.row, named=True)
-        given = ", ".join(f"{n} = {point[n]}" for n in NAMES if point[n] not in (None, ""))
+        # (a parameter added after 0.7.0 only where it is not at its default)
+        given = ", ".join(f"{n} = {point[n]}" for n in NAMES if point[n] not in (None, "")
+                          and not (n in LATER_NAMES and point[n] == PARAM_BY_NAME[n].default))
         raise KernelFailure(e.row, f"{e}; its configuration: {given}") from None
     frame = points.select(NAMES).with_columns(
-        *(pl.Series(name, cols[name], dtype=points[name].dtype) for name in GATED),
         pl.Series("config_id", stable_id(cols, NAMES), dtype=pl.Int64))
     return frame.with_columns([pl.Series(f.name, res[f.name],
                                          dtype=pl.Float64 if f.dtype == "f8" else pl.Int64)
@@ -119,7 +114,7 @@ def simulate_many(configs: Iterable[Config | Mapping[str, Any]] | pl.DataFrame,
     if isinstance(configs, pl.DataFrame):
         configs = configs.iter_rows(named=True)
     rows = [_config(c, profile, f"configs[{i}]").as_dict() for i, c in enumerate(configs)]
-    points = pl.DataFrame(rows, schema={n: polars_dtype(n) for n in NAMES})
+    points = pl.DataFrame(rows, schema=SCHEMA)
     return simulate_table(points, profile, threads)
 
 
@@ -133,18 +128,17 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     """
     profile = _profile(profile)
     config = _config(config, profile, "config")
-    cols = {name: np.asarray([v]) for name, v in config.as_dict().items()}
+    cols = config.columns()
     memory.check_memory(memory.working_memory(cols) + (timeline_bytes(config) if timeline else 0),
                         config.as_dict(), memory.available_memory())
     memory.keep_freed_memory()
     params, costs, chances, cdf, trace = prepare(cols, profile)
     out = np.zeros(k.N_OUT)
-    marks = np.zeros((config.ranks, config.aivs, k.N_MARKS) if timeline else (0, 0, 0),
+    marks = np.zeros((config.ranks, config.aivs, MARKS) if timeline else (0, 0, 0),
                      dtype=np.int64)
     tr = trace if config.routing is Routing.trace else trace[:0]
-    dispatch.simulate_dispatch(params[0], costs[0], chances[0], cdf[params[0, k.P_CDF_START]:
-                               params[0, k.P_CDF_START] + params[0, k.P_CDF_LEN]], tr, out,
-                               marks)
+    layer.simulate(params[0], costs[0], chances[0], cdf[params[0, k.P_CDF_START]:
+                   params[0, k.P_CDF_START] + params[0, k.P_CDF_LEN]], tr, out, marks)
     res = result_columns(out[None, :], cols, costs, profile)
     row = {**config.as_dict(), "config_id": config.config_id,
            **{name: v[0].item() for name, v in res.items()}}
@@ -153,25 +147,52 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     return row
 
 
+MARKS = k.N_MARKS + k.N_CMARKS   # a timeline's marks per AIV: dispatch's, then combine's
+
+
+def timeline_phases(config: Config, role: str) -> list[tuple[str, int, int]]:
+    """An AIV's timeline under `config` (role: its dispatch role, bsp, cumsum or token): each
+    phase with the marks (in a row of MARKS) it starts and ends at, as kernels/layout.py
+    declares them (DISPATCH_TIMELINE, LAYER_GAP, COMBINE_TIMELINE)."""
+    out = []
+    dispatch = k.DISPATCH_TIMELINE[role]
+    if config.op is not Op.combine:
+        out += [(p, x, x + 1) for x, p in enumerate(dispatch)]
+    if config.op is Op.layer:
+        out.append((k.LAYER_GAP, len(dispatch), k.N_MARKS))
+    if config.op is not Op.dispatch:
+        out += [(p, k.N_MARKS + x, k.N_MARKS + x + 1)
+                for x, p in enumerate(k.COMBINE_TIMELINE[config.protocol])]
+    return out
+
+
+def _roles(config: Config) -> list[tuple[int, str]]:
+    """(AIVs, role) of a die, in AIV order: its dispatch role (combine: bsp, or token)."""
+    if config.protocol is not Protocol.ubep:
+        return [(config.aivs, "bsp")]
+    if config.op is Op.combine:
+        return [(config.aivs, "token")]
+    return [(config.cumsum_aivs, "cumsum"), (config.aivs - config.cumsum_aivs, "token")]
+
+
 def timeline_bytes(config: Config) -> int:
     """What a timeline adds to simulate's memory: the marks, and the frame's rows."""
-    roles = ((config.cumsum_aivs, "cumsum"), (config.aivs - config.cumsum_aivs, "token")) \
-        if config.protocol.name == "ubep" else ((config.aivs, "bsp"),)
-    rows = config.ranks * sum(n * len(TIMELINE_PHASES[role]) for n, role in roles)
-    return 8 * config.ranks * config.aivs * k.N_MARKS + TIMELINE_ROW_BYTES * rows
+    rows = config.ranks * sum(n * len(timeline_phases(config, role))
+                              for n, role in _roles(config))
+    return 8 * config.ranks * config.aivs * MARKS + TIMELINE_ROW_BYTES * rows
 
 
 def timeline_frame(config: Config, marks: np.ndarray, profile: Profile) -> pl.DataFrame:
     """A row per (die, AIV, phase), die by die and AIV by AIV, each AIV's phases in order:
     the intervals between its marks, in microseconds."""
     clock = profile.values["clock_ghz"] * 1000.0
-    ubep = config.protocol.name == "ubep"
     # one die's rows; every die has the same
-    rows = [(a, role, phase, x) for a in range(config.aivs)
-            for role in [("cumsum" if a < config.cumsum_aivs else "token") if ubep else "bsp"]
-            for x, phase in enumerate(TIMELINE_PHASES[role])]
-    aiv, role, phase, x = zip(*rows)
-    mark = np.array(aiv) * k.N_MARKS + np.array(x)     # its start's column in a die's marks
+    roles = [role for n, role in _roles(config) for _ in range(n)]
+    rows = [(a, role, phase, lo, hi) for a, role in enumerate(roles)
+            for phase, lo, hi in timeline_phases(config, role)]
+    aiv, role, phase, lo, hi = zip(*rows)
+    start = np.array(aiv) * MARKS + np.array(lo)     # its start's column in a die's marks
+    end = np.array(aiv) * MARKS + np.array(hi)
     per_die = marks.reshape(config.ranks, -1)
     of_die = np.tile(np.arange(len(rows), dtype=np.uint32), config.ranks)
     return pl.DataFrame({
@@ -179,8 +200,8 @@ def timeline_frame(config: Config, marks: np.ndarray, profile: Profile) -> pl.Da
         "aiv": np.array(aiv, dtype=np.int32)[of_die],
         "role": pl.Series(role, dtype=pl.Utf8).gather(of_die),
         "phase": pl.Series(phase, dtype=pl.Utf8).gather(of_die),
-        "start_us": (per_die[:, mark] / clock).ravel(),
-        "end_us": (per_die[:, mark + 1] / clock).ravel()})
+        "start_us": (per_die[:, start] / clock).ravel(),
+        "end_us": (per_die[:, end] / clock).ravel()})
 
 
 __all__ = ["InputError", "PARAMS", "simulate", "simulate_columns", "simulate_many",

@@ -19,11 +19,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from . import __version__
-from .errors import InputError
-from .files import toml_value, write_parquet, write_text
-from .params import NAMES, make_config
-from .profile import Profile
+from ..errors import InputError
+from ..sweep.files import toml_value, write_parquet, write_text
+from ..sweep.params import NAMES, config_columns, make_config
+from ..sweep.profile import Profile
+from ..version import __version__
+from .numbers import FIG14_GROUPS
 
 KEYS = ("ranks", "batch", "experts", "topk")
 OUT_FORMATS = (".toml", ".parquet")
@@ -72,7 +73,7 @@ def resolved_row(values: dict[str, Any], aivs_default: int) -> dict[str, Any]:
 def max_groups(aivs: int) -> int:
     """Figure 14's 16 group sizes, or fewer on dies with fewer AIVs: at least one AIV must send
     tokens."""
-    return min(16, aivs - 1)
+    return min(FIG14_GROUPS[-1], aivs - 1)
 
 
 def default_max_cumsum_aivs(rows: list[dict[str, Any]]) -> int:
@@ -85,8 +86,7 @@ def tune(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
     """Simulate every row at group sizes 1..max_cumsum_aivs (default: default_max_cumsum_aivs)
     and every seed; pick the best. A maximum the caller chose that some row cannot run is an
     error, never quietly lowered."""
-    from .calibrate import config_columns
-    from .model import simulate_columns
+    from ..sweep.model import simulate_columns
 
     if max_cumsum_aivs is None:
         max_cumsum_aivs = default_max_cumsum_aivs(rows)

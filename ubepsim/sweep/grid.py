@@ -7,7 +7,7 @@
 
 Here: the file's tables and keys, each axis's values (each checked with `params.coerce`) and
 the Grid they make. The expansion of the axes into points, with their deduplication and the
-grid's fingerprint, is ubepsim.expand; the [sweep] filter's language is ubepsim.filters. Every
+grid's fingerprint, is expand; the [sweep] filter, an SQL condition, is filters. Every
 error is an InputError naming the grid file and the key.
 """
 
@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .errors import InputError
-from .expand import CHUNK, configurations, corner, expand, point_columns
+from ..errors import InputError
+from .expand import CHUNK, configurations, corner, expand
 from .files import beside, is_number
-from .filters import filter_expr
+from .filters import compile_filter
 from .memory import check_memory, working_memory
-from .params import ENUMS, NAMES, PARAM_BY_NAME, coerce, polars_dtype, trace_digest
+from .params import ENUMS, NAMES, PARAM_BY_NAME, coerce, columns, polars_dtype, trace_digest
 from .profile import BUILTIN, Profile, load_profile
 
 TABLES = ("sweep", "grid", "zip", "profile")
@@ -36,8 +36,8 @@ SWEEP_KEYS = {
     "name": "the sweep's name (a string), recorded with the results",
     "out": "the output directory (a string); `--out DIR` overrides it",
     "seeds": "the replicate seeds: an integer, a list of integers or { range = [first, last] }",
-    "filter": "an expression over parameter names that keeps a point, e.g. \"topk <= experts\" "
-              "(or a list of them, all must hold)",
+    "filter": "an SQL condition over parameter names that keeps a point, e.g. \"topk <= "
+              "experts AND protocol = 'ubep'\" (or a list of them, all must hold)",
     "profile": "the base hardware profile: \"cm384\" or a TOML file (relative to the grid file)",
 }
 AXIS_FORMS = ("a value, a list of values, or { range = [first, last] } with an optional "
@@ -70,6 +70,7 @@ class Grid:
     # Grid files that expand to the same points (comments, key order in a zip group, `out`) are
     # the same sweep; a resumed run must present the same fingerprint.
     fingerprint: str
+    unread: tuple[str, ...]   # the parameters in which points dropped as repeats differ
     values: list[list[pl.Series]] = dataclasses.field(repr=False)   # per axis, its columns
     kept: np.ndarray | None = dataclasses.field(repr=False)  # product index of each point
                                                               # (None: every point is kept)
@@ -79,13 +80,9 @@ class Grid:
         return self.product if self.kept is None else len(self.kept)
 
     def frame(self, start: int, stop: int) -> pl.DataFrame:
-        """Points [start, stop), resolved: one column per parameter, enums as pl.Enum."""
+        """Configurations [start, stop): a frame of params.SCHEMA, as simulate_table takes it."""
         index = np.arange(start, stop) if self.kept is None else self.kept[start:stop]
         return configurations(self.values, index, self.profile)
-
-    def batch(self, start: int, stop: int) -> pl.DataFrame:
-        """Points [start, stop) in the form simulate_table takes: enums as their names."""
-        return self.frame(start, stop).with_columns(pl.col(n).cast(pl.String) for n in ENUMS)
 
     def check_memory(self, limits: list[tuple[int, int, str]],
                      threads: str = "--workers") -> None:
@@ -102,7 +99,7 @@ class Grid:
         largest: dict[str, Any] = {}
         for lo in range(0, self.size, CHUNK):
             points = self.frame(lo, min(lo + CHUNK, self.size))
-            need = working_memory(point_columns(points, NAMES))
+            need = working_memory(columns(points))
             i = int(need.argmax())
             if not top.size or need[i] > top[0]:
                 largest = points.row(i, named=True)
@@ -170,13 +167,13 @@ def load_grid(path: str | Path, key: str = "GRID.toml", base_profile: str | None
     if not isinstance(filters, list) or not all(isinstance(f, str) for f in filters):
         raise InputError("sweep.filter", f"expected a string or a list of strings "
                          f"({SWEEP_KEYS['filter']})", source)
-    filters = [filter_expr(f, source) for f in filters]
+    filters = [compile_filter(f, source) for f in filters]
     values = [[pl.Series(name, v, polars_dtype(name)) for name, v in cols.items()]
               for _, cols in axes]
     product = math.prod(sizes.values())
-    kept, filtered, fingerprint = expand(values, profile, filters, product, source)
+    kept, filtered, fingerprint, unread = expand(values, profile, filters, product, source)
     return Grid(path, text, name, Path(out) if out else None, profile, sizes, product,
-                filtered, fingerprint, values, kept)
+                filtered, fingerprint, unread, values, kept)
 
 
 def shape(sizes: dict[str, int]) -> str:
@@ -310,6 +307,77 @@ def _check_distinct(names: list[str], points: list[tuple], key: str, source: str
 def _range(name: str, spec: dict, key: str, source: str) -> list:
     """first, first + step, ... (or first, first * factor, ...) up to last, which the steps must
     land on: both ends are included, so a range that would stop short of last is refused."""
+    r = _range_of(name, spec, key, source)
+    steps = r.steps()   # before any value is built
+    # counted as the values will be (a float count a hair above a whole number is that number)
+    if math.floor(steps + 1e-9) + 1 > MAX_POINTS:
+        count = f"{math.floor(steps) + 1:,}" if steps < 1e15 else "more than 10^15"
+        raise InputError(key, f"{r.shown} has {count} values; a grid holds at most "
+                         f"{MAX_POINTS:,} points: narrow the range or split the grid into "
+                         f"several files", source)
+    k = round(steps)
+    if not (r.reach(k) == r.last if r.exact else math.isclose(
+            r.reach(k), r.last, rel_tol=1e-9, abs_tol=0 if r.geometric else 1e-9 * r.stride)):
+        k = math.floor(steps)
+        word = "factor" if r.geometric else "step"
+        raise InputError(key, f"{r.shown} with {word} {_show(r.stride)} ends at "
+                         f"{_show(r.reach(k))}, not {_show(r.last)}: make last "
+                         f"{_show(r.reach(k))}, or choose a {word} that reaches {_show(r.last)}",
+                         source)
+    values = [r.reach(i) for i in range(k + 1)]
+    values[-1] = r.last  # the end as written, not its float approximation (0.30000000000000004)
+    if (p := PARAM_BY_NAME.get(name)) is not None and p.kind is int:
+        fraction = next((v for v in values if not float(v).is_integer()), None)
+        if fraction is not None:
+            raise InputError(key, f"an integer parameter needs integer values; {r.shown} with "
+                             f"factor {_show(r.stride)} gives {_show(fraction)}", source)
+        return [int(v) for v in values]
+    return [round(float(v), 12) for v in values]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Range:
+    """first, first + stride, ... (first, first * stride, ... if geometric) up to last."""
+
+    first: int | float
+    last: int | float
+    stride: int | float
+    geometric: bool
+
+    @property
+    def exact(self) -> bool:
+        return all(isinstance(v, int) for v in (self.first, self.last, self.stride))
+
+    @property
+    def shown(self) -> str:
+        return f"range [{_show(self.first)}, {_show(self.last)}]"
+
+    def reach(self, i: int) -> float:
+        """The i-th value."""
+        if not self.geometric:
+            return self.first + self.stride * i
+        try:
+            return self.first * self.stride ** i
+        except OverflowError:  # a float power past 1e308 raises, where a product gives inf
+            return math.inf
+
+    def steps(self) -> float:
+        """The steps from first to last: integers exactly."""
+        first, last, stride = self.first, self.last, self.stride
+        if self.geometric and self.exact:   # a few dozen multiplications: integers only grow
+            steps, v = 0, first
+            while v * stride <= last:
+                v *= stride
+                steps += 1
+            return steps
+        if self.geometric:
+            return (math.log(last) - math.log(first)) / math.log(stride)  # no last / first
+        return (last - first) // stride if self.exact else (last - first) / stride
+
+
+def _range_of(name: str, spec: dict, key: str, source: str) -> _Range:
+    """A range's table checked: its form, its ends within the parameter's bounds and in order,
+    its step or factor, integers for an integer parameter."""
     p = PARAM_BY_NAME.get(name)
     if p is not None and p.kind not in (int, float):
         raise InputError(key, f"a range needs a numeric parameter; {name} takes a list of "
@@ -323,8 +391,7 @@ def _range(name: str, spec: dict, key: str, source: str) -> list:
                                               else ""), source)
     if "step" in spec and "factor" in spec:
         raise InputError(key, "give step or factor, not both", source)
-    first, last = bounds
-    shown = f"range [{_show(first)}, {_show(last)}]"
+    shown = _Range(*bounds, 1, False).shown
     for end in bounds if p is not None else ():  # before counting, which they could overflow
         if p.minimum is not None and end < p.minimum:
             raise InputError(key, f"{shown}: {_show(end)} is below the minimum "
@@ -332,76 +399,31 @@ def _range(name: str, spec: dict, key: str, source: str) -> list:
         if p.maximum is not None and end > p.maximum:
             raise InputError(key, f"{shown}: {_show(end)} is above the maximum "
                              f"{_show(p.maximum)}", source)
-    geometric = "factor" in spec
-    stride = spec["factor"] if geometric else spec.get("step", 1)
-    if geometric:
-        if not is_number(stride) or stride <= 1 or first <= 0:
-            raise InputError(key, "factor must be a number above 1, and the range must start "
-                             "above 0", source)
-    elif not is_number(stride) or stride <= 0:
-        raise InputError(key, f"step must be a number above 0, got {stride!r}", source)
-    if stride > sys.float_info.max:   # no range of values a float can hold takes such a step
-        raise InputError(key, f"{'factor' if geometric else 'step'} {stride} is too large",
+    r = _Range(*bounds, spec.get("factor", spec.get("step", 1)), "factor" in spec)
+    if r.geometric and (not is_number(r.stride) or r.stride <= 1 or r.first <= 0):
+        raise InputError(key, "factor must be a number above 1, and the range must start "
+                         "above 0", source)
+    if not r.geometric and (not is_number(r.stride) or r.stride <= 0):
+        raise InputError(key, f"step must be a number above 0, got {r.stride!r}", source)
+    if r.stride > sys.float_info.max:   # no range of values a float can hold takes such a step
+        raise InputError(key, f"{'factor' if r.geometric else 'step'} {r.stride} is too large",
                          source)
-    whole = p is not None and p.kind is int
-    if whole:
+    if p is not None and p.kind is int:
         # before counting, so that a fractional step is refused without building its values; a
-        # fractional factor can still give integers (4, 6, 9), checked on the values below
-        ends = [first, last] + [stride] * (not geometric)
+        # fractional factor can still give integers (4, 6, 9), checked on the values
+        ends = [r.first, r.last] + [r.stride] * (not r.geometric)
         if not all(isinstance(v, int) or v.is_integer() for v in ends):
             raise InputError(key, f"an integer parameter needs integer range ends and steps, "
                              f"got {spec!r}", source)
         if any(isinstance(v, float) for v in ends):   # as a value 16.0 is refused
             raise InputError(key, f"expected integers, got {spec!r}: TOML writes integers "
                              f"without a point", source)
-        first, last = int(first), int(last)
-        stride = int(stride) if float(stride).is_integer() else stride
-    if first > last:
+        r = _Range(int(r.first), int(r.last), int(r.stride) if float(r.stride).is_integer()
+                   else r.stride, r.geometric)
+    if r.first > r.last:
         raise InputError(key, f"{shown}: first is above last; a range counts up from first to "
-                         f"last: write [{_show(last)}, {_show(first)}]", source)
-
-    def reach(i: int) -> float:
-        if not geometric:
-            return first + stride * i
-        try:
-            return first * stride ** i
-        except OverflowError:  # a float power past 1e308 raises, where a product gives inf
-            return math.inf
-
-    # the number of steps, computed before any value is built: integers exactly
-    exact = all(isinstance(v, int) for v in (first, last, stride))
-    if geometric and exact:   # a few dozen multiplications at most: integers only grow
-        steps, v = 0, first
-        while v * stride <= last:
-            v *= stride
-            steps += 1
-    elif geometric:
-        steps = (math.log(last) - math.log(first)) / math.log(stride)  # no last / first overflow
-    else:
-        steps = (last - first) // stride if exact else (last - first) / stride
-    # counted as the values will be (a float count a hair above a whole number is that number)
-    if math.floor(steps + 1e-9) + 1 > MAX_POINTS:
-        count = f"{math.floor(steps) + 1:,}" if steps < 1e15 else "more than 10^15"
-        raise InputError(key, f"{shown} has {count} values; a grid holds at most "
-                         f"{MAX_POINTS:,} points: narrow the range or split the grid into "
-                         f"several files", source)
-    k = round(steps)
-    if not (reach(k) == last if exact else math.isclose(
-            reach(k), last, rel_tol=1e-9, abs_tol=0 if geometric else 1e-9 * stride)):
-        k = math.floor(steps)
-        word = "factor" if geometric else "step"
-        raise InputError(key, f"{shown} with {word} {_show(stride)} ends at {_show(reach(k))}, "
-                         f"not {_show(last)}: make last {_show(reach(k))}, or choose a {word} "
-                         f"that reaches {_show(last)}", source)
-    values = [reach(i) for i in range(k + 1)]
-    values[-1] = last  # the end as written, not its float approximation (0.30000000000000004)
-    if whole:
-        fraction = next((v for v in values if not float(v).is_integer()), None)
-        if fraction is not None:
-            raise InputError(key, f"an integer parameter needs integer values; {shown} with "
-                             f"factor {_show(stride)} gives {_show(fraction)}", source)
-        return [int(v) for v in values]
-    return [round(float(v), 12) for v in values]
+                         f"last: write [{_show(r.last)}, {_show(r.first)}]", source)
+    return r
 
 
 def _show(v: float) -> str:

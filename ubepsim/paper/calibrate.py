@@ -1,4 +1,5 @@
-"""Fitting hardware-profile parameters to measurements: a user's, or the paper's numbers.
+"""Fitting hardware-profile keys to measurements: a user's, or the paper's numbers (whose
+problem is ubepsim.paper.cm384's).
 
 A calibration problem is a set of points, each a configuration of the model with a measured
 value; the model gives its own value for each point (a latency, or a quantity derived from
@@ -17,8 +18,8 @@ of the squares of these residuals is least (docs/calibration.md, "How points are
   candidate): `blocks_in_flight` moves the model in whole stores, so its slope is zero almost
   everywhere and a derivative-based fit cannot move it.
 
-The paper's calibration (`paper_problem`, `calibrate_paper`) lives here too: its points are the
-numbers restated under "Numbers for calibration" in the paper, and nothing else.
+A user's measurements become a problem here (`read_measurements`, `measurement_problem`); the
+paper's numbers become one in ubepsim.paper.cm384, which refits the built-in profile.
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .errors import InputError
-from .files import beside, toml_value
-from .params import ENUMS, NAMES, PARAM_BY_NAME, make_config
-from .profile import FIELDS, HOP_CLASSES, Profile, load_profile
+from ..errors import InputError
+from ..sweep.files import beside, toml_value
+from ..sweep.params import NAMES, PARAM_BY_NAME, config_columns, make_config
+from ..sweep.profile import FIELDS, HOP_CLASSES, Profile, load_profile
 
 # Keys that describe the machine's shape rather than a cost: set from what is known, never fitted.
 STRUCTURAL = ("aivs", "npu_dies", "tier_sizes", "block_bytes", "flag_bytes", "clock_ghz")
@@ -52,8 +53,9 @@ MEASURED = "latency_us"          # a measured latency (a point of its own)
 EXTRA = "extra_latency_us"        # a latency above the best of its group (a relative point)
 GROUP = "group"                   # the group an extra latency is measured against
 TOLERANCE, WEIGHT = "tolerance", "weight"   # optional per-row columns of a measurement file
+SOURCE = "source"                 # where a row was measured: what --cv folds on (else group)
 TARGETS = (MEASURED, EXTRA)
-OPTIONAL = (GROUP, TOLERANCE, WEIGHT)
+OPTIONAL = (GROUP, TOLERANCE, WEIGHT, SOURCE)
 # A row's tolerance unless its file gives one: 3% of a latency; 1 us of an extra latency (the
 # noise of a single run on real hardware, as the paper reads its Figure 14).
 DEFAULT_TOLERANCE = {MEASURED: 0.03, EXTRA: 1.0}
@@ -165,7 +167,7 @@ class Problem:
                 np.asarray(default if value is None else value), (n,)).copy())
 
     def simulate(self, profile: Profile, threads: int | None = None) -> np.ndarray:
-        from .model import simulate_columns
+        from ..sweep.model import simulate_columns
         return self.model_values(simulate_columns(self.cols, profile, threads), profile)
 
     def errors(self, values: np.ndarray) -> np.ndarray:
@@ -196,7 +198,8 @@ def read_measurements(path: str | Path) -> pl.DataFrame:
     """A measurement table (CSV or Parquet): model parameters as columns, and per row either
     `latency_us` (a measured latency) or `extra_latency_us` with a `group` (a latency above the
     best of the rows of its group, as Figure 14 of the paper gives them); optionally
-    `tolerance` and `weight` per row.
+    `tolerance` and `weight` per row, and the `source` it was measured in (what
+    cross-validation leaves out, ubepsim.paper.crossval).
 
     Refuses, before any work, a file it cannot read, a column it does not know, a row with no
     target or two, a non-positive latency, a negative extra latency, an extra latency without
@@ -224,7 +227,7 @@ def read_measurements(path: str | Path) -> pl.DataFrame:
     if unknown:
         raise InputError(unknown[0], f"unknown column; a measurement file has model parameters "
                          f"({', '.join(NAMES)}), {MEASURED} or {EXTRA} with {GROUP}, and "
-                         f"optionally {TOLERANCE} and {WEIGHT}", source)
+                         f"optionally {TOLERANCE}, {WEIGHT} and {SOURCE}", source)
     if not any(t in frame.columns for t in TARGETS):
         raise InputError(MEASURED, f"missing: the measured dispatch latency in microseconds "
                          f"({MEASURED}), or the latency above the best of a group ({EXTRA})",
@@ -353,13 +356,6 @@ def _label(row: dict[str, Any], params: Sequence[str]) -> str:
     return " ".join(f"{k}={row[k]}" for k in params) or "defaults"
 
 
-def config_columns(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    """Resolved configurations (Config.as_dict() rows) as the columns simulate_columns takes."""
-    return {n: np.array([r[n] for r in rows], dtype=object if n in ENUMS or n == "trace"
-                        else (np.float64 if PARAM_BY_NAME[n].kind is float else np.int64))
-            for n in NAMES}
-
-
 # --- the fit -------------------------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -392,11 +388,10 @@ def fit(problem: Problem, profile: Profile, keys: Sequence[str],
     """
     started = time.perf_counter()
     keys = tuple(keys)
-    gridded = [k for k in keys if k in GRID_KEYS]
-    smooth = [k for k in keys if k not in GRID_KEYS]
     grid = dict(grid or {})
-    for k in gridded:
-        grid.setdefault(k, _powers_of_two(k, get_value(profile.values, k)))
+    for k in keys:
+        if k in GRID_KEYS:
+            grid.setdefault(k, _powers_of_two(k, get_value(profile.values, k)))
     cache: dict[tuple, np.ndarray] = {}
 
     def evaluate(values: dict[str, float]) -> np.ndarray:
@@ -406,6 +401,35 @@ def fit(problem: Problem, profile: Profile, keys: Sequence[str],
             cache[key] = problem.simulate(trial, threads)
         return cache[key]
 
+    values = {k: _round(k, v, significant)
+              for k, v in _search(problem, profile, keys, grid, evaluate, max_evaluations,
+                                  progress).items()}
+    # Where a key's start value gives the same results as its fitted one, the measurements
+    # hold nothing for the move (a key no point depends on would be written at its bound, or
+    # wherever the search stopped): it keeps its start value.
+    kept = []
+    for k in keys:
+        v0 = get_value(profile.values, k)
+        if values[k] != v0 and np.array_equal(evaluate({**values, k: v0}), evaluate(values)):
+            values[k] = v0
+            kept.append(k)
+    final = with_values(profile, values)
+    simulated = evaluate(values)
+    support = {k: _support(k, values, grid[k] if k in GRID_KEYS else None, simulated, evaluate)
+               for k in keys if k not in kept}
+    table = problem.table(simulated)
+    return Fit({m: get_value(final.values, m) for k in keys for m in members(k)}, final, table,
+               rms_in_tolerances(table), len(cache), time.perf_counter() - started, tuple(kept),
+               support)
+
+
+def _search(problem: Problem, profile: Profile, keys: tuple[str, ...],
+            grid: dict[str, Sequence[int]], evaluate: Callable, max_evaluations: int,
+            progress: Callable[[str], None] | None) -> dict[str, float]:
+    """The best values of `keys`: least squares over the smooth ones at every combination of
+    the gridded ones' candidates."""
+    gridded = [k for k in keys if k in GRID_KEYS]
+    smooth = [k for k in keys if k not in GRID_KEYS]
     best: tuple[float, dict[str, float]] | None = None
     start = {k: get_value(profile.values, k) for k in smooth}
     for combo in itertools.product(*(grid[k] for k in gridded)):
@@ -422,38 +446,22 @@ def fit(problem: Problem, profile: Profile, keys: Sequence[str],
             if best is None or cost < best[0]:
                 best = (cost, values)
     assert best is not None
-    values = {k: _round(k, v, significant) for k, v in best[1].items()}
-    # Where a key's start value gives the same results as its fitted one, the measurements
-    # hold nothing for the move (a key no point depends on would be written at its bound, or
-    # wherever the search stopped): it keeps its start value.
-    kept = []
-    for k in keys:
-        v0 = get_value(profile.values, k)
-        if values[k] != v0 and np.array_equal(evaluate({**values, k: v0}), evaluate(values)):
-            values[k] = v0
-            kept.append(k)
-    final = with_values(profile, values)
-    simulated = evaluate(values)
-    # How many points each fitted key moves, one step away from its value: a key that moves
-    # one point (or none) is set by that point alone, not fitted to the measurements.
-    support = {}
-    for k in keys:
-        if k in kept:
-            continue
-        v = values[k]
-        if k in gridded:   # its neighbouring candidate: a smaller step may move nothing
-            at = list(grid[k]).index(v) if v in grid[k] else 0
-            step = grid[k][at + 1] if at + 1 < len(grid[k]) else grid[k][max(at - 1, 0)]
-        elif _kind(k) is int:
-            step = max(v * (1 + STEP), round(v) + 1)
-        else:
-            step = v * (1 + STEP)
-        moved = evaluate({**values, k: step}) != simulated
-        support[k] = int(np.count_nonzero(moved))
-    table = problem.table(simulated)
-    return Fit({m: get_value(final.values, m) for k in keys for m in members(k)}, final, table,
-               rms_in_tolerances(table), len(cache), time.perf_counter() - started, tuple(kept),
-               support)
+    return best[1]
+
+
+def _support(key: str, values: dict[str, float], candidates: Sequence[int] | None,
+             simulated: np.ndarray, evaluate: Callable) -> int:
+    """How many points a fitted key moves one step away from its value: a key that moves one
+    point (or none) is set by that point alone, not fitted to the measurements."""
+    v = values[key]
+    if candidates is not None:   # its neighbouring candidate: a smaller step may move nothing
+        at = list(candidates).index(v) if v in candidates else 0
+        step = candidates[at + 1] if at + 1 < len(candidates) else candidates[max(at - 1, 0)]
+    elif _kind(key) is int:
+        step = max(v * (1 + STEP), round(v) + 1)
+    else:
+        step = v * (1 + STEP)
+    return int(np.count_nonzero(evaluate({**values, key: step}) != simulated))
 
 
 def _least_squares(problem: Problem, keys: list[str], start: dict[str, float],
@@ -509,290 +517,6 @@ def _round(key: str, v: float, significant: int) -> float:
 
 def _fmt(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:.4g}"
-
-
-# --- the paper's numbers ("Numbers for calibration" in the paper, and nothing else) ----------
-
-TABLE2_NS = {"intra_npu": 218.0, "one_hop": 929.0, "two_hop": 2500.0}
-TABLE2_LABELS = {"intra_npu": "Intra-NPU", "one_hop": "One-Hop", "two_hop": "Two-Hop"}
-FIG3B_EFFICIENCY = {8: 1.000, 16: 0.767, 24: 0.576, 32: 0.456, 48: 0.311}
-TABLE4_CANN_EP = {16: (103.0, 71.0), 32: (120.0, 61.0), 64: (139.0, 53.0), 128: (144.0, 51.0),
-                  256: (151.0, 48.0)}            # ranks: (latency us, bandwidth GB/s)
-SYNCALL_SHARE = 0.15      # "SyncAll ... can account for approximately 15%" (Section 2.3)
-NPU_GBPS = 392.0          # UB bandwidth per NPU (Section 2.3), shared by its dies
-AIVS, NPU_DIES, BLOCK_BYTES, FLAG_BYTES = 48, 2, 512, 32
-
-# Table 4's workload (DeepEP's low-latency benchmark) on CANN EP: the BSP protocol with
-# stop-and-wait flags and each AIV owning a block of experts, one expert per rank.
-CANN_EP = {"batch": 128, "topk": 8, "hidden": 7168, "dtype": "fp8", "protocol": "bsp",
-           "sync": "sw", "schedule": "expert_block"}
-# Figure 3(b) states no setup; we take Table 4's at 128 ranks (the paper's default EP size),
-# every AIV of the die sending, as CANN EP does.
-FIG3B_RANKS = 128
-
-# What the paper states, set rather than fitted (Table 2, Section 2.3, Section 3.4).
-STATED: dict[str, Any] = {
-    "aivs": AIVS, "npu_dies": NPU_DIES, "tier_sizes": [16], "block_bytes": BLOCK_BYTES,
-    "flag_bytes": FLAG_BYTES, "sentinel_collision_prob": 0.0,
-    "latency_ns": {"local": 100.0, **TABLE2_NS, "three_hop": 5000.0},
-}
-# The starting point of the fit, and the value of every key no calibration point constrains.
-# The ports start from the paper's 392 GB/s per NPU, half per die; the model's ports carry
-# 512 B stores one way, and the fit decides what a die gets of the NPU's bandwidth that way.
-PROVISIONAL: dict[str, Any] = {
-    "egress_gbps": NPU_GBPS / NPU_DIES, "ingress_gbps": NPU_GBPS / NPU_DIES,
-    "clock_ghz": 1.8, "blocks_in_flight": 64, "aiv_store_gbps": 16.0, "aiv_copy_gbps": 32.0,
-    "store_issue_cycles": 40, "init_cycles": 1800, "vector_op_cycles": 12, "vector_lanes": 128,
-    "prefix_cycles": 2, "syncall_cycles": 1200, "flag_check_cycles": 8,
-    "sentinel_reset_cycles": 8, "sentinel_timeout_ns": 20000.0,
-    # CalCumSum's per-source work, about 0.34 us of one AIV in all (Figure 14, batch 8: 46.0 -
-    # 24.1 us between one and two AIVs is half of 128 sources' work), split by a guess between
-    # a destination's address chain, a count's vector chain and a status poll's
-    "dest_switch_cycles": 150, "count_chain_cycles": 100, "status_poll_cycles": 120,
-}
-# Fitted to Table 4, Figure 3(b) and the SyncAll share. The other provisional keys act only in
-# modes the calibration points do not run (flag checks of tff/dc/sp, sentinel polling, UBEP's
-# quaternary search) or add well under a microsecond to them (vector counts, prefix sums).
-PAPER_KEYS = ("aiv_store_gbps", "store_issue_cycles", "init_cycles", "aiv_copy_gbps",
-              "syncall_cycles", "egress_gbps=ingress_gbps", "blocks_in_flight",
-              "dest_switch_cycles", "count_chain_cycles", "status_poll_cycles",
-              "latency_ns.intra_npu", "latency_ns.one_hop", "latency_ns.two_hop")
-# The hardware figure each fitted key should land near, printed beside it (a key far from its
-# figure is absorbing something the model lacks).
-HARDWARE_FIGURES = {
-    "egress_gbps": "392 GB/s per NPU (Section 2.3): 196 per die, one way",
-    "ingress_gbps": "392 GB/s per NPU (Section 2.3): 196 per die, one way",
-    "blocks_in_flight": "CANN stages two copies in UB (BUFFER_NUM = 2): 30 blocks of Table 4's "
-                        "token",
-    "syncall_cycles": "the SyncAll share, about 15% of CANN EP's latency (Section 2.3)",
-    "dest_switch_cycles": "two dependent global-memory loads: about two local latencies "
-                          "(2 x 100 ns = 360 cycles)",
-    "count_chain_cycles": "five vector instructions of vector_op_cycles (12) and four pipe "
-                          "barriers: 60 to 150 cycles",
-    "status_poll_cycles": "a strided read of local memory (100 ns = 180 cycles) and three "
-                          "vector instructions",
-    **{f"latency_ns.{h}": f"Table 2: {ns:g} ns" for h, ns in TABLE2_NS.items()},
-}
-# Copies of Table 4's token in flight per AIV (see paper_grid): around the two UB buffers CANN
-# stages copies in; fewer than two leaves the sender idle on every round trip, and each
-# candidate costs a least-squares run of its own.
-COPIES_IN_FLIGHT = (2, 3, 4)
-
-
-def paper_start() -> Profile:
-    """The profile the paper fit starts from: stated values and provisional costs."""
-    return dataclasses.replace(load_profile(overrides={**PROVISIONAL, **STATED}), name="cm384")
-
-
-def cann_ep(ranks: int, **changes: Any) -> dict[str, Any]:
-    """Table 4's CANN EP configuration at `ranks`, resolved."""
-    return make_config({**CANN_EP, "ranks": ranks, **changes}, AIVS).as_dict()
-
-
-def syncall_count() -> int:
-    """SyncAlls in one BSP dispatch, as the model runs it (its phase list)."""
-    from .model import TIMELINE_PHASES
-    return TIMELINE_PHASES["bsp"].count("syncall")
-
-
-# Figure 14 (Appendix C.3): UBEP with its full design (the model's defaults), one expert per
-# die, top-8, hidden 7168; each cell the extra latency (us) over the best CalCumSum group size
-# of its batch row, a panel per rank count (the 256-rank panel is withheld). Single runs on real
-# hardware: a cell carries noise of about 1-3 us (the 64-rank panel's batch 8, group 16 cell,
-# 37.3, most likely one run's outlier).
-FIG14_RANKS = 128
-FIG14_GROUPS = tuple(range(1, 17))
-FIG14_EXTRA_US = {
-    8: (46.0, 24.1, 17.0, 12.3, 9.6, 7.5, 11.5, 4.8, 3.0, 1.5, 2.0, 2.7, 0.5, 1.5, 0.0, 0.2),
-    16: (38.7, 16.6, 11.7, 8.2, 8.0, 7.6, 6.0, 4.5, 2.8, 2.7, 2.5, 3.9, 2.6, 0.8, 0.0, 1.2),
-    32: (20.4, 8.9, 5.6, 5.1, 4.0, 4.6, 2.9, 2.8, 2.3, 1.6, 1.7, 4.9, 3.2, 3.9, 0.0, 1.7),
-    64: (15.2, 3.7, 2.8, 0.2, 0.0, 1.0, 1.7, 2.5, 2.3, 1.8, 1.6, 2.1, 1.8, 1.4, 3.0, 4.7),
-    128: (2.9, 0.0, 0.3, 0.4, 3.1, 7.9, 5.7, 3.5, 7.6, 6.2, 6.3, 6.5, 7.9, 9.3, 10.9, 14.2),
-}
-FIG14_PANELS = {
-    64: {
-        8: (17.4, 15.7, 6.7, 5.8, 4.4, 4.6, 12.6, 3.1, 0.5, 0.2, 0.1, 3.1, 0.0, 0.5, 0.2, 37.3),
-        16: (16.3, 12.2, 7.8, 5.1, 4.1, 3.9, 8.3, 3.6, 3.4, 3.3, 3.7, 2.5, 0.2, 3.3, 0.0, 3.1),
-        32: (12.3, 11.4, 3.6, 4.8, 2.7, 1.7, 2.2, 4.7, 1.0, 0.4, 0.0, 3.2, 1.5, 1.3, 1.1, 0.9),
-        64: (11.5, 0.0, 0.5, 3.5, 1.8, 2.2, 2.1, 1.4, 0.8, 1.9, 1.8, 1.5, 2.9, 2.7, 3.9, 4.4),
-        128: (0.0, 1.1, 0.5, 0.3, 5.4, 4.4, 3.8, 4.8, 4.4, 3.7, 4.2, 2.7, 4.5, 6.2, 8.1, 8.8),
-    },
-    FIG14_RANKS: FIG14_EXTRA_US,
-}
-# Cells the paper itself reads as one run's outlier, not a mechanism ("Numbers for
-# calibration": the 64-rank panel's batch 8, group 16 cell, 37.3 us among neighbours under 1):
-# shown and scored, but of no weight in a fit, which would bend the model to reach them.
-FIG14_OUTLIERS = {(64, 8, 16)}
-# What Figure 14 runs besides the model's defaults (the paper states top-8 and hidden 7168).
-FIG14_SETUP: dict[str, Any] = {}
-# Seeds the fit averages Figure 14's model cells over (validate takes 20): each fit evaluation
-# simulates every cell for every seed, and four keep the fit's run time in minutes.
-FIG14_FIT_SEEDS = tuple(range(4))
-
-
-def fig14_source(ranks: int) -> str:
-    """The name of a Figure 14 panel as a source of calibration points."""
-    return f"Figure 14 ({ranks} ranks)"
-
-
-# How each source's points are compared (docs/calibration.md, "How points are weighted"):
-# (relative error?, tolerance). Latencies within 3%; an efficiency or a share within 3 points;
-# Figure 14's extra latencies within 2 us, the middle of the noise the paper reads in a cell.
-# Every source weighs the same in the sum of squares whatever its number of points (weight
-# 1 / sqrt(points)): a Figure 14 panel's 80 cells do not drown Table 4's five latencies.
-SOURCES = {"Table 2": (True, 0.03), "Table 4": (True, 0.03), "Figure 3(b)": (False, 0.03),
-           "Section 2.3": (False, 0.03),
-           **{fig14_source(r): (False, 2.0) for r in FIG14_PANELS}}
-# The sources the shipped profile is fitted to.
-PAPER_SOURCES = ("Table 2", "Table 4", "Figure 3(b)", "Section 2.3", fig14_source(FIG14_RANKS))
-
-
-def fig14_config(batch: int, group: int, seed: int, ranks: int = FIG14_RANKS) -> dict[str, Any]:
-    """A cell of a Figure 14 panel, resolved."""
-    return make_config({**FIG14_SETUP, "ranks": ranks, "batch": batch, "cumsum_aivs": group,
-                        "seed": seed}, AIVS).as_dict()
-
-
-def fig14_extra(latency_us: np.ndarray, seeds: int) -> np.ndarray:
-    """The model's Figure 14 cells from the latencies of fig14_config rows in (batch, group,
-    seed) order: each cell's mean over the seeds less its row's least."""
-    mean = latency_us.reshape(len(FIG14_EXTRA_US), len(FIG14_GROUPS), seeds).mean(axis=2)
-    return (mean - mean.min(axis=1, keepdims=True)).ravel()
-
-
-def fig14_label(batch: int, group: int, ranks: int = FIG14_RANKS) -> str:
-    return f"Figure 14: {ranks} ranks, batch {batch}, {group} CalCumSum AIVs, extra (us)"
-
-
-def paper_problem(fig14_seeds: Sequence[int] = FIG14_FIT_SEEDS,
-                  sources: Sequence[str] = PAPER_SOURCES) -> Problem:
-    """The points of `sources` (SOURCES' names): Table 2's latencies, Table 4's CANN EP
-    latencies, Figure 3(b)'s efficiencies, the SyncAll share and Figure 14's panels.
-
-    Efficiency with n AIVs = (T_8 * 8) / (T_n * n), T the Token-Sending phase of the same work.
-    The SyncAll share is the barriers' own cost (all of them, after the last AIV arrives) over
-    the latency, averaged over Table 4's points (whose configurations it runs, whether or not
-    their latencies are points). Figure 3(b)'s 8-AIV point is 100% by definition and is left
-    out. Table 2's points are the profile's own latencies, in whole cycles.
-    """
-    unknown = [s for s in sources if s not in SOURCES]
-    if unknown:
-        raise ValueError(f"unknown source(s) {unknown}; known: {list(SOURCES)}")
-    ranks = list(TABLE4_CANN_EP)
-    aivs = np.array(list(FIG3B_EFFICIENCY), dtype=float)
-    seeds = list(fig14_seeds)
-    panels = [r for r in FIG14_PANELS if fig14_source(r) in sources]
-    cells = [(b, g) for b in FIG14_EXTRA_US for g in FIG14_GROUPS]
-    table4 = "Table 4" in sources or "Section 2.3" in sources
-    fig3b = "Figure 3(b)" in sources
-    rows = (([cann_ep(r) for r in ranks] if table4 else [])
-            + ([cann_ep(FIG3B_RANKS, aivs=int(a)) for a in aivs] if fig3b else [])
-            + [fig14_config(b, g, s, r) for r in panels for b, g in cells for s in seeds])
-    n4, n3 = len(ranks) if table4 else 0, len(aivs) if fig3b else 0
-    per_panel = len(cells) * len(seeds)
-
-    def values(res: dict[str, np.ndarray], profile: Profile) -> np.ndarray:
-        out = []
-        latency = res["latency_us"][:n4]
-        if "Table 2" in sources:
-            out.append([profile.latency_cycles()[HOP_CLASSES.index(h)] / profile.clock_ghz
-                        for h in TABLE2_NS])
-        if "Table 4" in sources:
-            out.append(latency)
-        if fig3b:
-            out.append(efficiency(res["phase_send_us"][n4:n4 + n3], aivs)[1:])
-        if "Section 2.3" in sources:
-            syncall_us = syncall_count() * profile.syncall_cycles / (profile.clock_ghz * 1000.0)
-            out.append([np.mean(syncall_us / latency)])
-        for i in range(len(panels)):
-            at = n4 + n3 + i * per_panel
-            out.append(fig14_extra(res["latency_us"][at:at + per_panel], len(seeds)))
-        return np.concatenate(out)
-
-    # as `ubepsim validate` names the same points (it takes these labels)
-    points = ([("Table 2", f"Table 2: {TABLE2_LABELS[h]} latency (ns)", "ns", ns)
-               for h, ns in TABLE2_NS.items()]
-              + [("Table 4", f"Table 4: CANN EP latency, {r} ranks (us)", "us",
-                  TABLE4_CANN_EP[r][0]) for r in ranks]
-              + [("Figure 3(b)", fig3b_label(int(a)), "", FIG3B_EFFICIENCY[int(a)])
-                 for a in aivs[1:]]
-              + [("Section 2.3", "Section 2.3: SyncAll share of CANN EP latency", "",
-                  SYNCALL_SHARE)]
-              + [(fig14_source(r), fig14_label(b, g, r), "us", FIG14_PANELS[r][b][g - 1])
-                 for r in panels for b, g in cells])
-    points = [p for p in points if p[0] in sources]
-    source = [p[0] for p in points]
-    outlier = [p[0] != "Table 2" and any(p[1] == fig14_label(b, g, r)
-                                         for r, b, g in FIG14_OUTLIERS) for p in points]
-    count = {name: sum(1 for x, o in zip(source, outlier) if x == name and not o)
-             for name in SOURCES}
-    return Problem(tuple(p[1] for p in points), tuple(p[2] for p in points),
-                   np.array([p[3] for p in points]), config_columns(rows), values,
-                   relative=np.array([SOURCES[x][0] for x in source]),
-                   tolerance=np.array([SOURCES[x][1] for x in source]),
-                   weight=np.array([0.0 if o else 1.0 / math.sqrt(count[x])
-                                    for x, o in zip(source, outlier)]))
-
-
-def fig3b_label(aivs: int) -> str:
-    return f"Figure 3(b): Token-Sending efficiency, {aivs} AIVs"
-
-
-def efficiency(send_us: np.ndarray, aivs: np.ndarray) -> np.ndarray:
-    """Figure 3(b)'s efficiency of each AIV count relative to the first: (T_1 n_1) / (T n)."""
-    return send_us[0] * aivs[0] / (send_us * aivs)
-
-
-def paper_grid() -> dict[str, list[int]]:
-    """blocks_in_flight candidates: whole copies of Table 4's token (a copy's blocks go out
-    together, so values in between behave like the multiple below them)."""
-    from .params import token_bytes
-    blocks = -(-token_bytes(CANN_EP["hidden"], ENUMS["dtype"][CANN_EP["dtype"]]) // BLOCK_BYTES)
-    return {"blocks_in_flight": [blocks * n for n in COPIES_IN_FLIGHT]}
-
-
-def calibrate_paper(threads: int | None = None, max_evaluations: int = 400,
-                    progress: Callable[[str], None] | None = None) -> Fit:
-    """Refit cm384's free costs to the paper's numbers, from the provisional start."""
-    return fit(paper_problem(), paper_start(), PAPER_KEYS, grid=paper_grid(), threads=threads,
-               max_evaluations=max_evaluations, progress=progress)
-
-
-# Where each value of the shipped profile comes from (comments of cm384.toml).
-PAPER_NOTES = {
-    "clock_ghz": "assumed; the fitted costs are in its cycles",
-    "aivs": "paper: 48",
-    "npu_dies": "paper: 2",
-    "tier_sizes": "paper: a 16-die server under a first-tier switch",
-    "block_bytes": "paper: 512 B atomic stores",
-    "flag_bytes": "paper: 32 B",
-    "sentinel_collision_prob": "paper: 2^-256 for a 32 B sentinel",
-    "latency_ns.local": "same die; not in Table 2 (negligible): provisional",
-    "latency_ns.three_hop": "no third tier on CM384: provisional",
-}
-
-
-def paper_profile_toml(result: Fit) -> str:
-    """The text of ubepsim/profiles/cm384.toml for a paper fit: each fitted key marked so, with
-    the hardware figure it should be near."""
-    fitted = {m: "fitted" + (f"; near: {HARDWARE_FIGURES[m]}" if m in HARDWARE_FIGURES else "")
-              for k in PAPER_KEYS for m in members(k)}
-    provisional = {k: "provisional: no calibration point constrains it" for k in PROVISIONAL
-                   if k not in fitted and k not in PAPER_NOTES}
-    header = [
-        "Built-in hardware profile: a CloudMatrix384-like superpod (UBEP paper, Section 2).",
-        "Generated by `ubepsim calibrate --paper --out ubepsim/profiles/cm384.toml`: stated",
-        "values are set from the paper, the keys marked `fitted` are fitted to its Table 2",
-        "(latencies), Table 4 (CANN EP latency, 16-256 ranks), Figure 3(b) (Token-Sending",
-        "efficiency, 8-48 AIVs), the SyncAll share (Section 2.3) and Figure 14 (CalCumSum group",
-        "sizes at 128 ranks), starting from the provisional values in ubepsim/calibrate.py;",
-        f"rms error {result.rms_error:.2f} tolerances over the {result.table.height} points, "
-        f"{result.table.height - len(PAPER_KEYS)} degrees of freedom",
-        "(docs/calibration.md, \"The calibrated cm384 profile\").",
-        "Every key is documented in ubepsim/profile.py (FIELDS); a profile file or a grid's",
-        "[profile] table may override any of them.",
-    ]
-    return profile_toml(result.profile, header, {**PAPER_NOTES, **provisional, **fitted})
 
 
 # --- writing a profile ---------------------------------------------------------------------

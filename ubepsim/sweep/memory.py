@@ -14,18 +14,26 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
-from .kernels import dispatch
-from .params import Protocol, codes
+from ..errors import InputError
+from ..kernels import combine, dispatch
+from .params import Op, Protocol
 
 
 def working_memory(cols: dict[str, np.ndarray]) -> np.ndarray:
     """Bytes the kernel works in while it simulates each configuration of resolved columns
-    (enums as names, members or codes): kernels.dispatch.working_bytes."""
-    return dispatch.working_bytes(cols["ranks"], cols["batch"], cols["topk"], cols["experts"],
-                                  cols["aivs"],
-                                  codes("protocol", cols["protocol"]) == Protocol.ubep,
-                                  codes("sync", cols["sync"]))
+    (params.columns): kernels.dispatch.working_bytes unless the op is combine alone (then its
+    routing), plus kernels.combine.working_bytes unless it is dispatch alone (a layer holds
+    both)."""
+    ubep = np.asarray(cols["protocol"]) == Protocol.ubep
+    sync = np.asarray(cols["sync"], dtype=np.int64)
+    op = np.asarray(cols["op"], dtype=np.int64)
+    routing = 4 * np.asarray(cols["ranks"], dtype=np.int64) * np.asarray(cols["batch"]) * \
+        np.asarray(cols["topk"])
+    first = dispatch.working_bytes(cols["ranks"], cols["batch"], cols["topk"], cols["experts"],
+                                   cols["aivs"], ubep, sync)
+    second = combine.working_bytes(cols["ranks"], cols["batch"], cols["topk"], cols["experts"],
+                                   cols["aivs"], ubep, sync)
+    return np.where(op == Op.combine, routing, first) + np.where(op == Op.dispatch, 0, second)
 
 
 # A container's or batch job's memory: per cgroup version (v2, then v1's memory hierarchy),

@@ -16,9 +16,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from .errors import InputError
-from .files import replacing
-from .params import NAMES, Sync
+from ..errors import InputError
+from ..kernels.layout import LAYER_GAP, TIMELINE_PHASES
+from ..sweep.files import replacing
+from ..sweep.params import ENUMS, GATED, NAMES, Op, Sync, columns
+from ..sweep.result_fields import EXPERT_COLUMN, PHASES, phase_column
 
 KINDS = ("heatmap", "breakdown", "aiv", "sync", "timeline")
 TIMELINE_KINDS = ("aiv", "timeline")
@@ -28,21 +30,19 @@ TIMELINE_COLUMNS = {"die": "integer", "aiv": "integer", "role": "string", "phase
 TYPES = {"integer": lambda t: t.is_integer(), "string": lambda t: t == pl.String,
          "number": lambda t: t.is_numeric()}
 TIMELINE_HINT = "not a timeline as `ubepsim run --timeline FILE.parquet` writes one"
-PHASES = (("phase_init_us", "Init"), ("phase_send_us", "Token-Sending"),
-          ("phase_sync_us", "Synchronization"), ("phase_cumsum_us", "CalCumSum"),
-          ("phase_reorder_us", "Token-Reordering"))
-# One colour per timeline phase name, in every figure.
-PHASE_COLOURS = {
-    "init": "#9e9e9e", "send": "#1f77b4", "syncall": "#d62728", "count_send": "#ff7f0e",
-    "count_poll": "#e377c2", "cumsum": "#2ca02c", "offset_poll": "#bcbd22",
-    "reorder": "#8c564b",
-}
+# One colour per phase name, in every figure: the timeline's phases in the order
+# kernels/layout.py declares them, then the result phases that are not timeline phases (sync,
+# in a light shade of syncall's red).
+PALETTE = ("#9e9e9e", "#1f77b4", "#d62728", "#ff7f0e", "#e377c2", "#2ca02c", "#8c564b",
+           "#bcbd22", "#9467bd", "#17becf", "#7b4173", "#ffbb78", "#ff9896")
+PHASE_COLOURS = dict(zip((*TIMELINE_PHASES, *(p.name for p in PHASES
+                                             if p.name not in TIMELINE_PHASES)), PALETTE))
 # The columns that make a Parquet file sweep results: `ubepsim sweep` writes every parameter,
 # config_id and the results; a timeline, a routing trace or a measurement file lacks some.
 RESULTS_COLUMNS = (*NAMES, "config_id", "latency_us")
 NEEDS = {
     "heatmap": ("ranks", "batch", "cumsum_aivs", "latency_us"),
-    "breakdown": ("protocol", *(c for c, _ in PHASES)),
+    "breakdown": ("protocol", *(phase_column(p.name) for p in PHASES), EXPERT_COLUMN),
     "sync": ("ranks", "sync", "batch", "topk", "bytes_per_rank", "latency_us"),
 }
 
@@ -74,17 +74,26 @@ def read_results(datasets: Sequence[str], kind: str, where: str | None) -> pl.Da
         raise InputError("DATASET", "no rows" + (" match --where" if where else ""))
     check_values(frame, NEEDS[kind], ", ".join(datasets), f"--kind {kind} needs a value in "
                  f"every row (leave such rows out with --where)")
-    for c in ("protocol", "sync", "schedule"):
-        if c in frame.columns:
-            frame = frame.with_columns(pl.col(c).cast(pl.String))
-    return frame
+    frame = frame.with_columns(pl.col(c).cast(pl.String) for c in ENUMS if c in frame.columns)
+    return unread_as_null(frame)
+
+
+def unread_as_null(frame: pl.DataFrame) -> pl.DataFrame:
+    """Each parameter a row does not read (params.GATED: cumsum_aivs under bsp, sync under a
+    bsp combine, ...) as null, not at the default it is recorded at: a figure's variants and
+    groups then follow what the rows simulate."""
+    gates = tuple({g for gate in GATED.values() for g in gate.gates})
+    cols = columns(_with_defaults(frame, gates), gates)
+    return frame.with_columns(
+        pl.when(pl.Series(gate.reads(cols))).then(pl.col(name)).otherwise(None).alias(name)
+        for name, gate in GATED.items() if name in frame.columns)
 
 
 def scan_results(dataset: str, kind: str) -> pl.LazyFrame:
     """One DATASET, each of its files checked to be sweep results with the columns `kind`
     needs (a timeline or a stray table beside the parts failed later, or was blamed on
     --where)."""
-    from .sweep import scan
+    from ..sweep.engine import scan
 
     frame = scan(dataset, RESULTS_COLUMNS, f": not sweep results; --kind {kind} reads what "
                  f"`ubepsim sweep` writes")
@@ -140,16 +149,25 @@ def single_valued(frame: pl.DataFrame, axes: Sequence[str], kind: str) -> None:
     if not others:
         return
     counts = frame.group_by([a for a in axes if a in frame.columns]).agg(
-        pl.col(n).n_unique() for n in others)
+        pl.col(n).drop_nulls().n_unique() for n in others)   # (null: a row does not read it)
     for name in others:
         if counts[name].max() > 1:
-            values = frame[name].unique().sort().head(4).to_list()
+            values = frame[name].drop_nulls().unique().sort().head(4).to_list()
             example = f"'{values[0]}'" if isinstance(values[0], str) else values[0]
             # Keyed DATASET, not the parameter: plot has no flag per parameter (--sync, ...).
             raise InputError("DATASET", f"{name} takes several values "
                              f"({', '.join(map(str, values))}) at the same point of --kind "
                              f"{kind} ({', '.join(axes)}); pick one with --where, e.g. "
                              f"--where \"{name} = {example}\"")
+
+
+def _with_defaults(frame: pl.DataFrame, names) -> pl.DataFrame:
+    """The frame with each parameter of `names` it lacks at its default (a dataset written
+    before the parameter was added)."""
+    from ..sweep.params import PARAM_BY_NAME
+
+    return frame.with_columns(pl.lit(PARAM_BY_NAME[n].default).alias(n) for n in names
+                              if n not in frame.columns)
 
 
 def critical_die(frame: pl.DataFrame) -> int:
@@ -172,11 +190,11 @@ def pick_die(frame: pl.DataFrame, die: int | None, path: str) -> tuple[int, pl.D
 def heatmap(frame: pl.DataFrame):
     """Extra latency over the row's best CalCumSum group size: batch by group size, one panel
     per rank count (Figure 14)."""
-    if "protocol" in frame.columns:
-        frame = frame.filter(pl.col("protocol") == "ubep")
-        if frame.height == 0:
-            raise InputError("DATASET", "no ubep rows: the heat map sizes UBEP's CalCumSum "
-                             "group")
+    gate = GATED["cumsum_aivs"]
+    frame = frame.filter(gate.reads(columns(_with_defaults(frame, gate.gates), gate.gates)))
+    if frame.height == 0:
+        raise InputError("DATASET", f"no rows that read cumsum_aivs ({gate.says()}): the heat "
+                         f"map sizes UBEP's CalCumSum group")
     single_valued(frame, ("ranks", "batch", "cumsum_aivs", "protocol"), "heatmap")
     mean = frame.group_by("ranks", "batch", "cumsum_aivs").agg(pl.col("latency_us").mean())
     ranks = sorted(mean["ranks"].unique())
@@ -214,17 +232,20 @@ def heatmap(frame: pl.DataFrame):
 
 
 def breakdown(frame: pl.DataFrame):
-    """Stacked critical-path phase times per protocol variant (Figures 3(a) and 8), grouped by
-    the one other parameter that varies, if any."""
-    variant = [c for c in ("protocol", "sync", "schedule") if c in frame.columns
+    """Stacked critical-path phase times per variant (op, protocol, sync, schedule: Figures
+    3(a) and 8), grouped by the one other parameter that varies, if any."""
+    variant = [c for c in ("op", "protocol", "sync", "schedule") if c in frame.columns
                and frame[c].n_unique() > 1] or ["protocol"]
     others = [n for n in NAMES if n in frame.columns and n not in variant + ["seed"]
-              and frame[n].n_unique() > 1]
+              and frame[n].drop_nulls().n_unique() > 1]
     group = others[:1]
     single_valued(frame, variant + group, "breakdown")
     keys = group + variant
-    mean = frame.group_by(keys).agg(pl.col(c).mean() for c, _ in PHASES).sort(keys)
-    labels = [" / ".join(str(v) for v in row) for row in mean.select(variant).rows()]
+    parts = breakdown_parts(frame)
+    mean = frame.group_by(keys).agg(pl.col(c).mean() for c, _, _ in parts).sort(keys)
+    # (a variant a row does not read, as sync under a bsp combine: "-")
+    labels = [" / ".join("-" if v is None else str(v) for v in row)
+              for row in mean.select(variant).rows()]
     names = sorted(set(labels), key=labels.index)
     xs = [mean[group[0]][i] if group else "" for i in range(mean.height)]
     groups = sorted(set(xs), key=xs.index)
@@ -235,9 +256,7 @@ def breakdown(frame: pl.DataFrame):
     positions = [groups.index(x) + (names.index(lab) - (len(names) - 1) / 2) * width
                  for x, lab in zip(xs, labels)]
     bottom = np.zeros(mean.height)
-    # each result phase in the colour of the timeline phase it mostly is
-    for (col, name), phase in zip(PHASES, ("init", "send", "syncall", "cumsum", "reorder")):
-        colour = PHASE_COLOURS[phase]
+    for col, name, colour in parts:
         v = mean[col].to_numpy()
         ax.bar(positions, v, width * 0.92, bottom=bottom, label=name, color=colour)
         bottom += v
@@ -253,6 +272,18 @@ def breakdown(frame: pl.DataFrame):
     return fig
 
 
+def breakdown_parts(frame: pl.DataFrame) -> list[tuple[str, str, str]]:
+    """A breakdown's stacked parts, (column, label, colour): the phases on the critical path
+    of the rows' ops, then a layer's experts' time if there is a layer; for each row they sum
+    to its latency."""
+    ops = {Op[o] for o in frame["op"].unique()} if "op" in frame.columns else {Op.dispatch}
+    parts = [(phase_column(p.name), p.title, PHASE_COLOURS[p.name]) for p in PHASES
+             if ops & set(p.ops)]
+    if Op.layer in ops:
+        parts.append((EXPERT_COLUMN, "Experts", PHASE_COLOURS[LAYER_GAP]))
+    return parts
+
+
 def sync(frame: pl.DataFrame):
     """Latency against payload per token, one line per Data-as-Flag variant, one panel per
     rank count (Figure 10)."""
@@ -263,6 +294,10 @@ def sync(frame: pl.DataFrame):
                          f"but every row has {frame['payload'][0]:g} bytes (hidden = "
                          f"{frame['hidden'][0]}); give sweep results with several hidden "
                          f"values")
+    if frame["sync"].null_count():
+        raise InputError("DATASET", f"--kind sync draws the Data-as-Flag variants, and "
+                         f"{frame['sync'].null_count():,} rows read no sync (only where "
+                         f"{GATED['sync'].says()}); leave them out with --where")
     single_valued(frame, ("ranks", "sync", "hidden", "dtype"), "sync")
     mean = frame.group_by("ranks", "sync", "payload").agg(pl.col("latency_us").mean()) \
         .sort("ranks", "sync", "payload")
@@ -280,7 +315,8 @@ def sync(frame: pl.DataFrame):
         ax.set_title(f"{r} ranks")
         ax.set_xlabel("payload per token (bytes)")
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("dispatch latency (us)")
+    op = frame["op"][0] if "op" in frame.columns else Op.dispatch.name   # single-valued
+    axes[0][0].set_ylabel(f"{op} latency (us)")
     axes[0][-1].legend(title="sync")
     return fig
 

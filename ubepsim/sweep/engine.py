@@ -27,11 +27,12 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import __version__, memory, model
-from .errors import InputError
+from . import memory, model
+from ..errors import InputError
+from ..version import __version__
 from .files import META
 from .grid import Grid
-from .params import NAMES
+from .params import ENUMS, NAMES
 from .profile import Profile
 from .result_fields import RESULT_NAMES
 
@@ -214,7 +215,7 @@ def simulate_batch(points: pl.DataFrame, profile: Profile, threads: int | None) 
 def run_local(grid: Grid, work: Iterable[tuple[int, int]], threads: int | None
               ) -> Iterator[tuple[int, pl.DataFrame]]:
     for first, stop in work:
-        yield first, simulate_batch(grid.batch(first, stop), grid.profile, threads)
+        yield first, simulate_batch(grid.frame(first, stop), grid.profile, threads)
 
 
 def local_workers(scheduler: str) -> int | None:
@@ -347,7 +348,7 @@ def run_dask(client, scheduler: str, grid: Grid, work: Iterable[tuple[int, int]]
         batch = next(work, None)
         if batch is None:
             return False
-        future = client.submit(simulate_batch, grid.batch(*batch), grid.profile, threads,
+        future = client.submit(simulate_batch, grid.frame(*batch), grid.profile, threads,
                                pure=False)
         batch_of[future.key] = batch
         pending.add(future)
@@ -376,8 +377,9 @@ def run_dask(client, scheduler: str, grid: Grid, work: Iterable[tuple[int, int]]
 
 def write_part(out: Path, first: int, stop: int, frame: pl.DataFrame,
                meta: dict[str, str]) -> None:
-    """Write points [first, stop) as one part: a temporary file, synced, then renamed."""
-    table = frame.select(COLUMNS).to_arrow()
+    """Write points [first, stop) as one part: a temporary file, synced, then renamed. An enum
+    is written as its name (a string column), which any Parquet reader reads back as it is."""
+    table = frame.select(COLUMNS).with_columns(pl.col(n).cast(pl.String) for n in ENUMS).to_arrow()
     table = table.replace_schema_metadata({**meta, META + "first": str(first),
                                            META + "stop": str(stop)})
     tmp = out / f".{part_name(first, stop)}.tmp"

@@ -1,7 +1,16 @@
 """The model's parameters: one name per concept, shared by TOML keys, CLI flags and Parquet columns.
 
 Each parameter carries its own help text, the single source for `--help`, docs/reference.md
-(ubepsim.docs) and the validation messages. Variants are IntEnums whose values are the integer codes the kernels use.
+(ubepsim.docs) and the validation messages. Variants are IntEnums numbered 0, 1, 2, ... in
+order, their values the integer codes the kernels use (kernels/layout.py; a test holds the two
+equal).
+
+A configuration takes two forms along the sweep path, made canonical once, where it enters
+(`make_config` for one, ubepsim.sweep.expand for a grid's points): a frame of configurations,
+one column per parameter (SCHEMA: an enum as a pl.Enum of its names), which rows are made of;
+and the columns the model computes on (`columns`: numpy, an enum as its codes). A pl.Enum
+stores a value as its index among the names, which is the IntEnum's code, so the enumerations
+go from names to codes through one table, ENUMS.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .errors import InputError
+from ..errors import InputError
 
 
 class Protocol(enum.IntEnum):
@@ -38,7 +47,6 @@ class Schedule(enum.IntEnum):
     expert_block = 0  # each AIV owns a block of experts (CANN EP hot spots)
     balanced = 1      # equal contiguous slices of the copies in expert order (topology-blind)
     homogenized = 2   # logical matrix transposition: balanced hop-class mix per AIV (Section 3.3)
-    token_order = 3   # equal contiguous slices of the copies in token order (CANN's SplitToCore)
 
 
 class Routing(enum.IntEnum):
@@ -54,12 +62,25 @@ class Dtype(enum.IntEnum):
     int8 = 2
 
 
+class Op(enum.IntEnum):
+    dispatch = 0  # the dispatch all-to-all (paper Sections 2-3)
+    combine = 1   # the return all-to-all: each copy back to its source, reduced per token
+    layer = 2     # dispatch, each die's expert time, then combine (docs/model.md, "Combine")
+
+
+class CombineDtype(enum.IntEnum):
+    bf16 = 0  # 2 B per element (CANN commQuantMode 0)
+    int8 = 1  # 1 B per element + a bf16 scale per 8 elements (CANN commQuantMode 2)
+
+
 ENUMS: dict[str, type[enum.IntEnum]] = {
     "protocol": Protocol,
     "sync": Sync,
     "schedule": Schedule,
     "routing": Routing,
     "dtype": Dtype,
+    "op": Op,
+    "combine_dtype": CombineDtype,
 }
 
 
@@ -75,6 +96,15 @@ def token_bytes(hidden, dtype):
                      [2 * hidden, hidden + 4 * -(-hidden // 128)], hidden + 4)
 
 
+def combine_bytes(hidden, combine_dtype):
+    """Bytes of one returned copy (combine): bf16, or int8 with a bf16 scale per 8 elements
+    (CANN's combine quantization: a max per 32-byte block of fp32 values; docs/model.md,
+    "Combine")."""
+    hidden = np.asarray(hidden, dtype=np.int64)
+    return np.where(np.asarray(combine_dtype, dtype=np.int64) == CombineDtype.int8,
+                    hidden + 2 * -(-hidden // 8), 2 * hidden)
+
+
 @dataclasses.dataclass(frozen=True)
 class Param:
     name: str
@@ -87,6 +117,13 @@ class Param:
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
+
+    @property
+    def described(self) -> str:
+        """Its help, and where it is read if not everywhere (GATED): --help and the
+        reference say so."""
+        gate = GATED.get(self.name)
+        return self.help if gate is None else f"{self.help} Read only where {gate.says()}."
 
     @functools.cached_property   # read for every value checked
     def choices(self) -> tuple[str, ...] | None:
@@ -105,24 +142,39 @@ PARAMS: tuple[Param, ...] = (
     Param("dtype", str, "bf16", "Token element type: bf16 (2 B), fp8 (1 B + fp32 scale per "
           "128 elements), int8 (1 B + one fp32 scale per token)."),
     Param("aivs", int, None, "AIVs per die (default: the profile's).", 2, 4096),
-    Param("cumsum_aivs", int, 2, "AIVs in UBEP's CalCumSum group (the rest send tokens); "
-          "read only by ubep (under bsp every AIV runs every phase).", 1, 4095),
+    Param("cumsum_aivs", int, 2, "AIVs in UBEP's CalCumSum group (the rest send tokens; under "
+          "bsp every AIV runs every phase).", 1, 4095),
     Param("protocol", str, "ubep", "bsp (CANN EP, SyncAll between phases) or ubep "
           "(kernel decomposition, point-to-point signals)."),
     Param("sync", str, "sp", "Data-as-Flag variant of every signal: sw (stop-and-wait), tff "
           "(token-flag fusion), dc (data-for-checksum), sp (sentinel polling)."),
     Param("schedule", str, "homogenized", "Token-to-AIV schedule: expert_block, balanced, "
-          "homogenized, token_order."),
+          "homogenized."),
     Param("routing", str, "uniform", "Routing generator: uniform, zipf, hot, trace."),
-    Param("zipf_s", float, 1.0, "Zipf exponent of expert popularity (routing = zipf).", 0.0, 16.0),
-    Param("hot_experts", int, 8, "Number of hot experts (routing = hot).", 1, 1 << 20),
-    Param("hot_share", float, 0.5, "The hot experts' share of the routing weight (routing = "
-          "hot). A token's topk experts are distinct draws, so at most hot_experts of its "
+    Param("zipf_s", float, 1.0, "Zipf exponent of expert popularity.", 0.0, 16.0),
+    Param("hot_experts", int, 8, "Number of hot experts.", 1, 1 << 20),
+    Param("hot_share", float, 0.5, "The hot experts' share of the routing weight. A token's topk experts are distinct draws, so at most hot_experts of its "
           "copies go to hot experts and their share of copies is below hot_share when topk is "
           "large next to hot_experts (1 hot expert, 0.9, top-8: 0.125).", 0.0, 1.0),
     Param("trace", Path, "", "Routing trace, Parquet with columns rank, token, k, expert "
           "(routing = trace)."),
     Param("seed", int, 0, "Seed of the counter-based routing generator.", 0, (1 << 63) - 1),
+    # Added after 0.7.0: at their defaults they leave a configuration's config_id as 0.7.0 gave
+    # it (stable_id), so they stay last.
+    Param("op", str, "dispatch", "What is simulated: dispatch (the dispatch all-to-all), "
+          "combine (the return all-to-all: each token copy back to its source die, each "
+          "token's copies reduced there) or layer (dispatch, each die's expert time, then "
+          "combine: one MoE layer's communication round trip)."),
+    Param("combine_dtype", str, "bf16", "Element type of the copies combine returns: bf16 "
+          "(2 B) or int8 (1 B + a bf16 scale per 8 elements, quantized by the sender and "
+          "dequantized by the reducer, as CANN's combine does)."),
+    Param("expert_fixed_us", float, 0.0, "The fixed part of each die's expert time in a layer, "
+          "between its dispatch and its combine: the time is expert_fixed_us plus "
+          "expert_ns_per_copy per token copy the die received (the result expert_us is the "
+          "critical die's).", 0.0, 1e6),
+    Param("expert_ns_per_copy", float, 0.0, "The experts' time per token copy their die "
+          "received, beside expert_fixed_us: hot experts make their die late.",
+          0.0, 1e6),
 )
 
 PARAM_BY_NAME = {p.name: p for p in PARAMS}
@@ -132,12 +184,63 @@ NAMES = tuple(p.name for p in PARAMS)
 # variants compared at the same seed see the same token copies.
 WORKLOAD_NAMES = ("ranks", "batch", "topk", "experts", "routing", "zipf_s", "hot_experts",
                   "hot_share", "trace", "seed")
-# The parameters only one protocol or routing reads, with the parameter and value that read them.
-# Elsewhere they change nothing, so a configuration records them at their defaults: points that
-# differ only there are one configuration, with one config_id and one routing stream, simulated
-# once in a sweep. (A trace file is never ignored: giving one without routing = trace is an error.)
-GATED = {"cumsum_aivs": ("protocol", Protocol.ubep), "zipf_s": ("routing", Routing.zipf),
-         "hot_experts": ("routing", Routing.hot), "hot_share": ("routing", Routing.hot)}
+# Parameters added after 0.7.0, which enter a config_id only where they differ from their
+# default (stable_id): every configuration 0.7.0 could express keeps its id.
+LATER_NAMES = ("op", "combine_dtype", "expert_fixed_us", "expert_ns_per_copy")
+
+
+@dataclasses.dataclass(frozen=True)
+class Gate:
+    """Where a parameter is read: in every configuration that meets one of `clauses`, each
+    clause a tuple of (parameter, the values that read it) pairs that must all hold."""
+
+    clauses: tuple[tuple[tuple[str, tuple[enum.IntEnum, ...]], ...], ...]
+
+    @property
+    def gates(self) -> tuple[str, ...]:
+        """The parameters the gate reads."""
+        return tuple(dict.fromkeys(g for clause in self.clauses for g, _ in clause))
+
+    def reads(self, cols: dict[str, Any]) -> np.ndarray:
+        """Row by row, whether the parameter is read (columns with enums as codes)."""
+        read = None
+        for clause in self.clauses:
+            holds = None
+            for gate, readers in clause:
+                ok = np.isin(np.asarray(cols[gate]), [int(r) for r in readers])
+                holds = ok if holds is None else holds & ok
+            read = holds if read is None else read | holds
+        return read
+
+    def says(self) -> str:
+        """Where it is read, in words: "protocol = ubep and op = dispatch/layer"."""
+        return ", or ".join(" and ".join(f"{g} = {'/'.join(r.name for r in readers)}"
+                                         for g, readers in clause) for clause in self.clauses)
+
+
+def _gate(*clauses: dict[str, tuple]) -> Gate:
+    return Gate(tuple(tuple(c.items()) for c in clauses))
+
+
+WITH_DISPATCH = (Op.dispatch, Op.layer)
+# The parameters only some configurations read (a protocol, a routing, an op), and where they
+# are read. Elsewhere they change nothing, so a configuration records them at their defaults:
+# points that differ only there are one configuration, with one config_id and one routing
+# stream, simulated once in a sweep. (A trace file is never ignored: giving one without
+# routing = trace is an error.) Combine has no CalCumSum group and reads no dispatch dtype;
+# bsp's combine is CANN's V1, whose split and signals are its own (docs/model.md, "Combine").
+GATED: dict[str, Gate] = {
+    "cumsum_aivs": _gate({"protocol": (Protocol.ubep,), "op": WITH_DISPATCH}),
+    "zipf_s": _gate({"routing": (Routing.zipf,)}),
+    "hot_experts": _gate({"routing": (Routing.hot,)}),
+    "hot_share": _gate({"routing": (Routing.hot,)}),
+    "dtype": _gate({"op": WITH_DISPATCH}),
+    "sync": _gate({"op": WITH_DISPATCH}, {"protocol": (Protocol.ubep,)}),
+    "schedule": _gate({"op": WITH_DISPATCH}, {"protocol": (Protocol.ubep,)}),
+    "combine_dtype": _gate({"op": (Op.combine, Op.layer)}),
+    "expert_fixed_us": _gate({"op": (Op.layer,)}),
+    "expert_ns_per_copy": _gate({"op": (Op.layer,)}),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +264,10 @@ class Config:
     hot_share: float
     trace: str
     seed: int
+    op: Op = Op.dispatch
+    combine_dtype: CombineDtype = CombineDtype.bf16
+    expert_fixed_us: float = 0.0
+    expert_ns_per_copy: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values, enums as their names: the form of TOML, JSON and Parquet."""
@@ -171,45 +278,62 @@ class Config:
     def token_bytes(self) -> int:
         return int(token_bytes(self.hidden, self.dtype))
 
+    def columns(self) -> dict[str, np.ndarray]:
+        """The configuration as the model computes on it: one-row columns, enums as codes."""
+        return {n: np.asarray([v]) for n, v in dataclasses.asdict(self).items()}
+
     @property
     def config_id(self) -> int:
         """A stable 63-bit hash of every parameter (a trace by its file's content, not its
         path), the same on every run and machine. The hardware profile is not in it, so one
         grid swept on two profiles gives rows that join on it."""
-        return int(stable_id(self.as_dict(), NAMES)[0])
+        return int(stable_id(self.columns(), NAMES)[0])
 
     @property
     def workload_key(self) -> int:
-        return int(workload_keys(self.as_dict())[0])
+        return int(workload_keys(self.columns())[0])
 
 
-def canonical(cols: dict[str, Any]) -> dict[str, Any]:
-    """Resolved parameter columns (enums as names, members or codes) with every GATED
-    parameter at its default where its protocol or routing does not read it."""
+def canonical(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Resolved parameter columns (enums as codes) with every GATED parameter at its default
+    where no configuration it is in reads it (GATED: its protocol, routing or op)."""
     out = dict(cols)
-    for name, (gate, reader) in GATED.items():
-        unread = codes(gate, cols[gate]) != reader
+    for name, gate in GATED.items():
+        unread = ~gate.reads(cols)
         if unread.any():
-            out[name] = np.where(unread, PARAM_BY_NAME[name].default, np.asarray(cols[name]))
+            out[name] = np.where(unread, default_value(name), np.asarray(cols[name]))
     return out
 
 
-def codes(name: str, values: Any) -> np.ndarray:
-    """A column of enum `name` (names, members or codes) as the integer codes the kernels use."""
-    v = np.atleast_1d(np.asarray(values))
-    if v.dtype.kind in "iu":
-        return v.astype(np.int64)
-    # names or members (str() of an IntEnum member is its code): each distinct one looked up once
-    uniq, inverse = np.unique(v.astype(str), return_inverse=True)
-    lookup = _LOOKUP[name]
-    bad = [x for x in uniq if x not in lookup]
-    if bad:
-        raise KeyError(f"{name}: {bad[0]!r}")
-    return np.array([lookup[x] for x in uniq], dtype=np.int64)[inverse.ravel()]
+def default_value(name: str) -> Any:
+    """A parameter's default as the model computes on it (an enum as its code)."""
+    default = PARAM_BY_NAME[name].default
+    return ENUMS[name][default].value if name in ENUMS else default
 
 
-_LOOKUP = {name: {m.name: m.value for m in e} | {str(m.value): m.value for m in e}
-           for name, e in ENUMS.items()}
+def columns(points: pl.DataFrame, names: tuple[str, ...] = NAMES) -> dict[str, np.ndarray]:
+    """The named columns of a frame of configurations as the model computes on them: numpy, an
+    enum as its codes (its pl.Enum's physical index; a column of names is cast to it first)."""
+    out = {}
+    for name in names:
+        col = points[name]
+        if name in ENUMS:
+            col = col.cast(polars_dtype(name)).to_physical().cast(pl.Int64)
+        out[name] = col.to_numpy()
+    return out
+
+
+def series(name: str, values: np.ndarray) -> pl.Series:
+    """The inverse of `columns` for one parameter: a frame's column of SCHEMA from the values
+    the model computes on (an enum's codes picked out of its pl.Enum's names)."""
+    if name in ENUMS:
+        return pl.Series(name, PARAM_BY_NAME[name].choices, SCHEMA[name]).gather(values)
+    return pl.Series(name, values, SCHEMA[name])
+
+
+def config_columns(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """Resolved configurations (Config.as_dict() rows) as the columns the model computes on."""
+    return columns(pl.DataFrame(rows, schema=SCHEMA))
 
 
 def workload_keys(cols: dict[str, Any]) -> np.ndarray:
@@ -220,14 +344,19 @@ def workload_keys(cols: dict[str, Any]) -> np.ndarray:
 def stable_id(cols: dict[str, Any], names: tuple[str, ...]) -> np.ndarray:
     """63-bit hashes of the named columns, row by row: stable across runs, machines, versions.
 
-    Vectorized splitmix64 over the values (integers as they are, floats by their bits, enums by
-    name, strings by a blake2b digest), so a million rows hash in milliseconds.
+    splitmix64, the kernel's own (kernels/rng.py, here over whole columns), of the values
+    (integers as they are, floats by their bits, enums by name, strings by a blake2b digest), so
+    a million rows hash in milliseconds.
     """
+    from ..kernels.rng import mix64   # Numba, loaded once ids are needed (not for --help)
+
     n = len(np.atleast_1d(cols[names[0]]))
     h = np.zeros(n, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for position, name in enumerate(names):
-            h = _mix64(h ^ _mix64(_as_u64(name, cols[name]) + np.uint64(position)))
+    for position, name in enumerate(names):
+        v = _as_u64(name, cols[name])
+        step = mix64(h ^ mix64(v + np.uint64(position)))
+        # a parameter added after 0.7.0 counts only where it is not at its default
+        h = np.where(v == _DEFAULT_U64[name], h, step) if name in LATER_NAMES else step
     return (h >> np.uint64(1)).astype(np.int64)
 
 
@@ -241,15 +370,13 @@ def same_config(a: dict[str, Any], b: dict[str, Any], names: tuple[str, ...]) ->
     return same
 
 
-def _as_u64(name: str, values: Any) -> np.ndarray:
+def _as_u64(name: str, values: np.ndarray) -> np.ndarray:
+    """A column as the 64-bit words stable_id hashes (enums given as codes)."""
     if name in ENUMS:
-        return _NAME_DIGESTS[name][codes(name, values)]
+        return _NAME_DIGESTS[name][np.asarray(values, dtype=np.int64)]
     v = np.atleast_1d(np.asarray(values, dtype=object if name == "trace" else None))
     if name == "trace":
         uniq = {x: trace_digest(str(x)) for x in set(v.tolist())}
-        v = np.array([uniq[x] for x in v.tolist()], dtype=np.uint64)
-    elif v.dtype.kind in "OUS":
-        uniq = {x: _digest(str(x)) for x in set(v.tolist())}
         v = np.array([uniq[x] for x in v.tolist()], dtype=np.uint64)
     elif PARAM_BY_NAME[name].kind is float:
         v = v.astype(np.float64).view(np.uint64)
@@ -266,6 +393,9 @@ def _digest(text: str | bytes) -> int:
 # An enum value hashes by its name, so ids do not depend on the codes the kernels use.
 _NAME_DIGESTS = {name: np.array([_digest(m.name) for m in e], dtype=np.uint64)
                  for name, e in ENUMS.items()}
+
+
+_DEFAULT_U64 = {name: _as_u64(name, np.asarray([default_value(name)]))[0] for name in LATER_NAMES}
 
 
 def trace_digest(path: str) -> int:
@@ -287,13 +417,6 @@ def trace_digest(path: str) -> int:
 def _file_digest(path: str, inode: int, size: int, mtime_ns: int, ctime_ns: int) -> int:
     with open(path, "rb") as f:
         return _digest(hashlib.file_digest(f, "blake2b").digest())
-
-
-def _mix64(x: np.ndarray) -> np.ndarray:
-    z = x + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
 
 
 def coerce(name: str, value: Any, source: str | None = None) -> Any:
@@ -341,18 +464,21 @@ def _fmt(x: float) -> str:
 
 
 def polars_dtype(name: str) -> pl.DataType:
-    """A parameter's column type in frames: an enum as pl.Enum of its names (a dataset read
-    back from Parquet gives them as strings)."""
+    """A parameter's column type in frames: an enum as pl.Enum of its names, in code order (a
+    dataset stores them as strings: what any Parquet reader reads)."""
     p = PARAM_BY_NAME[name]
     if p.choices is not None:
-        return pl.Enum(p.choices)  # the names, stored as small codes
+        return pl.Enum(p.choices)  # the names, each stored as its index: the IntEnum's code
     return {int: pl.Int64, float: pl.Float64}.get(p.kind, pl.String)
+
+
+SCHEMA = {name: polars_dtype(name) for name in NAMES}   # a frame of configurations
 
 
 def make_config(values: dict[str, Any], aivs_default: int, source: str | None = None,
                 check_trace: bool = True) -> Config:
     """Validate one point: types, ranges and the cross-parameter rules of the model. GATED
-    parameters its protocol or routing does not read are recorded at their defaults."""
+    parameters its protocol, routing or op does not read are recorded at their defaults."""
     for name in values:
         if name not in PARAM_BY_NAME:
             raise InputError(name, f"unknown parameter; allowed: {', '.join(NAMES)}", source)
@@ -366,7 +492,8 @@ def make_config(values: dict[str, Any], aivs_default: int, source: str | None = 
         resolved["aivs"] = aivs_default
     cols = canonical({k: np.asarray([v]) for k, v in resolved.items()})
     for name in GATED:
-        resolved[name] = PARAM_BY_NAME[name].kind(cols[name][0])
+        resolved[name] = (ENUMS[name](int(cols[name][0])) if name in ENUMS
+                          else PARAM_BY_NAME[name].kind(cols[name][0]))
     check_rules(cols, source, check_trace)
     return Config(**resolved)
 
@@ -394,9 +521,10 @@ def check_rules(cols: dict[str, np.ndarray], source: str | None = None,
          f"{v('ranks') * v('batch') * v('topk')} token copies; at most {MAX_COPIES} are supported")
     fail("topk", c["topk"] > c["experts"], lambda v: f"{v('topk')} exceeds experts "
          f"({v('experts')}); a token's experts are distinct")
-    ubep = c["protocol"].astype(np.int64) == Protocol.ubep  # bsp never reads cumsum_aivs
-    fail("cumsum_aivs", ubep & (c["cumsum_aivs"] >= c["aivs"]), lambda v: f"{v('cumsum_aivs')} "
-         f"must be below aivs ({v('aivs')}); at least one AIV must send tokens")
+    # only ubep's dispatch reads cumsum_aivs
+    fail("cumsum_aivs", GATED["cumsum_aivs"].reads(c) & (c["cumsum_aivs"] >= c["aivs"]),
+         lambda v: f"{v('cumsum_aivs')} must be below aivs ({v('aivs')}); at least one AIV "
+         f"must send tokens")
     hot = routing == Routing.hot
     fail("hot_experts", hot & (c["hot_experts"] > c["experts"]), lambda v: f"{v('hot_experts')} "
          f"exceeds experts ({v('experts')})")
@@ -411,7 +539,7 @@ def check_rules(cols: dict[str, np.ndarray], source: str | None = None,
     fail("trace", (routing != Routing.trace) & has_trace,
          lambda v: "a trace file is only read with routing = trace")
     if check_trace:
-        from .workload import check_trace_file
+        from .workload import check_trace_file   # with the kernel's generator: Numba
         seen = set()
         for i in np.flatnonzero(routing == Routing.trace):
             key = (str(c["trace"][i]), *(int(c[k][i]) for k in ("ranks", "batch", "topk",

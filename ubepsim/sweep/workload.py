@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError
-from .kernels import rng
-from .params import Routing
+from ..errors import InputError
+from ..kernels import rng
+from ..kernels.layout import TRACE, UNIFORM, ZIPF
 
 TRACE_COLUMNS = ("rank", "token", "k", "expert")
 
@@ -31,15 +31,15 @@ def expert_cdf(routing: int, experts: int, zipf_s: float, hot_experts: int, hot_
                seed: int, workload_key: int) -> np.ndarray:
     """Cumulative popularity weights in expert-id order (empty for uniform and trace routing).
 
-    zipf: the r-th most popular expert has weight 1 / (r + 1)^zipf_s. hot: the `hot_experts` most
-    popular share `hot_share` of the weight evenly, the others the rest.
+    `routing` is the kernel's code (kernels/layout.py). zipf: the r-th most popular expert has
+    weight 1 / (r + 1)^zipf_s. hot: the `hot_experts` most popular share `hot_share` of the
+    weight evenly, the others the rest.
     """
-    routing = Routing(routing)
-    if routing in (Routing.uniform, Routing.trace):
+    if routing in (UNIFORM, TRACE):
         return np.zeros(0)
     rank = np.empty(experts, dtype=np.int64)
     rank[popularity_order(seed, workload_key, experts)] = np.arange(experts)
-    if routing is Routing.zipf:
+    if routing == ZIPF:
         weights = 1.0 / (rank + 1.0) ** zipf_s
     else:
         cold = experts - hot_experts

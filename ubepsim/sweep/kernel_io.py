@@ -5,8 +5,8 @@
     kernel_order(params)        the order in which the batch kernel takes the rows
     result_columns(out, ...)    the kernel's output rows, checked, as result columns
 
-`cols` are resolved parameter columns (ubepsim.params.NAMES; experts and aivs filled in, enums
-as names, members or codes); the result columns are the fields of ubepsim.result_fields.
+`cols` are configurations' columns as the model computes on them (params.columns: canonical,
+enums as their codes); the result columns are the fields of result_fields.
 """
 
 from __future__ import annotations
@@ -14,57 +14,54 @@ from __future__ import annotations
 import numpy as np
 
 from .costs import lower, time_bound
-from .errors import InputError
-from .kernels import layout as k
-from .params import ENUMS, Routing, canonical, codes, workload_keys
-from .profile import HOP_CLASSES, Profile
-from .result_fields import RESULT_NAMES
+from ..errors import InputError
+from ..kernels import layout as k
+from .params import Op, Routing, workload_keys
+from .profile import Profile
+from .result_fields import RESULT_NAMES, RESULTS
 from .workload import expert_cdf, read_trace
 
-# Kernel output columns, in the order of RESULTS where they are cycles or counts.
-_CYCLE_FIELDS = {
-    "latency_us": k.O_LATENCY, "latency_mean_us": k.O_LATENCY_MEAN,
-    "send_max_aiv_us": k.O_SEND_MAX, "send_mean_aiv_us": k.O_SEND_MEAN,
-    "send_spread_aiv_us": k.O_SEND_SPREAD, "wait_us": k.O_WAIT,
-    "phase_init_us": k.O_PH_INIT, "phase_send_us": k.O_PH_SEND, "phase_sync_us": k.O_PH_SYNC,
-    "phase_cumsum_us": k.O_PH_CUMSUM, "phase_reorder_us": k.O_PH_REORDER,
-}
-_COUNT_FIELDS = {
-    "copies_total": k.O_COPIES_TOTAL, "qsearch_steps": k.O_QSTEPS,
-    "sentinel_collisions": k.O_COLLISIONS,
-    **{f"copies_{h}": k.O_COPIES_HOP0 + i for i, h in enumerate(HOP_CLASSES)},
-}
+# The results computed on the host (units layout.BYTES and GBPS), in the order they are
+# computed, each from the kernel's results (in their units), the parameters and the costs.
 
 
-def _codes(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Enum columns (names, members or codes) as integer codes."""
-    return {**cols, **{name: codes(name, cols[name]) for name in ENUMS}}
+def _bytes_per_rank(res, cols, costs):
+    """batch x topk x a copy's bytes: dispatched, returned, or both in a layer."""
+    op = np.asarray(cols["op"], dtype=np.int64)
+    copy_bytes = np.where(op == Op.combine, 0, costs[:, k.C_TOKEN_BYTES]) + \
+        np.where(op == Op.dispatch, 0, costs[:, k.C_RETURN_BYTES])
+    return np.asarray(cols["batch"], dtype=np.int64) * np.asarray(cols["topk"],
+                                                                  dtype=np.int64) * copy_bytes
+
+
+HOST_RESULTS = {
+    "bytes_per_rank": _bytes_per_rank,
+    "bw_gbps": lambda res, cols, costs: res["bytes_per_rank"] / (res["latency_us"] * 1000.0),
+}
 
 
 def prepare(cols: dict[str, np.ndarray], profile: Profile):
-    """Kernel inputs for resolved parameter columns: (params, costs, chances, cdf, trace)."""
-    cols = canonical(cols)
-    coded = _codes(cols)
-    n = len(coded["ranks"])
+    """Kernel inputs for configurations' columns: (params, costs, chances, cdf, trace)."""
+    n = len(cols["ranks"])
     params = np.zeros((n, k.N_PARAMS), dtype=np.int64)
     for col, name in ((k.P_RANKS, "ranks"), (k.P_BATCH, "batch"), (k.P_TOPK, "topk"),
                       (k.P_EXPERTS, "experts"), (k.P_AIVS, "aivs"), (k.P_CUMSUM, "cumsum_aivs"),
                       (k.P_PROTOCOL, "protocol"), (k.P_SYNC, "sync"), (k.P_SCHEDULE, "schedule"),
-                      (k.P_ROUTING, "routing"), (k.P_SEED, "seed")):
-        params[:, col] = np.asarray(coded[name], dtype=np.int64)
+                      (k.P_ROUTING, "routing"), (k.P_SEED, "seed"), (k.P_OP, "op")):
+        params[:, col] = np.asarray(cols[name], dtype=np.int64)
     wkeys = workload_keys(cols)
     params[:, k.P_WKEY] = wkeys
-    costs, chances = lower(coded, profile)
-    check_time_bound(coded, costs, profile)
+    costs, chances = lower(cols, profile)
+    check_time_bound(cols, costs, profile)
     # Popularity weights and traces are shared by every row of the same workload.
     cdf_parts, trace_parts = [np.zeros(0)], [np.zeros(0, dtype=np.int64)]
     cdf_at: dict[tuple, tuple[int, int]] = {}
     trace_at: dict[tuple, int] = {}
     cdf_end, trace_end = 0, 0
-    routing = coded["routing"]
+    routing = np.asarray(cols["routing"])
     for i in np.flatnonzero(routing != Routing.uniform):
         if routing[i] == Routing.trace:
-            tkey = (str(cols["trace"][i]), *(int(coded[x][i]) for x in
+            tkey = (str(cols["trace"][i]), *(int(cols[x][i]) for x in
                                              ("ranks", "batch", "topk", "experts")))
             if tkey not in trace_at:
                 trace_at[tkey] = trace_end
@@ -73,9 +70,9 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
                 trace_end += len(arr)
             params[i, k.P_TRACE] = trace_at[tkey]
             continue
-        ckey = (int(routing[i]), int(coded["experts"][i]), float(coded["zipf_s"][i]),
-                int(coded["hot_experts"][i]), float(coded["hot_share"][i]),
-                int(coded["seed"][i]), int(wkeys[i]))
+        ckey = (int(routing[i]), int(cols["experts"][i]), float(cols["zipf_s"][i]),
+                int(cols["hot_experts"][i]), float(cols["hot_share"][i]),
+                int(cols["seed"][i]), int(wkeys[i]))
         if ckey not in cdf_at:
             cdf = expert_cdf(*ckey)
             cdf_at[ckey] = (cdf_end, len(cdf))
@@ -89,9 +86,9 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
 
 def check_time_bound(cols: dict[str, np.ndarray], costs: np.ndarray, profile: Profile,
                      source: str | None = None) -> None:
-    """An InputError for the first configuration (columns resolved, enums as codes; `costs`
-    lowered from them) whose times could reach the kernel's MAX_TIME: the egress queue packs a
-    time with an AIV in one 64-bit key. Only a profile far slower than any fabric's meets it."""
+    """An InputError for the first configuration (`costs` lowered from its columns) whose times
+    could reach the kernel's MAX_TIME: the egress queue packs a time with an AIV in one 64-bit
+    key. Only a profile far slower than any fabric's meets it."""
     over = time_bound(cols, costs) >= k.MAX_TIME
     if over.any():
         i = int(np.flatnonzero(over)[0])
@@ -138,8 +135,9 @@ def result_columns(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.ndarr
     # it left unfinished would otherwise pass (all zero)
     copies = (np.asarray(cols["ranks"], dtype=np.int64) * np.asarray(cols["batch"], dtype=np.int64)
               * np.asarray(cols["topk"], dtype=np.int64))
-    bad = (out[:, k.O_COPIES_TOTAL] != copies) | (out[:, k.O_SENT] != copies) | \
-        (out[:, k.O_DELIVERED] != copies) | (out[:, k.O_VIOLATIONS] != 0) | \
+    moved = np.where(np.asarray(cols["op"]) == Op.layer, 2, 1) * copies     # a layer sends each copy twice
+    bad = (out[:, k.O_COPIES_TOTAL] != copies) | (out[:, k.O_SENT] != moved) | \
+        (out[:, k.O_DELIVERED] != moved) | (out[:, k.O_VIOLATIONS] != 0) | \
         (out[:, k.O_LATENCY] < out[:, k.O_BOUND])
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -148,18 +146,13 @@ def result_columns(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.ndarr
                                 f"thread, which Numba does not report (out of memory?); "
                                 f"`ubepsim run` with its parameters shows it")
         raise KernelFailure(i, f"model invariant violated ({out[i, k.O_SENT]:.0f} of "
-                            f"{copies[i]} copies sent, {out[i, k.O_DELIVERED]:.0f} delivered "
+                            f"{moved[i]} copies sent, {out[i, k.O_DELIVERED]:.0f} delivered "
                             f"once, {out[i, k.O_VIOLATIONS]:.0f} read before visible, latency "
                             f"{out[i, k.O_LATENCY]:.0f} cycles against a bound of "
                             f"{out[i, k.O_BOUND]:.0f}) at row {i}")
     clock = profile.values["clock_ghz"] * 1000.0   # cycles per microsecond
-    res: dict[str, np.ndarray] = {}
-    for name, col in _CYCLE_FIELDS.items():
-        res[name] = out[:, col] / clock
-    for name, col in _COUNT_FIELDS.items():
-        res[name] = out[:, col].astype(np.int64)
-    token_bytes = costs[:, k.C_TOKEN_BYTES]
-    res["bytes_per_rank"] = (np.asarray(cols["batch"], dtype=np.int64)
-                             * np.asarray(cols["topk"], dtype=np.int64) * token_bytes)
-    res["bw_gbps"] = res["bytes_per_rank"] / (res["latency_us"] * 1000.0)
+    res = {f.name: out[:, f.slot] / clock if f.unit == k.US else out[:, f.slot].astype(np.int64)
+           for f in RESULTS if f.slot is not None}
+    for name, compute in HOST_RESULTS.items():
+        res[name] = compute(res, cols, costs)
     return {name: res[name] for name in RESULT_NAMES}

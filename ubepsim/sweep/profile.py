@@ -15,11 +15,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from ..errors import InputError
+from ..kernels.layout import HOP_CLASSES
+from .files import toml_value
 
-# Hop classes, nearest first. A pair of dies is `local` (same die), `intra_npu` (same NPU), or
-# k-hop where k is the number of switch tiers its path climbs (paper Section 2.3).
-HOP_CLASSES = ("local", "intra_npu", "one_hop", "two_hop", "three_hop")
+# HOP_CLASSES, nearest first, are the kernel's: a pair of dies is `local` (same die), `intra_npu`
+# (same NPU), or k-hop where k is the number of switch tiers its path climbs (paper Section 2.3).
+# A profile's latency_ns holds one latency per class.
 MAX_TIERS = len(HOP_CLASSES) - 3  # tier_sizes lists all tiers but the top one
 MAX_TIER_DIES = 1 << 20  # far above any EP size (ranks <= 16384): a larger tier is no tier
 MAX_LATENCY_NS = 1e9  # one second: far above any fabric, and cycle counts stay in int64
@@ -127,20 +129,12 @@ class Profile:
         lines = ["[hardware]"]
         for key in FIELDS:
             if key != "latency_ns":
-                lines.append(f"{key} = {_toml_value(self.values[key])}")
+                lines.append(f"{key} = {toml_value(self.values[key])}")
         lines.append("")
         lines.append("[hardware.latency_ns]")
         for h, v in self.values["latency_ns"].items():
-            lines.append(f"{h} = {_toml_value(v)}")
+            lines.append(f"{h} = {toml_value(v)}")
         return "\n".join(lines) + "\n"
-
-
-def _toml_value(v: Any) -> str:
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    if isinstance(v, float):
-        return repr(v)
-    return str(v)
 
 
 BUILTIN = ("cm384",)

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from ..errors import InputError
+from ..version import __version__
 
 META = "ubepsim."   # the prefix of ubepsim's keys in a Parquet file's key-value metadata
 
@@ -65,7 +66,6 @@ def write_parquet(path: Path, frame, provenance: dict[str, str]) -> None:
     `provenance` (keys without the prefix) in its metadata."""
     import pyarrow.parquet as pq
 
-    from . import __version__
     table = frame.to_arrow()
     meta = {META + k: v for k, v in {"version": __version__, **provenance}.items()}
     with replacing(path) as tmp:

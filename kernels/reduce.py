@@ -1,0 +1,102 @@
+"""Combine's receiving side (docs/model.md, "Combine"): each token's copies reduced into one at
+its source die (CANN's LocalWindowCopy); under bsp after V1's status polls and SyncAll, under
+ubep each token as soon as its copies are visible."""
+
+import numpy as np
+
+from . import rng
+from .jit import njit, u
+from .layout import (B_REDUCE, C_POLL, C_REDUCE_COPY, C_REDUCE_COPY_LAST, C_REDUCE_SPLIT,
+                     C_REDUCE_TOKEN, C_REDUCE_TOKEN_LAST, C_RETURN_RESET, C_RETURN_VERIFY,
+                     C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_BATCH, P_SEED, P_TOPK, P_WKEY, TAKEN)
+from .receive import close_step, poll, poll_counts, seen
+from .sync import syncall
+
+
+@njit(inline="always")
+def reduce_tokens(p, aivs, stores, c, fx, chance, ubep):
+    """Every die's reduction: each AIV its share of the die's tokens (bsp's split: a part of
+    one token's hidden dimension, when c's reduce_split > 1), each token's topk copies read
+    (copy_ref[d * M + t * topk + k]) once visible; under ubep each copy's signal polled and
+    checked first (fx: sync.Effects), and the sentinel re-armed after use. Returns (delivered,
+    violations, collisions): copies taken for the first time from their die's bucket, copies
+    read before they were visible, sentinel collisions."""
+    t_aiv = aivs.t
+    st_arr, st_vis, copy_ref = stores.arr, stores.vis, stores.copy_ref
+    bstart, bfill = stores.bstart, stores.bfill
+    R, A = t_aiv.shape
+    B, K = p[P_BATCH], p[P_TOPK]
+    M = B * K
+    split = c[C_REDUCE_SPLIT]
+    period = c[C_POLL]
+    inv_period = 1.0 / period
+    timeout = c[C_TIMEOUT]
+    verify = fx.copy_verify * c[C_RETURN_VERIFY]
+    rearm = fx.copy_rearm * c[C_RETURN_RESET]
+    delivered = violations = collisions = 0
+    for d in range(R):
+        skey = rng.stream(p[P_SEED], p[P_WKEY], d, rng.DOMAIN_COMBINE_SENTINEL)
+        b_lo, b_hi = bstart[d], bfill[d]
+        for a in range(A):
+            if split > 1:
+                # V1's hidden split: AIV a takes part a mod split of token a / split
+                t_lo = a // split
+                t_hi = t_lo + 1 if a < B * split else t_lo
+                last = a % split == split - 1
+            else:
+                t_lo = a * B // A
+                t_hi = (a + 1) * B // A
+                last = True
+            each = (c[C_REDUCE_COPY_LAST] if last else c[C_REDUCE_COPY]) + rearm
+            token = c[C_REDUCE_TOKEN_LAST] if last else c[C_REDUCE_TOKEN]
+            t = t_aiv[d, a]
+            polled = 0
+            for tok in range(t_lo, t_hi):
+                g0 = d * M + tok * K
+                if ubep:
+                    for k in range(K):
+                        data_sid = copy_ref[u(g0 + k), 0]
+                        sig = copy_ref[u(g0 + k), 1]
+                        v, hit = seen(st_vis[u(data_sid)] if sig == data_sid else
+                                      st_vis[u(sig)], skey, tok * K + k, chance, timeout)
+                        collisions += hit
+                        t2p = poll(t, v, period, inv_period)
+                        polled += t2p - t
+                        t = t2p + verify
+                for k in range(K):
+                    data_sid = copy_ref[u(g0 + k), 0]
+                    if t < st_vis[u(data_sid)]:
+                        violations += 1
+                    # delivered: a copy's store (remote or local), in this die's bucket, taken
+                    # for the first time
+                    v = st_arr[u(data_sid)]
+                    if (v == LOCAL - K_COPY or (v >= 0 and v & 3 == K_COPY)) and \
+                            b_lo <= data_sid < b_hi:
+                        delivered += 1
+                        st_arr[u(data_sid)] = TAKEN
+                t += K * each + token
+            n = t_hi - t_lo
+            close_step(d, a, t, polled, n * K * verify, B_REDUCE, n * (K * each + token), t_aiv,
+                       aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks)
+    return delivered, violations, collisions
+
+
+@njit(inline="always")
+def reduce(p, c, chance, fx, status_fx, aivs, stores, ubep):
+    """Every die's receivers in combine: under bsp (CANN's V1) each AIV polls its share of the
+    sources' statuses (WaitDispatch, read out as status_fx says), then SyncAll, then the
+    reduction; under ubep the reduction with its polls. A die's receivers touch nothing of
+    another's, so each step runs over every die before the next. Returns (delivered,
+    violations, collisions, ends): ends[d] is when die d's last AIV is done."""
+    t_aiv = aivs.t
+    R, A = t_aiv.shape
+    if not ubep:
+        poll_counts(p, aivs, stores, c, status_fx, 0.0, A, 0)
+        for d in range(R):
+            syncall(d, 0, c[C_SYNCALL], t_aiv, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks)
+    delivered, violations, collisions = reduce_tokens(p, aivs, stores, c, fx, chance, ubep)
+    ends = np.zeros(R, np.int64)
+    for d in range(R):
+        for a in range(A):
+            ends[d] = max(ends[d], t_aiv[d, a])
+    return delivered, violations, collisions, ends

@@ -1,0 +1,270 @@
+"""The built-in cm384 profile's calibration: the paper's numbers (ubepsim.paper.numbers) as a
+calibration problem of the general fitter (ubepsim.paper.calibrate), the profile the fit starts
+from, and the text of the shipped ubepsim/profiles/cm384.toml.
+
+`ubepsim calibrate --paper` refits cm384 here; `ubepsim validate` shows the same points
+(`paper_problem`) beside the paper's numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..sweep.params import ENUMS, config_columns, make_config, token_bytes
+from ..sweep.profile import HOP_CLASSES, Profile, load_profile
+from .calibrate import Fit, Problem, fit, members, profile_toml
+from .numbers import (AIVS, BLOCK_BYTES, CANN_EP, FIG3B_EFFICIENCY, FIG3B_RANKS, FIG14_EXTRA_US,
+                      FIG14_GROUPS, FIG14_OUTLIERS, FIG14_PANELS, FIG14_RANKS, FIG14_SETUP,
+                      FLAG_BYTES, NPU_DIES, NPU_GBPS, SYNCALL_SHARE, TABLE2_LABELS, TABLE2_NS,
+                      TABLE4_CANN_EP)
+
+# What the paper states, set rather than fitted (Table 2, Section 2.3, Section 3.4). The ports
+# carry the paper's 392 GB/s per NPU (Section 2.3), half per die, one way: a fit that moves
+# them makes the other sources' costs stand in for them (docs/calibration.md, "Cross-validation").
+STATED: dict[str, Any] = {
+    "aivs": AIVS, "npu_dies": NPU_DIES, "tier_sizes": [16], "block_bytes": BLOCK_BYTES,
+    "flag_bytes": FLAG_BYTES, "sentinel_collision_prob": 0.0,
+    "egress_gbps": NPU_GBPS / NPU_DIES, "ingress_gbps": NPU_GBPS / NPU_DIES,
+    "latency_ns": {"local": 100.0, **TABLE2_NS, "three_hop": 5000.0},
+}
+# The starting point of the fit, and the value of every key no calibration point constrains.
+PROVISIONAL: dict[str, Any] = {
+    "clock_ghz": 1.8, "blocks_in_flight": 64, "aiv_store_gbps": 16.0, "aiv_copy_gbps": 32.0,
+    "store_issue_cycles": 40, "init_cycles": 1800, "vector_op_cycles": 12, "vector_lanes": 128,
+    "prefix_cycles": 2, "syncall_cycles": 1200, "flag_check_cycles": 8,
+    "sentinel_reset_cycles": 8, "sentinel_timeout_ns": 20000.0,
+    # CalCumSum's per-source work, about 0.34 us of one AIV in all (Figure 14, batch 8: 46.0 -
+    # 24.1 us between one and two AIVs is half of 128 sources' work), split by a guess between
+    # a destination's address chain, a count's vector chain and a status poll's
+    "dest_switch_cycles": 150, "count_chain_cycles": 100, "status_poll_cycles": 120,
+    # a step of the CalCumSum group's carry: a local store of the partial sums and the next
+    # AIV's poll that sees it, about a store's issue and two local latencies
+    "carry_cycles": 420,
+}
+# Fitted to Table 4, Figure 3(b) and the SyncAll share. The other provisional keys act only in
+# modes the calibration points do not run (flag checks of tff/dc/sp, sentinel polling, UBEP's
+# quaternary search) or add well under a microsecond to them (vector counts, prefix sums).
+PAPER_KEYS = ("aiv_store_gbps", "store_issue_cycles", "init_cycles", "aiv_copy_gbps",
+              "syncall_cycles", "blocks_in_flight", "dest_switch_cycles", "count_chain_cycles",
+              "status_poll_cycles", "carry_cycles", "latency_ns.intra_npu",
+              "latency_ns.one_hop", "latency_ns.two_hop")
+# The 512-byte blocks of Table 4's token (its fp8 activations and scales).
+TOKEN_BLOCKS = -(-int(token_bytes(CANN_EP["hidden"], ENUMS["dtype"][CANN_EP["dtype"]]))
+                 // BLOCK_BYTES)
+# The hardware figure each fitted key should land near, printed beside it (a key far from its
+# figure is absorbing something the model lacks).
+PORT = f"{NPU_GBPS:g} GB/s per NPU (Section 2.3): {NPU_GBPS / NPU_DIES:g} per die, one way"
+HARDWARE_FIGURES = {
+    "egress_gbps": PORT,
+    "ingress_gbps": PORT,
+    "blocks_in_flight": f"not CANN's two UB buffers (BUFFER_NUM = 2, {2 * TOKEN_BLOCKS} blocks of "
+                        f"Table 4's token): a posted store frees its buffer once issued; the "
+                        f"fabric's outstanding writes per AIV are not published",
+    "aiv_copy_gbps": "the die's HBM, 1.6 TB/s (3.2 TB/s per 910C NPU), shared by 48 AIVs: "
+                     "about 33 GB/s each when all copy at once",
+    "init_cycles": "kernel setup (context and tiling reads, buffers): a few microseconds, "
+                   "some thousands of cycles",
+    "syncall_cycles": f"the SyncAll share, about {SYNCALL_SHARE:.0%} of CANN EP's latency "
+                      f"(Section 2.3)",
+    "dest_switch_cycles": "two dependent global-memory loads: about two local latencies "
+                          "(2 x 100 ns = 360 cycles)",
+    "count_chain_cycles": "five vector instructions of vector_op_cycles (12) and four pipe "
+                          "barriers: 60 to 150 cycles",
+    "status_poll_cycles": "a strided read of local memory (100 ns = 180 cycles) and three "
+                          "vector instructions",
+    "carry_cycles": "a local store of the partial sums and the poll that sees it: a store's "
+                    "issue and two local latencies, about 420 cycles",
+    **{f"latency_ns.{h}": f"Table 2: {ns:g} ns" for h, ns in TABLE2_NS.items()},
+}
+# Copies of Table 4's token in flight per AIV (see paper_grid): with the ports at the paper's
+# bandwidth, Figure 3(b)'s saturation needs about six (0.7.0's ports, fitted to half of it,
+# needed three); each candidate costs a least-squares run of its own.
+COPIES_IN_FLIGHT = (4, 6, 8)
+
+
+def paper_start() -> Profile:
+    """The profile the paper fit starts from: stated values and provisional costs."""
+    return dataclasses.replace(load_profile(overrides={**PROVISIONAL, **STATED}), name="cm384")
+
+
+def cann_ep(ranks: int, **changes: Any) -> dict[str, Any]:
+    """Table 4's CANN EP configuration at `ranks`, resolved."""
+    return make_config({**CANN_EP, "ranks": ranks, **changes}, AIVS).as_dict()
+
+
+def syncall_count() -> int:
+    """SyncAlls in one BSP dispatch, as the model runs it (its phase list)."""
+    from ..kernels.layout import DISPATCH_TIMELINE
+    return DISPATCH_TIMELINE["bsp"].count("syncall")
+
+
+# Seeds the fit averages Figure 14's model cells over (validate takes 20): each fit evaluation
+# simulates every cell for every seed, and four keep the fit's run time in minutes.
+FIG14_FIT_SEEDS = tuple(range(4))
+
+
+def fig14_source(ranks: int) -> str:
+    """A Figure 14 panel's name as a source of calibration points."""
+    return f"Figure 14 ({ranks} ranks)"
+
+
+# How each source's points are compared (docs/calibration.md, "How points are weighted"):
+# (relative error?, tolerance). Latencies within 3%; an efficiency or a share within 3 points;
+# Figure 14's extra latencies within 2 us, the middle of the noise the paper reads in a cell.
+# Every source weighs the same in the sum of squares whatever its number of points (weight
+# 1 / sqrt(points)): a Figure 14 panel's 80 cells do not drown Table 4's five latencies.
+SOURCES = {"Table 2": (True, 0.03), "Table 4": (True, 0.03), "Figure 3(b)": (False, 0.03),
+           "Section 2.3": (False, 0.03),
+           **{fig14_source(r): (False, 2.0) for r in sorted(FIG14_PANELS)}}
+
+
+def fig14_config(batch: int, group: int, seed: int, ranks: int = FIG14_RANKS) -> dict[str, Any]:
+    """A cell of a Figure 14 panel, resolved."""
+    return make_config({**FIG14_SETUP, "ranks": ranks, "batch": batch,
+                        "cumsum_aivs": group, "seed": seed}, AIVS).as_dict()
+
+
+def fig14_extra(latency_us: np.ndarray, seeds: int) -> np.ndarray:
+    """The model's Figure 14 cells from the latencies of fig14_config rows in (batch, group,
+    seed) order: each cell's mean over the seeds less its row's least."""
+    mean = latency_us.reshape(len(FIG14_EXTRA_US), len(FIG14_GROUPS), seeds).mean(axis=2)
+    return (mean - mean.min(axis=1, keepdims=True)).ravel()
+
+
+def fig14_label(batch: int, group: int, ranks: int = FIG14_RANKS) -> str:
+    return f"Figure 14: {ranks} ranks, batch {batch}, {group} CalCumSum AIVs, extra (us)"
+
+
+def paper_problem(fig14_seeds: Sequence[int] = FIG14_FIT_SEEDS,
+                  sources: Sequence[str] = tuple(SOURCES)) -> Problem:
+    """The points of `sources` (SOURCES' names, all by default): Table 2's latencies, Table 4's
+    CANN EP latencies, Figure 3(b)'s efficiencies, the SyncAll share and Figure 14's panels.
+
+    Efficiency with n AIVs = (T_8 * 8) / (T_n * n), T the Token-Sending phase of the same work.
+    The SyncAll share is the barriers' own cost (all of them, after the last AIV arrives) over
+    the latency, averaged over Table 4's configurations (run whether or not their latencies are
+    points). Figure 3(b)'s 8-AIV point is 100% by definition and is left out. Table 2's points
+    are the profile's own latencies, in whole cycles. A cell the paper reads as an outlier
+    (FIG14_OUTLIERS) is a point of no weight.
+    """
+    unknown = [x for x in sources if x not in SOURCES]
+    if unknown:
+        raise ValueError(f"unknown source(s) {unknown}; known: {', '.join(SOURCES)}")
+    ranks = list(TABLE4_CANN_EP)
+    aivs = np.array(list(FIG3B_EFFICIENCY), dtype=float)
+    seeds = list(fig14_seeds)
+    panels = [r for r in sorted(FIG14_PANELS) if fig14_source(r) in sources]
+    cells = [(b, g) for b in FIG14_EXTRA_US for g in FIG14_GROUPS]
+    n4 = len(ranks) if "Table 4" in sources or "Section 2.3" in sources else 0
+    n3 = len(aivs) if "Figure 3(b)" in sources else 0
+    per_panel = len(cells) * len(seeds)
+    rows = ([cann_ep(r) for r in ranks][:n4]
+            + [cann_ep(FIG3B_RANKS, aivs=int(a)) for a in aivs][:n3]
+            + [fig14_config(b, g, s, r) for r in panels for b, g in cells for s in seeds])
+
+    def values(res: dict[str, np.ndarray], profile: Profile) -> np.ndarray:
+        latency = res["latency_us"][:n4]
+        out = []
+        if "Table 2" in sources:
+            out.append([profile.latency_cycles()[HOP_CLASSES.index(h)] / profile.clock_ghz
+                        for h in TABLE2_NS])
+        if "Table 4" in sources:
+            out.append(latency)
+        if n3:
+            out.append(efficiency(res["phase_send_us"][n4:n4 + n3], aivs)[1:])
+        if "Section 2.3" in sources:
+            syncall_us = syncall_count() * profile.syncall_cycles / (profile.clock_ghz * 1000.0)
+            out.append([np.mean(syncall_us / latency)])
+        for i in range(len(panels)):
+            at = n4 + n3 + i * per_panel
+            out.append(fig14_extra(res["latency_us"][at:at + per_panel], len(seeds)))
+        return np.concatenate(out)
+
+    # as `ubepsim validate` names the same points (it takes these labels)
+    points = ([("Table 2", f"Table 2: {TABLE2_LABELS[h]} latency (ns)", "ns", ns, False)
+               for h, ns in TABLE2_NS.items()]
+              + [("Table 4", f"Table 4: CANN EP latency, {r} ranks (us)", "us",
+                  TABLE4_CANN_EP[r][0], False) for r in ranks]
+              + [("Figure 3(b)", fig3b_label(int(a)), "", FIG3B_EFFICIENCY[int(a)], False)
+                 for a in aivs[1:]]
+              + [("Section 2.3", "Section 2.3: SyncAll share of CANN EP latency", "",
+                  SYNCALL_SHARE, False)]
+              + [(fig14_source(r), fig14_label(b, g, r), "us", FIG14_PANELS[r][b][g - 1],
+                  (r, b, g) in FIG14_OUTLIERS) for r in panels for b, g in cells])
+    points = [p for p in points if p[0] in sources]
+    count = {name: sum(1 for p in points if p[0] == name and not p[4]) for name in SOURCES}
+    return Problem(tuple(p[1] for p in points), tuple(p[2] for p in points),
+                   np.array([p[3] for p in points]), config_columns(rows), values,
+                   relative=np.array([SOURCES[p[0]][0] for p in points]),
+                   tolerance=np.array([SOURCES[p[0]][1] for p in points]),
+                   weight=np.array([0.0 if p[4] else 1.0 / math.sqrt(count[p[0]])
+                                    for p in points]))
+
+
+def fig3b_label(aivs: int) -> str:
+    return f"Figure 3(b): Token-Sending efficiency, {aivs} AIVs"
+
+
+def efficiency(send_us: np.ndarray, aivs: np.ndarray) -> np.ndarray:
+    """Figure 3(b)'s efficiency of each AIV count relative to the first: (T_1 n_1) / (T n)."""
+    return send_us[0] * aivs[0] / (send_us * aivs)
+
+
+def paper_grid() -> dict[str, list[int]]:
+    """blocks_in_flight candidates: whole copies of Table 4's token (a copy's blocks go out
+    together, so values in between behave like the multiple below them)."""
+    return {"blocks_in_flight": [TOKEN_BLOCKS * n for n in COPIES_IN_FLIGHT]}
+
+
+def calibrate_paper(threads: int | None = None, max_evaluations: int = 400,
+                    progress: Callable[[str], None] | None = None) -> Fit:
+    """Refit cm384's free costs to the paper's numbers, from the provisional start."""
+    return fit(paper_problem(), paper_start(), PAPER_KEYS, grid=paper_grid(), threads=threads,
+               max_evaluations=max_evaluations, progress=progress)
+
+
+# Where each value of the shipped profile comes from (comments of cm384.toml).
+PAPER_NOTES = {
+    "clock_ghz": "assumed; the fitted costs are in its cycles",
+    "aivs": f"paper: {AIVS}",
+    "npu_dies": f"paper: {NPU_DIES}",
+    "tier_sizes": "paper: a 16-die server under a first-tier switch",
+    "block_bytes": f"paper: {BLOCK_BYTES} B atomic stores",
+    "flag_bytes": f"paper: {FLAG_BYTES} B",
+    "sentinel_collision_prob": f"paper: 2^-{8 * FLAG_BYTES} for a {FLAG_BYTES} B sentinel",
+    "latency_ns.local": "same die; not in Table 2 (negligible): provisional",
+    "latency_ns.three_hop": "no third tier on CM384: provisional",
+}
+
+
+def paper_profile_toml(result: Fit) -> str:
+    """The text of ubepsim/profiles/cm384.toml for a paper fit: each fitted key marked so, with
+    the hardware figure it should be near."""
+    fitted = {m: "fitted" + (f"; near: {HARDWARE_FIGURES[m]}" if m in HARDWARE_FIGURES else "")
+              for k in PAPER_KEYS for m in members(k)}
+    provisional = {k: "provisional: no calibration point constrains it" for k in PROVISIONAL
+                   if k not in fitted and k not in PAPER_NOTES}
+    header = [
+        "Built-in hardware profile: a CloudMatrix384-like superpod (UBEP paper, Section 2).",
+        "Generated by `ubepsim calibrate --paper --out ubepsim/profiles/cm384.toml`: stated",
+        "values are set from the paper (the ports at its 392 GB/s per NPU), the keys marked",
+        f"`fitted` are fitted to its Table 2 (latencies), Table 4 (CANN EP latency, "
+        f"{min(TABLE4_CANN_EP)}-{max(TABLE4_CANN_EP)}",
+        f"ranks), Figure 3(b) (Token-Sending efficiency, {min(FIG3B_EFFICIENCY)}-"
+        f"{max(FIG3B_EFFICIENCY)} AIVs), the SyncAll",
+        f"share (Section 2.3) and Figure 14 (CalCumSum group sizes at "
+        f"{' and '.join(map(str, sorted(FIG14_PANELS)))} ranks), starting",
+        "from the provisional values in ubepsim/paper/cm384.py;",
+        f"rms error {result.rms_error:.2f} tolerances over the {result.table.height} points, "
+        f"{result.table.height - len(PAPER_KEYS)} degrees of freedom",
+        "(docs/calibration.md, \"The calibrated cm384 profile\").",
+        "Every key is documented in ubepsim/sweep/profile.py (FIELDS); a profile file or a "
+        "grid's",
+        "[profile] table may override any of them.",
+    ]
+    return profile_toml(result.profile, header, {**PAPER_NOTES, **provisional, **fitted})

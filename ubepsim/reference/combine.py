@@ -1,0 +1,42 @@
+"""Combine's driver: the return all-to-all on one configuration, as the kernel's
+kernels/combine.py runs it (docs/model.md, "Combine"): every die returns each copy it received
+to the copy's source die, which reduces each token's copies."""
+
+from __future__ import annotations
+
+from ..sweep.params import Sync
+from .egress import egress_phase
+from .ingress import ingress
+from .programs import init, status_programs, token_programs
+from .reduce import reduce
+from .schedule import Schedule
+from .state import C_BSP_STATUS, C_SENT, Die, Run
+from .sync import POLICY, fence_all
+
+# CANN's V1 status: a flag behind its AIV's fence, read out, never re-armed or verified
+V1_STATUS = POLICY[Sync.sw]
+
+
+def combine(run: Run, plan: Schedule, starts: list[int],
+            ports: list[tuple[int, int]] | None = None) -> list[Die]:
+    """Every die's combine on its return schedule (schedule.return_schedule), die d starting at
+    starts[d] with its egress and ingress ports free at ports[d] (a layer: when its dispatch's
+    last stores left and landed; else at once). Returns the dies."""
+    dies = [Die(run, d, plan.dies[d].copies, starts[d], *(ports[d] if ports else (0, 0)),
+                combine=True) for d in range(run.ranks)]
+    for d, (die, dealt) in enumerate(zip(dies, plan.dies)):
+        init(run, dealt, die, 0)
+        egress_phase(run, d, die, token_programs(run, d, dealt, die, combine=True), C_SENT)
+        if not run.ubep:
+            # V1's SetStatus: behind PipeBarrier<PIPE_ALL>, a status to each destination
+            fence_all(die.aivs)
+            egress_phase(run, d, die, status_programs(run, d, dealt, die), C_BSP_STATUS)
+    ingress(run, dies)
+    # each source's copies come back: its copy i as (the store carrying it, the store polled)
+    returned = [dict() for _ in range(run.ranks)]
+    for die in dies:
+        for (s, i), st, sig in zip(die.copies, die.copy_store, die.signal_of):
+            returned[s][i] = (st, sig)
+    for s in range(run.ranks):
+        reduce(run, dies, s, returned[s], V1_STATUS)
+    return dies

@@ -1,0 +1,53 @@
+"""Combine's receiving side: each token's copies reduced into one at its source die (CANN's
+LocalWindowCopy), under bsp after V1's status polls and SyncAll, under ubep each token as soon as
+its copies are visible (docs/model.md, "Combine")."""
+
+from __future__ import annotations
+
+from .receive import poll, poll_counts, seen
+from .state import C_BSP_POLLED, C_BSP_REDUCED, C_BSP_SYNCALL, C_UBEP_REDUCED, Die, Run, share
+from .sync import DataAsFlag, syncall
+
+
+def reduce(run: Run, dies: list[Die], s: int, returned: dict, status: DataAsFlag) -> None:
+    """Die s's receivers. bsp (CANN's V1): every AIV polls the statuses of its share of the
+    sources (WaitDispatch, read out as `status` says), then SyncAll, then reduces. ubep: every
+    AIV, after its own sends, reduces its share of the tokens, polling each token's copies'
+    signals first (returned[i]: copy i's store and the store signalling it)."""
+    c, cfg = run.c, run.cfg
+    die = dies[s]
+    K, B, A = cfg.topk, cfg.batch, run.aivs
+    policy = run.copy_sync
+    if not run.ubep:
+        poll_counts(run, dies, s, die.aivs, C_BSP_POLLED, status, 0.0, 0)
+        syncall(die.aivs, max(a.t for a in die.aivs), c["syncall"], C_BSP_SYNCALL)
+    split = c["reduce_split"]
+    for j, a in enumerate(die.aivs):
+        if split > 1:
+            # V1's hidden split: AIV j takes part j mod split of token j / split
+            tokens = range(j // split, j // split + 1) if j < B * split else range(0)
+            last = j % split == split - 1
+        else:
+            tokens, last = share(j, A, B), True
+        suffix = "_last" if last else ""
+        for t in tokens:
+            copies = [returned[t * K + k] for k in range(K)]
+            if run.ubep:
+                for k, (_, sig) in enumerate(copies):
+                    poll(a, seen(run, die, sig, t * K + k, run.q_return, policy), c["poll"],
+                         "sync")
+                    if policy.verify_per_block:
+                        a.spend("sync", c["return_verify"])
+            die.reduced.append((t, a.t))
+            for k, (data, _) in enumerate(copies):
+                if a.t < data.visible:
+                    die.violations += 1
+                if (t, k) not in die.taken and data.dst == s:
+                    die.taken.add((t, k))
+                    die.delivered += 1
+            # each copy's read, dequantization (int8), Cast, Muls and Add (and sp's re-arming),
+            # then the token's Duplicate, Cast back and store
+            a.spend("reduce", K * (c["reduce_copy" + suffix]
+                                   + (c["return_reset"] if policy.rearm_sentinel else 0))
+                    + c["reduce_token" + suffix])
+        a.mark(C_BSP_REDUCED if not run.ubep else C_UBEP_REDUCED)
