@@ -136,8 +136,8 @@ def fig14_points(extra: np.ndarray, ranks: int) -> list[Check]:
     one AIV against the paper's), and the group size the model picks, as `ubepsim tune` does
     (the paper's extra latency there, its regret: 0 where the two agree); then the regret over
     the panel beside three rules fitted on the other panel (ubepsim.paper.crossval.rules)."""
-    from .crossval import rule_regrets
-    panel = numbers.FIG14_PANELS[ranks]
+    from .crossval import paper_cells, rule_regrets
+    panel = dict(zip(numbers.FIG14_PANELS[ranks], paper_cells(ranks)))
     cells = extra.reshape(len(panel), len(numbers.FIG14_GROUPS))
     setup = (f"Figure 14's: UBEP (defaults), {ranks} ranks, one expert per die, "
              f"top-{numbers.FIG14_SETUP['topk']}, hidden {numbers.FIG14_SETUP['hidden']} "
