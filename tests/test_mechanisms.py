@@ -67,7 +67,8 @@ def test_more_aivs_give_diminishing_token_sending_returns():
     eff = [sends[0] * 8 / (s * a) for s, a in zip(sends, (8, 16, 24, 32, 48))]
     # never slower by more than the noise of a different interleaving once the port saturates
     assert all(b <= a * 1.01 for a, b in zip(sends, sends[1:]))
-    assert sends[-1] < sends[0] / 2
+    # Figure 3(b)'s own: 48 AIVs take 8 / (0.311 x 48) = 0.54 of 8 AIVs' time
+    assert sends[-1] < sends[0] * 0.6
     assert all(b < a for a, b in zip(eff, eff[1:]))
 
 

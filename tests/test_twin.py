@@ -222,7 +222,7 @@ TIES = {
     "bsp": ({"ranks": 4, "batch": 8, "topk": 1, "hidden": 256, "aivs": 4, "protocol": "bsp",
              "sync": "sw", "schedule": "balanced", "seed": 21}, "cm384"),
     "ubep": ({"ranks": 4, "batch": 3, "topk": 1, "hidden": 256, "aivs": 3, "cumsum_aivs": 1,
-              "protocol": "ubep", "sync": "sw", "schedule": "homogenized", "seed": 734}, "flat"),
+              "protocol": "ubep", "sync": "sw", "schedule": "homogenized", "seed": 2031}, "flat"),
 }
 
 
