@@ -181,7 +181,7 @@ COSTS = (
     "signal_issue", "signal_egress", "signal_ingress",
     "local_copy", "copy_verify", "count_verify", "copy_reset", "count_reset",
     "vcount", "prefix", "init", "syncall", "blocks_in_flight", "timeout", "poll",
-    "dest_switch", "count_chain", "status_poll", "carry",
+    "dest_switch", "count_chain", "status_poll",
     "npu_dies", "tier1", "tier2",
     *(f"lat_{h}" for h in HOP_CLASSES),
     # combine (docs/model.md, "Combine"): a returned copy's bytes, blocks and store costs, the

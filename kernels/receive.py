@@ -8,10 +8,9 @@ import numpy as np
 
 from . import rng
 from .jit import njit, u
-from .layout import (B_CUMSUM, B_REORDER, B_SYNC, C_CARRY, C_COPY_RESET, C_COPY_VERIFY,
-                     C_COUNT_RESET, C_COUNT_VERIFY, C_LAT_LOCAL, C_LOCAL_COPY, C_POLL, C_PREFIX,
-                     C_SIGNAL_ISSUE, C_STATUS_POLL, C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_SEED,
-                     P_WKEY, TAKEN)
+from .layout import (B_CUMSUM, B_REORDER, B_SYNC, C_COPY_RESET, C_COPY_VERIFY, C_COUNT_RESET,
+                     C_COUNT_VERIFY, C_LAT_LOCAL, C_LOCAL_COPY, C_POLL, C_PREFIX,
+                     C_SIGNAL_ISSUE, C_STATUS_POLL, C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_SEED, P_WKEY, TAKEN)
 from .sync import syncall
 
 
@@ -92,17 +91,15 @@ def poll_counts(p, aivs, stores, c, fx, chance, n_poll, prefix):
 
 @njit(inline="always")
 def publish_offsets(aivs, C, c):
-    """ubep: each die's CalCumSum group (AIVs below C) carries its partial prefix sums from
-    AIV to AIV (each step once the AIV is done and has the carry before it, c[C_CARRY]
-    cycles), then publishes the offsets with one local store. Returns when they are visible to
-    the token AIVs, per die."""
+    """ubep: each die's CalCumSum group (AIVs below C) publishes the offsets with one local
+    store once its last AIV is done. Returns when they are visible to the token AIVs, per die."""
     t_aiv = aivs.t
     offsets = np.empty(t_aiv.shape[0], np.int64)
     for d in range(t_aiv.shape[0]):
-        carry = 0
+        last = 0
         for j in range(C):
-            carry = max(carry, t_aiv[d, j]) + c[C_CARRY]
-        offsets[d] = carry + c[C_SIGNAL_ISSUE] + c[C_LAT_LOCAL]
+            last = max(last, t_aiv[d, j])
+        offsets[d] = last + c[C_SIGNAL_ISSUE] + c[C_LAT_LOCAL]
     return offsets
 
 

@@ -42,16 +42,13 @@ PROVISIONAL: dict[str, Any] = {
     # 24.1 us between one and two AIVs is half of 128 sources' work), split by a guess between
     # a destination's address chain, a count's vector chain and a status poll's
     "dest_switch_cycles": 150, "count_chain_cycles": 100, "status_poll_cycles": 120,
-    # a step of the CalCumSum group's carry: a local store of the partial sums and the next
-    # AIV's poll that sees it, about a store's issue and two local latencies
-    "carry_cycles": 420,
 }
 # Fitted to Table 4, Figure 3(b) and the SyncAll share. The other provisional keys act only in
 # modes the calibration points do not run (flag checks of tff/dc/sp, sentinel polling, UBEP's
 # quaternary search) or add well under a microsecond to them (vector counts, prefix sums).
 PAPER_KEYS = ("aiv_store_gbps", "store_issue_cycles", "init_cycles", "aiv_copy_gbps",
               "syncall_cycles", "blocks_in_flight", "dest_switch_cycles", "count_chain_cycles",
-              "status_poll_cycles", "carry_cycles", "latency_ns.intra_npu",
+              "status_poll_cycles", "latency_ns.intra_npu",
               "latency_ns.one_hop", "latency_ns.two_hop")
 # The 512-byte blocks of Table 4's token (its fp8 activations and scales).
 TOKEN_BLOCKS = -(-int(token_bytes(CANN_EP["hidden"], ENUMS["dtype"][CANN_EP["dtype"]]))
@@ -77,8 +74,6 @@ HARDWARE_FIGURES = {
                           "barriers: 60 to 150 cycles",
     "status_poll_cycles": "a strided read of local memory (100 ns = 180 cycles) and three "
                           "vector instructions",
-    "carry_cycles": "a local store of the partial sums and the poll that sees it: a store's "
-                    "issue and two local latencies, about 420 cycles",
     **{f"latency_ns.{h}": f"Table 2: {ns:g} ns" for h, ns in TABLE2_NS.items()},
 }
 # Copies of Table 4's token in flight per AIV (see paper_grid): with the ports at the paper's

@@ -57,13 +57,9 @@ def poll_counts(run: Run, dies: list[Die], d: int, group: list[Aiv], mark: int,
 
 
 def publish_offsets(run: Run, group: list[Aiv]) -> int:
-    """When the token AIVs can see the offsets: the group's partial prefix sums are carried
-    from AIV to AIV, a step of `carry` cycles once the AIV is done and the carry before it has
-    come, and the last publishes them with one local store."""
-    carry = 0
-    for a in group:
-        carry = max(carry, a.t) + run.c["carry"]
-    return carry + run.c["signal_issue"] + run.c["lat_local"]
+    """When the token AIVs can see the offsets: the CalCumSum group publishes them with one
+    local store once its last AIV is done."""
+    return max(a.t for a in group) + run.c["signal_issue"] + run.c["lat_local"]
 
 
 def bsp_cumsum(run: Run, aivs: list[Aiv]) -> None:

@@ -84,7 +84,6 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
         "dest_switch": np.full_like(m, v["dest_switch_cycles"]),
         "count_chain": np.full_like(m, v["count_chain_cycles"]),
         "status_poll": np.full_like(m, v["status_poll_cycles"]),
-        "carry": np.full_like(m, v["carry_cycles"]),
     }
     for kind, blocks in (("copy", copy_blocks), ("count", count_blocks),
                          ("signal", np.ones_like(m))):
@@ -209,8 +208,7 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     receiving = ranks * m * (poll + c["copy_verify"] + c["copy_reset"] + c["local_copy"]) + \
         ranks * (poll + c["status_poll"] + c["count_verify"] + c["count_reset"]
                  + e_local * c["prefix"]) + \
-        aivs * (poll + c["carry"]) + 2 * c["syncall"] + \
-        experts * c["prefix"] + c["signal_issue"] + \
+        aivs * poll + 2 * c["syncall"] + experts * c["prefix"] + c["signal_issue"] + \
         c["lat_local"]
     dispatched = sending + hop + ingress + receiving
     # combine, from its start: a die may return every copy (hot experts), each with its read,

@@ -85,13 +85,6 @@ FIELDS: dict[str, Field] = {
         "(strided read of the 32-byte status, GatherMask, Sum, vector-to-scalar sync)",
         0, 1e7, vanish=0,
         source="CANN ops-transformer, moe_distribute_dispatch.h WaitDispatch"),
-    "carry_cycles": Field(
-        int, "cycles of one step of the CalCumSum group's carry: an AIV of the group adds the "
-        "partial prefix sums of the AIVs before it to its own and hands them on (a local store "
-        "and a poll), so the offsets are published g steps after the group's first AIV is done",
-        0, 1e7, vanish=0,
-        source="paper Section 3.2: the CalCumSum group's AIVs split the sources, and an offset "
-               "is a prefix sum over every source (a scan split over g AIVs)"),
     "latency_ns": Field(dict, "remote access latency by hop class, ns: keys "
                         + ", ".join(HOP_CLASSES)),
 }
