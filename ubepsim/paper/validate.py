@@ -136,7 +136,7 @@ def fig14_points(extra: np.ndarray, ranks: int) -> list[Check]:
     one AIV against the paper's), and the group size the model picks, as `ubepsim tune` does
     (the paper's extra latency there, its regret: 0 where the two agree); then the regret over
     the panel beside three rules fitted on the other panel (ubepsim.paper.crossval.rules)."""
-    from .crossval import paper_cells, rule_regrets
+    from .crossval import paper_cells, regret, rule_regrets
     panel = dict(zip(numbers.FIG14_PANELS[ranks], paper_cells(ranks)))
     cells = extra.reshape(len(panel), len(numbers.FIG14_GROUPS))
     setup = (f"Figure 14's: UBEP (defaults), {ranks} ranks, one expert per die, "
@@ -144,12 +144,11 @@ def fig14_points(extra: np.ndarray, ranks: int) -> list[Check]:
              f"{numbers.FIG14_SETUP['dtype']}, group sizes {numbers.FIG14_GROUPS[0]}-"
              f"{numbers.FIG14_GROUPS[-1]}, seeds {FIG14_SEEDS[0]}-{FIG14_SEEDS[-1]} averaged; "
              f"extra latency over the row's best")
-    out, regrets = [], []
-    for row, (batch, paper) in zip(cells, panel.items()):
-        best = numbers.FIG14_GROUPS[int(np.argmin(row))]
+    picks = [numbers.FIG14_GROUPS[int(np.argmin(row))] for row in cells]
+    regrets = regret(ranks, picks)
+    out = []
+    for row, (batch, paper), best, missed in zip(cells, panel.items(), picks, regrets):
         paper_best = numbers.FIG14_GROUPS[int(np.argmin(paper))]
-        missed = paper[best - 1]
-        regrets.append(missed)
         # a difference, as the fit compares Figure 14's cells (a row's best is 0)
         out.append(Check("point", f"Figure 14: {ranks} ranks, batch {batch}: extra latency "
                          f"of a one-AIV CalCumSum group (us)", f"{paper[0]:g}", f"{row[0]:.1f}",
@@ -162,7 +161,7 @@ def fig14_points(extra: np.ndarray, ranks: int) -> list[Check]:
                       for name, r in rule_regrets(ranks).items())
     out.append(Check("point", f"Figure 14: {ranks} ranks: regret of the model's (tune's) group "
                      f"sizes, mean over the batch rows (us)", "0",
-                     f"{np.mean(regrets):.1f} (worst row {max(regrets):g}); rules fitted on the "
+                     f"{np.mean(regrets):.1f} (worst row {regrets.max():g}); rules fitted on the "
                      f"other panel: {rules}", float(np.mean(regrets)), None, setup, "us"))
     return out
 
