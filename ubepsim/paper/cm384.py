@@ -43,7 +43,8 @@ PROVISIONAL: dict[str, Any] = {
     # a destination's address chain, a count's vector chain and a status poll's
     "dest_switch_cycles": 150, "count_chain_cycles": 100, "status_poll_cycles": 120,
 }
-# Fitted to Table 4, Figure 3(b) and the SyncAll share. The other provisional keys act only in
+# Fitted to every source (Table 2, Table 4, Figure 3(b), the SyncAll share, Figure 14's panels).
+# The other provisional keys act only in
 # modes the calibration points do not run (flag checks of tff/dc/sp, sentinel polling, UBEP's
 # quaternary search) or add well under a microsecond to them (vector counts, prefix sums).
 PAPER_KEYS = ("aiv_store_gbps", "store_issue_cycles", "init_cycles", "aiv_copy_gbps",

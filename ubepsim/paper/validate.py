@@ -16,6 +16,7 @@ import numpy as np
 
 from . import cm384, numbers
 from .calibrate import with_values
+from .crossval import REGRET_SEEDS, paper_cells, regret, rule_regrets
 from ..sweep.params import config_columns, make_config
 from ..sweep.profile import HOP_CLASSES, Profile
 
@@ -78,12 +79,6 @@ def cann_ep_setup(ranks: str, aivs: int = numbers.AIVS) -> str:
             f"{w['hidden']} {w['dtype']}, uniform routing, {aivs} AIVs, seed 0")
 
 
-# Validate averages Figure 14's cells over 20 seeds (the fit over fewer): near a row's best the
-# latency moves by under a microsecond across group sizes, and the best of a mean over few seeds
-# jumps between them.
-FIG14_SEEDS = tuple(range(20))
-
-
 def calibration_points(profile: Profile, threads: int | None = None) -> list[Check]:
     """Table 2, Table 4 (latency and bandwidth), Figure 3(b), the SyncAll share and Figure 14's
     panels, and the claim Figure 3(b) stands for: half of the AIVs saturate the bandwidth."""
@@ -93,7 +88,7 @@ def calibration_points(profile: Profile, threads: int | None = None) -> list[Che
                   f"no simulation: the profile's latency_ns.{h} in whole cycles of "
                   f"clock_ghz ({clock:g})")
            for h, ns in numbers.TABLE2_NS.items()]
-    problem = cm384.paper_problem(FIG14_SEEDS)
+    problem = cm384.paper_problem(REGRET_SEEDS)
     res = _simulate(problem.cols, profile, threads)
     values = problem.model_values(res, profile)
     ranks = list(numbers.TABLE4_CANN_EP)
@@ -136,13 +131,12 @@ def fig14_points(extra: np.ndarray, ranks: int) -> list[Check]:
     one AIV against the paper's), and the group size the model picks, as `ubepsim tune` does
     (the paper's extra latency there, its regret: 0 where the two agree); then the regret over
     the panel beside three rules fitted on the other panel (ubepsim.paper.crossval.rules)."""
-    from .crossval import paper_cells, regret, rule_regrets
     panel = dict(zip(numbers.FIG14_PANELS[ranks], paper_cells(ranks)))
     cells = extra.reshape(len(panel), len(numbers.FIG14_GROUPS))
     setup = (f"Figure 14's: UBEP (defaults), {ranks} ranks, one expert per die, "
              f"top-{numbers.FIG14_SETUP['topk']}, hidden {numbers.FIG14_SETUP['hidden']} "
              f"{numbers.FIG14_SETUP['dtype']}, group sizes {numbers.FIG14_GROUPS[0]}-"
-             f"{numbers.FIG14_GROUPS[-1]}, seeds {FIG14_SEEDS[0]}-{FIG14_SEEDS[-1]} averaged; "
+             f"{numbers.FIG14_GROUPS[-1]}, seeds {REGRET_SEEDS[0]}-{REGRET_SEEDS[-1]} averaged; "
              f"extra latency over the row's best")
     picks = [numbers.FIG14_GROUPS[int(np.argmin(row))] for row in cells]
     regrets = regret(ranks, picks)
