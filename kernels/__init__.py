@@ -15,14 +15,14 @@ mechanism, each stage a function of the same name as the plain-Python twin's
   `init_work`, `hop_counts`, and the stage, `schedule`); combine's (`receive_order`,
   `deal_returns`, `return_schedule`);
 - sync: the Data-as-Flag variants, Section 3.4, as one table of effects (`POLICY`, decoded once
-  per configuration by `effects`), SyncAll (`syncall`) and V1 combine's fence (`fence_all`);
+  per configuration by `effects`) and SyncAll (`syncall`);
 - programs: each die's Init and store programs, Section 2.3 (`init_phase`, `new_store`,
   `token_programs`, `count_programs`, V1 combine's `status_programs`);
-- egress: the AIVs replaying their programs on the die's egress port (`egress_phase`, the event
-  loop, with `ring_push`; `kind_table`, combine's `return_kinds`, `start_phase`,
-  `account_phase`);
-- ingress: each destination's ingress port (`ingress`, `ingress_costs`, `arrival_order`,
-  `sort_arrivals`);
+- fabric: one fabric for every die: the AIVs replaying their programs on their dies' ports, the
+  tier links and every destination's ingress port, whose acknowledgements return the senders'
+  credits (`fabric`, the event loop, with its queues `ring_push`, `heap_push`, `heap_pop`;
+  `kind_table`, combine's `return_kinds`, `outstanding`, `begin_phase`, `end_phase`, `turn`,
+  `barrier`);
 - receive: polls, counts with CalCumSum, offsets, Token-Reordering, Section 3.2 (`poll`,
   `seen`, `poll_counts`, `publish_offsets`, `bsp_cumsum`, `reorder`, and the stage, `receive`);
 - reduce: combine's receivers, each token's copies reduced (`reduce_tokens`, and the stage,

@@ -1,21 +1,20 @@
 """Combine's driver (docs/model.md, "Combine"): the return all-to-all on one configuration,
 every AIV of every die, in integer cycles. Every die returns each copy it received to the copy's
 source die, which reduces each token's copies: the stages return_schedule (schedule.py) ->
-programs -> egress -> ingress -> reduce -> results, as the twin's combine.combine runs them.
-`bsp` is CANN's V1 combine, `ubep` the paper's three ideas on the return path."""
+programs -> fabric -> reduce -> results, as the twin's combine.combine runs them. `bsp` is
+CANN's V1 combine, `ubep` the paper's three ideas on the return path."""
 
 import numpy as np
 
-from .egress import account_phase, egress_phase, return_kinds, start_phase
-from .ingress import ingress, ingress_costs
+from .fabric import fabric, return_kinds
 from .jit import njit
-from .layout import (B_SYNC, C_BLOCKS_IN_FLIGHT, C_LAT_LOCAL, C_RETURN_INGRESS, N_BUCKETS,
-                     N_CMARKS, N_HOPS, N_MARKS, P_AIVS, P_BATCH, P_EXPERTS, P_PROTOCOL, P_RANKS,
-                     P_SYNC, P_TOPK, S_WIDTH, SW, UBEP, Aivs, Stores)
+from .layout import (B_SYNC, N_BUCKETS, N_CMARKS, N_MARKS, N_PHASES, N_PORTS, P_AIVS, P_BATCH,
+                     P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK, SW, THEN_FENCE, THEN_NONE,
+                     UBEP, STO_WIDTH, Aivs, Stores)
 from .programs import init_phase, status_programs, token_programs
 from .reduce import reduce
 from .results import combine_row
-from .sync import NO_SIGNAL, effects, fence_all, signal_stores
+from .sync import NO_SIGNAL, effects, signal_stores
 
 
 @njit
@@ -28,18 +27,19 @@ def new_return_stores(R, M, fx, ubep):
     per_die = M * per_copy + (0 if ubep else R)
     bstart = np.arange(R + 1) * per_die
     bfill = bstart[:R].copy()
-    return Stores(np.empty(R * per_die, np.int64), np.empty(R * per_die, np.int64), bstart, bfill,
+    n = R * per_die
+    return Stores(np.empty((n, STO_WIDTH), np.int64), bstart, bfill,
                   np.empty((R * M, 2), np.int32), np.empty(0 if ubep else R * R, np.int32))
 
 
 @njit(inline="always")
 def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, marks_out):
     """One configuration's combine on its return schedule (schedule.return_schedule), die d
-    starting at starts[d] with its ports free at egress_free[d] and ingress_free[d] (left
-    there when next free). chance: the sentinel collision chances (copy, count message,
+    starting at starts[d] with its ports free at egress_free[d] and ingress_free[d] (per port;
+    left there when next free). chance: the sentinel collision chances (copy, count message,
     returned copy). If marks_out has shape [ranks, aivs, ...], writes every AIV's phase
     boundaries after its first N_MARKS. Returns (aivs, ends, sent, delivered, violations,
-    collisions), as dispatch.dispatch_stages."""
+    collisions, queued), as dispatch.dispatch_stages."""
     R, B, K, E, A = p[P_RANKS], p[P_BATCH], p[P_TOPK], p[P_EXPERTS], p[P_AIVS]
     ubep = p[P_PROTOCOL] == UBEP
     # ubep: the Data-as-Flag variant on every copy; bsp: V1's copies carry no signal, its
@@ -47,8 +47,6 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
     fx = effects(p[P_SYNC] if ubep else SW, ubep)
     M = B * K
     EL = E // R
-    cap = c[C_BLOCKS_IN_FLIGHT]
-    lat = c[C_LAT_LOCAL:C_LAT_LOCAL + N_HOPS]
     ecnt = rsched.ecnt
 
     aivs = Aivs(np.zeros((R, A), np.int64), np.zeros((R, A, N_BUCKETS), np.int64),
@@ -56,54 +54,31 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
                 np.full((R, A), -1, np.int64), np.empty((R, A, N_CMARKS), np.int64),
                 np.empty((R, A), np.int64))
     stores = new_return_stores(R, M, fx, ubep)
-    most = 0                           # the most copies a die returns
-    for d in range(R):
-        most = max(most, ecnt[(d + 1) * EL] - ecnt[d * EL])
+    _, _, bfill, copy_ref, count_signal = stores
+    aoff, xdest, xslot = rsched.aoff, rsched.xdest, rsched.xslot
+
+    # every die's programs: its returned copies; under bsp (V1's SetStatus), behind each AIV's
+    # own fence (PipeBarrier<PIPE_ALL>), a status to each destination it owns
     cur_sig = np.empty(R, np.int64)
     seen_dest = np.full(R, -1, np.int64)
-    prog = np.empty(2 * most + R, np.int64)
-    st = np.zeros((A, S_WIDTH), np.int64)
-    fifo = np.zeros(2 * A * cap, np.int64)
-    lat_row = np.empty(R, np.int64)
-    kc = return_kinds(c, fx, ubep)
-    qsize = 1
-    while qsize < A:
-        qsize *= 2
-    queue = np.empty((2, qsize), np.int64)
-    t_aiv, bucket, wait, first_copy, last_copy_ack, marks, nmarks = aivs
-    st_arr, st_vis, _, bfill, copy_ref, count_signal = stores
-    hops, aoff, xdest, xslot = rsched.hops, rsched.aoff, rsched.xdest, rsched.xslot
+    prog = np.empty(2 * R * M + R * R, np.int64)
+    pb = np.zeros((R * A, N_PHASES, 2), np.int64)
+    n = 0
+    for s in range(R):
+        n = token_programs(s, prog, n, pb[s * A:(s + 1) * A, 0], 0, aoff, xdest, xslot, bfill,
+                           copy_ref, fx.copy_signal, seen_dest, cur_sig, ecnt[s * EL])
+        if not ubep:
+            n = status_programs(s, prog, n, pb[s * A:(s + 1) * A, 1], bfill, count_signal)
 
     init_phase(aivs, c, 0, rsched.loads, rsched.searches, starts)
-    sent = 0
-    for s in range(R):
-        for d in range(R):
-            lat_row[d] = lat[hops[s * R + d]]
-        egress = egress_free[s]
-        token_programs(s, prog, 0, st, 0, aoff, xdest, xslot, bfill, copy_ref, fx.copy_signal,
-                       seen_dest, cur_sig, ecnt[s * EL])
-        start_phase(s, 0, t_aiv, st)
-        egress = egress_phase(s, egress, st, prog, fifo, kc, cap, st_arr, st_vis, lat_row, lat[0],
-                              queue, 0)
-        sent += account_phase(s, 0, st, 0, B_SYNC, t_aiv, bucket, wait, first_copy,
-                              last_copy_ack, marks, nmarks)
-        if not ubep:
-            # V1's SetStatus: behind PipeBarrier<PIPE_ALL>, a status to each destination
-            fence_all(s, st, t_aiv, bucket, wait)
-            status_programs(s, prog, 0, st, bfill, count_signal)
-            start_phase(s, 1, t_aiv, st)
-            egress = egress_phase(s, egress, st, prog, fifo, kc, cap, st_arr, st_vis, lat_row,
-                                  lat[0], queue, 0)
-            account_phase(s, 1, st, 0, B_SYNC, t_aiv, bucket, wait, first_copy, last_copy_ack,
-                          marks, nmarks)
-        egress_free[s] = egress
-
-    ingress(stores, ingress_costs(c, C_RETURN_INGRESS), ingress_free)
+    sent, queued = fabric(R, c, return_kinds(c, fx, ubep), rsched.hops, stores, prog, pb,
+                          1 if ubep else 2, THEN_NONE if ubep else THEN_FENCE, 0, B_SYNC, aivs,
+                          egress_free, ingress_free)
     delivered, violations, collisions, ends = reduce(p, c, chance[2], fx, effects(SW, False),
                                                      aivs, stores, ubep)
     if marks_out.shape[0] == R:
-        marks_out[:, :, N_MARKS:N_MARKS + N_CMARKS] = marks
-    return aivs, ends, sent, delivered, violations, collisions
+        marks_out[:, :, N_MARKS:N_MARKS + N_CMARKS] = aivs.marks
+    return aivs, ends, sent, delivered, violations, collisions, queued
 
 
 @njit
@@ -112,10 +87,11 @@ def combine(p, c, chance, rsched, out, marks_out):
     then its row, out[N_OUT] (results.combine_row)."""
     R = p[P_RANKS]
     starts = np.zeros(R, np.int64)
-    aivs, ends, sent, delivered, violations, collisions = combine_stages(
-        p, c, chance, rsched, starts, np.zeros(R, np.int64), np.zeros(R, np.int64), marks_out)
+    aivs, ends, sent, delivered, violations, collisions, queued = combine_stages(
+        p, c, chance, rsched, starts, np.zeros((R, N_PORTS), np.int64),
+        np.zeros((R, N_PORTS), np.int64), marks_out)
     combine_row(out, aivs, ends, starts, rsched, c, p[P_PROTOCOL] == UBEP, p[P_TOPK],
-                R * p[P_BATCH] * p[P_TOPK], sent, delivered, violations, collisions)
+                R * p[P_BATCH] * p[P_TOPK], sent, delivered, violations, collisions, queued)
 
 
 def working_bytes(ranks, batch, topk, experts, aivs, ubep, sync):

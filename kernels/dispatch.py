@@ -1,37 +1,36 @@
 """The dispatch's driver: one configuration, every AIV of every die, in integer cycles.
 
-`dispatch` runs the stages of one configuration on its schedule in order, programs -> egress
--> ingress -> receive -> results, each a module of this package (routing and the schedule come
-before it: layer.simulate, layer.simulate_batch, which run any op). The model is the one of the
+`dispatch` runs the stages of one configuration on its schedule in order, programs -> fabric
+-> receive -> results, each a module of this package (routing and the schedule come before it:
+layer.simulate, layer.simulate_batch, which run any op). The model is the one of the
 plain-Python twin (ubepsim.reference), which these stages must match exactly, cycle for cycle.
 
 How it compiles, measured in paired runs (bench/compare_kernels.py): the stages after the
 schedule are compiled into `dispatch` (inline="always"), one function; compiled apart, with
-their arrays handed over as arguments, the same loops took 6% longer. The egress event loop is
-the exception, compiled apart and called per die and phase (egress.egress_phase says why); the
-schedule's per-die steps are calls (no slower).
+their arrays handed over as arguments, the same loops took 6% longer. The fabric's event loop
+is the exception, compiled apart (fabric.fabric); the schedule's per-die steps are calls (no
+slower).
 """
 
 import numpy as np
 
-from .egress import account_phase, egress_phase, kind_table, start_phase
-from .ingress import ingress, ingress_costs
+from .fabric import fabric, kind_table
 from .jit import njit
-from .layout import (B_CUMSUM, B_SYNC, C_BLOCKS_IN_FLIGHT, C_COPY_INGRESS, C_LAT_LOCAL,
-                     C_SYNCALL, N_BUCKETS, N_HOPS, N_MARKS, P_AIVS, P_BATCH, P_CUMSUM, P_EXPERTS,
-                     P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK, S_MAX_ACK, S_WIDTH, UBEP, Aivs, Stores)
+from .layout import (B_CUMSUM, B_SYNC, N_BUCKETS, N_MARKS, N_PHASES, N_PORTS, P_AIVS, P_BATCH, P_CUMSUM,
+                     P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK, THEN_NONE, THEN_SYNCALL,
+                     UBEP, N_PORTS, STO_WIDTH, Aivs, Stores)
 from .programs import count_programs, init_phase, token_programs
 from .receive import receive
 from .results import result_row
-from .sync import NO_SIGNAL, effects, signal_stores, syncall
+from .sync import NO_SIGNAL, effects, signal_stores
 
 
 @njit
 def new_stores(sched, R, M, EL, fx):
     """Every store's slot, destination-major (layout.Stores), sized before the dies issue them:
     each destination's bucket holds its copies, each with at most one signal store (fx:
-    sync.Effects), and every source's count message with its own. The ingress port then sorts a
-    small bucket and receivers read their own bucket only."""
+    sync.Effects), and every source's count message with its own. Receivers read their own
+    bucket only, and the bucket holds its ingress ports' queues."""
     per_copy = 2 if fx.copy_signal != NO_SIGNAL else 1
     per_count = 2 if fx.count_signal != NO_SIGNAL else 1
     ecnt = sched.ecnt
@@ -44,86 +43,59 @@ def new_stores(sched, R, M, EL, fx):
         x += (ecnt[(d + 1) * EL] - ecnt[d * EL]) * per_copy + R * per_count
     bstart[R] = x
     max_stores = R * M * per_copy + R * R * per_count
-    return Stores(np.empty(max_stores, np.int64), np.empty(max_stores, np.int64), bstart, bfill,
+    return Stores(np.empty((max_stores, STO_WIDTH), np.int64), bstart, bfill,
                   np.empty((R * M, 2), np.int32), np.empty(R * R, np.int32))
 
 
 @njit(inline="always")
 def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     """One configuration's dispatch on its schedule (schedule.schedule). p: parameter row, c:
-    cost row, chance: sentinel collision chances (copy, count message, ...). Leaves in
-    egress_free[d] and ingress_free[d] when die d's ports are next free; if marks_out has shape
-    [ranks, aivs, ...], writes every AIV's phase boundaries into its first N_MARKS. Returns
-    (aivs, ends, sent, delivered, violations, collisions): every AIV's state (layout.Aivs),
-    when each die's last AIV is done, and the counts result_row takes."""
+    cost row, chance: sentinel collision chances (copy, count message, ...). Its ports start
+    free at egress_free[d] and ingress_free[d] (per port: layout.N_PORTS) and are left there
+    when next free; if marks_out has shape [ranks, aivs, ...], writes every AIV's phase
+    boundaries into its first N_MARKS. Returns (aivs, ends, sent, delivered, violations,
+    collisions, queued): every AIV's state (layout.Aivs), when each die's last AIV is done, the
+    counts result_row takes, and the longest wait in an ingress port's queue."""
     R, B, K, E, A = p[P_RANKS], p[P_BATCH], p[P_TOPK], p[P_EXPERTS], p[P_AIVS]
     ubep = p[P_PROTOCOL] == UBEP
     fx = effects(p[P_SYNC], ubep)      # the Data-as-Flag variant, decoded once
     C = p[P_CUMSUM] if ubep else 0
     M = B * K
     EL = E // R
-    cap = c[C_BLOCKS_IN_FLIGHT]
-    lat = c[C_LAT_LOCAL:C_LAT_LOCAL + N_HOPS]
 
     aivs = Aivs(np.zeros((R, A), np.int64), np.zeros((R, A, N_BUCKETS), np.int64),
                 np.zeros((R, A), np.int64), np.full((R, A), -1, np.int64),
                 np.full((R, A), -1, np.int64), np.empty((R, A, N_MARKS), np.int64),
                 np.empty((R, A), np.int64))
     stores = new_stores(sched, R, M, EL, fx)
+    _, _, bfill, copy_ref, count_signal = stores
+    aoff, xdest, xslot = sched.aoff, sched.xdest, sched.xslot
 
-    # Per-die scratch of the sending side.
+    # every die's programs: ubep's two groups in one phase (Figure 5(b)); bsp's Token-Sending,
+    # then after a SyncAll its SendFlag & Count on every AIV (Figure 2)
     cur_sig = np.empty(R, np.int64)    # dc: per destination, the checksum an AIV sends there
     seen_dest = np.full(R, -1, np.int64)
-    prog = np.empty(2 * M + 2 * R, np.int64)   # an AIV's program for a phase, a word a store
-    st = np.zeros((A, S_WIDTH), np.int64)      # per-AIV state of the event loop (S_*)
-    fifo = np.zeros(2 * A * cap, np.int64)     # outstanding stores per AIV, in issue order:
-                                               # (ack, blocks) pairs, a ring of cap per AIV
-    lat_row = np.empty(R, np.int64)            # per destination of the die: hop latency
-    kc = kind_table(c, fx, EL)
-    qsize = 1
-    while qsize < A:
-        qsize *= 2
-    queue = np.empty((2, qsize), np.int64)   # the egress requests: two rings kept sorted
-    count_bucket = B_CUMSUM if ubep else B_SYNC
-    # The stage results' arrays, taken out once for the per-die stages: each array a stage is
-    # handed, or read out of a named tuple in a loop, costs a reference count up and down.
-    t_aiv, bucket, wait, first_copy, last_copy_ack, marks, nmarks = aivs
-    st_arr, st_vis, _, bfill, copy_ref, count_signal = stores
-    hops, aoff, xdest, xslot = sched.hops, sched.aoff, sched.xdest, sched.xslot
-
-    # ---- the sending side: Init, then each die's phases, programs replayed on its port -------
-    init_phase(aivs, c, C, sched.loads, sched.searches, np.zeros(R, np.int64))  # all from 0
-    sent = 0                           # copy stores the egress loops served
+    prog = np.empty(R * (2 * M + 2 * R), np.int64)
+    pb = np.zeros((R * A, N_PHASES, 2), np.int64)
+    n = 0
     for s in range(R):
-        for d in range(R):
-            lat_row[d] = lat[hops[s * R + d]]
-        egress = 0
-        for phase in range(1 if ubep else 2):
-            if phase == 0:
-                n = count_programs(s, prog, 0, st, C, bfill, count_signal, fx.count_signal)
-                token_programs(s, prog, n, st, C, aoff, xdest, xslot, bfill, copy_ref,
-                               fx.copy_signal, seen_dest, cur_sig, s * M)
-            else:
-                # bsp: SyncAll after Token-Sending (it waits for every store's completion too),
-                # then SendFlag & Count on every AIV
-                acked = 0
-                for a in range(A):
-                    acked = max(acked, st[a, S_MAX_ACK])
-                syncall(s, acked, c[C_SYNCALL], t_aiv, bucket, wait, marks, nmarks)
-                count_programs(s, prog, 0, st, A, bfill, count_signal, fx.count_signal)
-            start_phase(s, phase, t_aiv, st)
-            egress = egress_phase(s, egress, st, prog, fifo, kc, cap, st_arr, st_vis, lat_row,
-                                  lat[0], queue, C if phase == 0 else 0)
-            sent += account_phase(s, phase, st, C, count_bucket, t_aiv, bucket, wait, first_copy,
-                                  last_copy_ack, marks, nmarks)
-        egress_free[s] = egress
+        first = pb[s * A:(s + 1) * A, 0]
+        n = count_programs(s, prog, n, first, C, bfill, count_signal, fx.count_signal)
+        n = token_programs(s, prog, n, first, C, aoff, xdest, xslot, bfill, copy_ref,
+                           fx.copy_signal, seen_dest, cur_sig, s * M)
+        if not ubep:
+            n = count_programs(s, prog, n, pb[s * A:(s + 1) * A, 1], A, bfill, count_signal,
+                               fx.count_signal)
 
-    ingress(stores, ingress_costs(c, C_COPY_INGRESS), ingress_free)
+    init_phase(aivs, c, C, sched.loads, sched.searches, np.zeros(R, np.int64))  # all from 0
+    sent, queued = fabric(R, c, kind_table(c, fx, EL), sched.hops, stores, prog, pb,
+                          1 if ubep else 2, THEN_NONE if ubep else THEN_SYNCALL, C,
+                          B_CUMSUM if ubep else B_SYNC, aivs, egress_free, ingress_free)
     delivered, violations, collisions, ends = receive(p, c, chance, fx, sched, aivs, stores, C,
                                                       ubep)
     if marks_out.shape[0] == R:
-        marks_out[:, :, :N_MARKS] = marks
-    return aivs, ends, sent, delivered, violations, collisions
+        marks_out[:, :, :N_MARKS] = aivs.marks
+    return aivs, ends, sent, delivered, violations, collisions, queued
 
 
 @njit
@@ -131,10 +103,11 @@ def dispatch(p, c, chance, sched, out, marks_out):
     """One configuration's dispatch on its schedule: dispatch_stages, then its row, out[N_OUT]
     (results.result_row)."""
     R = p[P_RANKS]
-    aivs, ends, sent, delivered, violations, collisions = dispatch_stages(
-        p, c, chance, sched, np.zeros(R, np.int64), np.zeros(R, np.int64), marks_out)
+    aivs, ends, sent, delivered, violations, collisions, queued = dispatch_stages(
+        p, c, chance, sched, np.zeros((R, N_PORTS), np.int64),
+        np.zeros((R, N_PORTS), np.int64), marks_out)
     result_row(out, aivs, ends, sched, c, p[P_PROTOCOL] == UBEP, R * p[P_BATCH] * p[P_TOPK],
-               sent, delivered, violations, collisions)
+               sent, delivered, violations, collisions, queued)
 
 
 def working_bytes(ranks, batch, topk, experts, aivs, ubep, sync):

@@ -13,8 +13,8 @@ import numpy as np
 from .combine import combine, combine_stages
 from .dispatch import dispatch, dispatch_stages
 from .jit import njit
-from .layout import (C_EXPERT, C_EXPERT_COPY, C_NPU_DIES, C_TIER1, C_TIER2, COMBINE, DISPATCH,
-                     EXPERT_SHIFT, N_PARAMS, P_BATCH, P_CDF_LEN, P_CDF_START, P_EXPERTS, P_OP,
+from .layout import (C_EXPERT, C_EXPERT_COPY, C_NIC_FROM, C_NPU_DIES, C_TIER1_DIES, COMBINE,
+                     DISPATCH, EXPERT_SHIFT, N_PARAMS, N_PORTS, N_TIERS, P_BATCH, P_CDF_LEN, P_CDF_START, P_EXPERTS, P_OP,
                      P_PROTOCOL, P_RANKS, P_ROUTING, P_SYNC, P_TOPK, P_TRACE, TRACE, UBEP)
 from .results import layer_row
 from .routing import route
@@ -29,9 +29,9 @@ def layer(p, c, chance, sched, rsched, out, marks_out):
     schedule), its ports taking combine's stores after the dispatch's. Writes out[N_OUT]."""
     R, E = p[P_RANKS], p[P_EXPERTS]
     EL = E // R
-    egress_free = np.zeros(R, np.int64)
-    ingress_free = np.zeros(R, np.int64)
-    daivs, dends, dsent, ddelivered, dviolations, dcollisions = dispatch_stages(
+    egress_free = np.zeros((R, N_PORTS), np.int64)
+    ingress_free = np.zeros((R, N_PORTS), np.int64)
+    daivs, dends, dsent, ddelivered, dviolations, dcollisions, dqueued = dispatch_stages(
         p, c, chance, sched, egress_free, ingress_free, marks_out)
     experts = np.empty(R, np.int64)
     starts = np.empty(R, np.int64)
@@ -40,12 +40,13 @@ def layer(p, c, chance, sched, rsched, out, marks_out):
         experts[d] = c[C_EXPERT] + ((n * c[C_EXPERT_COPY] + (1 << EXPERT_SHIFT) - 1)
                                     >> EXPERT_SHIFT)
         starts[d] = dends[d] + experts[d]
-    caivs, ends, sent, delivered, violations, collisions = combine_stages(
+    caivs, ends, sent, delivered, violations, collisions, queued = combine_stages(
         p, c, chance, rsched, starts, egress_free, ingress_free, marks_out)
     K = p[P_TOPK]
     layer_row(out, daivs, dends, sched, caivs, ends, starts, experts, rsched, c,
               p[P_PROTOCOL] == UBEP, K, R * p[P_BATCH] * K, dsent + sent,
-              ddelivered + delivered, dviolations + violations, dcollisions + collisions)
+              ddelivered + delivered, dviolations + violations, dcollisions + collisions,
+              max(dqueued, queued))
 
 
 @njit(inline="always")
@@ -81,8 +82,8 @@ def simulate(p, c, chance, cdf, trace, out, marks_out):
     run_op(p, c, chance, sched, rsched, out, marks_out)
 
 
-# What the schedules read besides the parameters (all of them but sync).
-SCHEDULE_COSTS = (C_NPU_DIES, C_TIER1, C_TIER2)
+# What the schedules read besides the parameters (all of them but sync): the fabric's shape.
+SCHEDULE_COSTS = (C_NPU_DIES, *(C_TIER1_DIES + k for k in range(N_TIERS)))
 
 
 @njit

@@ -23,6 +23,16 @@ ALL_OPS, WITH_DISPATCH, WITH_COMBINE = (DISPATCH, COMBINE, LAYER), (DISPATCH, LA
 # host's hop classes are these (ubepsim.sweep.profile: one latency_ns key per class).
 HOP_CLASSES = ("local", "intra_npu", "one_hop", "two_hop", "three_hop")
 N_HOPS = len(HOP_CLASSES)
+# Switch tiers below the top one (a profile's tier_sizes): hop class 3 + k climbs out of a tier-k
+# domain (k from 0), over its uplink. A deeper fabric is one more hop class.
+N_TIERS = N_HOPS - 3
+# A die's ports: its own (UB, NVLink) and its NIC; a hop class leaves and enters by one of them.
+DIE_PORT, NIC = 0, 1
+N_PORTS = 2
+# What each store kind is charged on the fabric, per kind of cost (layout.COSTS "<kind>_<cost>"):
+# its issue on the AIV, then each port and link it crosses.
+STORE_COSTS = ("issue", "egress", "ingress", "nic",
+               *(f"tier{k + 1}" for k in range(N_TIERS)))
 
 # Store kinds: the low two bits of a program word, a flag and a checksum (the signals) odd.
 K_COPY, K_FLAG, K_COUNT, K_CHECKSUM = 0, 1, 2, 3
@@ -81,6 +91,8 @@ RESULTS = (
     Result("send_spread_aiv_us", US, "slowest minus fastest per-AIV token transmission latency "
            "over the AIVs that send: the imbalance of Figure 9"),
     Result("wait_us", US, "mean time an AIV spends waiting in SyncAll, fences and polls"),
+    Result("ingress_queue_us", US, "longest a store waited in an ingress port's queue, from "
+           "its arrival until the port began taking it: the hottest receiver's queue"),
     *(Result(f"phase_{p.name}_us", US, f"critical path: {p.help}", ops=p.ops) for p in PHASES),
     Result("dispatch_us", US, "critical path: the dispatch of the die that finishes last, until "
            "its last AIV finished it (a dispatch's latency; in a layer, that die's dispatch, "
@@ -176,13 +188,11 @@ N_PARAMS = 16
 # that the two never part; the hop latencies follow in hop class order, from C_LAT_LOCAL.
 COSTS = (
     "token_bytes", "copy_blocks", "count_blocks",
-    "copy_issue", "copy_egress", "copy_ingress",
-    "count_issue", "count_egress", "count_ingress",
-    "signal_issue", "signal_egress", "signal_ingress",
+    *(f"{kind}_{cost}" for kind in ("copy", "count", "signal") for cost in STORE_COSTS),
     "local_copy", "copy_verify", "count_verify", "copy_reset", "count_reset",
     "vcount", "prefix", "init", "syncall", "blocks_in_flight", "timeout", "poll",
     "dest_switch", "count_chain", "status_poll",
-    "npu_dies", "tier1", "tier2",
+    "npu_dies", *(f"tier{k + 1}_dies" for k in range(N_TIERS)), "nic_from",
     *(f"lat_{h}" for h in HOP_CLASSES),
     # combine (docs/model.md, "Combine"): a returned copy's bytes, blocks and store costs, the
     # sender's read of the expert's output into UBuf, the int8 quantization, the reducer's
@@ -190,7 +200,7 @@ COSTS = (
     # over the elements of one AIV (bsp splits a token's hidden dimension over reduce_split
     # AIVs: the first parts ..., the last part ..._last); a die's expert time in a layer:
     # fixed cycles, and per copy received in 1/1024 cycles (EXPERT_SHIFT)
-    "return_bytes", "return_blocks", "return_issue", "return_egress", "return_ingress",
+    "return_bytes", "return_blocks", *(f"return_{cost}" for cost in STORE_COSTS),
     "return_load", "quant", "return_verify", "return_reset",
     "reduce_copy", "reduce_token", "reduce_copy_last", "reduce_token_last", "reduce_split",
     "expert", "expert_copy",
@@ -199,33 +209,55 @@ globals().update({f"C_{name.upper()}": i for i, name in enumerate(COSTS)})
 N_COSTS = len(COSTS)
 EXPERT_SHIFT = 10   # expert_copy is in 1/1024 cycles per copy
 
-# Egress requests are ordered by (time, AIV): both packed in one key, the AIV in the low bits.
+# Egress requests are ordered by (time, AIV): both packed in one key, the AIV in the low bits
+# (one more index than the AIVs: a die's own wait for its SyncAll).
 AIV_BITS = 13   # aivs <= 4096
-MAX_TIME = 1 << (63 - AIV_BITS)   # times stay below it: ubepsim.sweep.kernel_io.check_time_bound
 # A program word: the store id above SID_SHIFT, then the new-destination bit (the store goes to
 # another die than its AIV's store before it: it first loads that die's window address), then
 # the destination (ranks <= 16384), then the kind in the low two bits.
 SWITCH_BIT = 16
 SID_SHIFT = SWITCH_BIT + 1
 DEST_MASK = (1 << (SWITCH_BIT - 2)) - 1
-RADIX_BITS = 13   # widest digit of the ingress radix sort
-KEY_BITS = 62     # bits an ingress sort key may use: arrival << slot_bits | slot, non-negative
 NEVER = 9223372036854775807   # a time after every time
-# A store's arrival word (Stores.arr): arrival at the ingress port << 2 | kind; of a store to
+# A store's arrival word (Stores.sto[sid, ARR]): arrival at the ingress port << 2 | kind; of a store to
 # its own die, LOCAL - kind (below every arrival << 2 | kind); of a copy a receiver has taken,
 # TAKEN, which is no copy's value, so that a second take is no delivery.
 LOCAL = -1
 TAKEN = LOCAL - 4
 
-# Per-AIV state of the egress event loop: one row per AIV of the die being simulated.
-(S_T, S_SIG, S_SW, S_HEAD, S_N, S_OUT, S_MAX_ACK, S_PC, S_END, S_FIRST, S_LAST_ACK,
- S_COPIES) = range(12)
+# Per-AIV state of the fabric's event loop (kernels/fabric.py): one row per AIV of every die:
+# its stage in its current store, its clock (after the store's work), its program counter and
+# the store's program word, its ring of stores in flight (head, count, blocks), the latest
+# acknowledgement of the stores it retired (what every store touches, in the row's first cache
+# line); its clock before the store's work, its signal time and fence waits this phase, its
+# program's end, its first copy's issue, its last copy's store, its copies, and its phase.
+(S_STAGE, S_T, S_PC, S_WORD, S_HEAD, S_N, S_OUT, S_MAX_ACK, S_T0, S_SIG, S_SW, S_END, S_FIRST,
+ S_LAST, S_COPIES, S_PHASE) = range(16)
 S_WIDTH = 16   # a row per AIV, two whole cache lines
+# An AIV's stage in its current store (S_STAGE): its work to do; its fence to pass; its credits
+# to wait for; its request at the egress port; its phase over, waiting at a fence of its own
+# before the next; its phase over, waiting for its die (a SyncAll), or its last phase over.
+STAGE_WORK, STAGE_FENCE, STAGE_CREDITS, STAGE_REQUEST, STAGE_BOUNDARY, STAGE_DONE = range(6)
+# What lies between two phases of a die: nothing (one phase), a SyncAll once every store of the
+# die was acknowledged (bsp's dispatch), or each AIV's own fence (CANN's combine).
+THEN_NONE, THEN_SYNCALL, THEN_FENCE = range(3)
+N_PHASES = 2
 # Per-kind costs of a store: a row of the kind table per kind. The table is flat, so that the
 # event loop indexes it with a constant stride (a power of two) rather than a runtime shape.
-KC_PRE, KC_ISSUE, KC_BLOCKS, KC_EGRESS, KC_FENCE, KC_SWITCH = range(6)
-KC_WIDTH = 8
-
+# KC_PORT + port: its cost on a port out (the die's egress port, the NIC), KC_IN + port: in;
+# KC_TIER + k: on tier k's links where they queue.
+KC_PRE, KC_ISSUE, KC_BLOCKS, KC_FENCE, KC_SWITCH = range(5)
+KC_PORT = 5
+KC_IN = KC_PORT + N_PORTS
+KC_TIER = KC_IN + N_PORTS
+KC_WIDTH = 16
+# Ingress and link queues are heaps keyed by arrival, then source die (and port): two stores
+# from one source never tie (its ports take them one at a time, each at least a cycle, and they
+# travel the same path), so the key is unique. A die fits in SRC_BITS (ranks <= 16384).
+SRC_BITS = 14
+# Times stay below MAX_TIME (ubepsim.sweep.kernel_io.check_time_bound): a link's queue packs a
+# time with a die and a port into one 63-bit key.
+MAX_TIME = 1 << (63 - SRC_BITS - 1)
 # Stage results. Numba builds and unpacks these in compiled code (the classes are module
 # globals), so a stage hands its arrays on by name rather than by position.
 
@@ -246,9 +278,14 @@ Aivs = namedtuple("Aivs", ("t", "bucket", "wait", "first_copy", "last_copy_ack",
                            "nmarks"))
 
 # Every store of a configuration, destination-major: destination d's stores (its bucket) are
-# the ids bstart[d] .. bfill[d], source by source. arr[sid]: the arrival word (LOCAL, TAKEN);
-# vis[sid]: when the store is visible at its destination; copy_ref[g]: per received copy g in
-# receive order, the store carrying it and the store a receiver polls for it;
-# count_signal[d * R + s]: the store polled for source s's counts to die d.
-Stores = namedtuple("Stores", ("arr", "vis", "bstart", "bfill", "copy_ref", "count_signal"))
+# the ids bstart[d] .. bfill[d], source by source. sto[sid] is a store's row (what the fabric
+# touches of a store lies together): ARR, its arrival word (LOCAL, TAKEN; while it crosses tier
+# links, its earliest arrival); VIS, when it is visible at its destination (-1 until its port
+# took it); ACK, when its sender sees it acknowledged (until then, the second half of its hop).
+# copy_ref[g]: per received copy g in receive order, the store carrying it and the store a
+# receiver polls for it; count_signal[d * R + s]: the store polled for source s's counts to die
+# d.
+ARR, VIS, ACK = 0, 1, 2
+STO_WIDTH = 4   # a row of 32 bytes: two to a cache line
+Stores = namedtuple("Stores", ("sto", "bstart", "bfill", "copy_ref", "count_signal"))
 

@@ -1,6 +1,7 @@
 """Each AIV's program: Init, then the stores it issues in a phase, in order (paper Section 2.3,
-Figure 5). Built in plain passes, so that the egress event loop (egress.egress_phase) only
-replays them.
+Figure 5). Built in plain passes, every die's before any store moves, so that the fabric's event
+loop (fabric.fabric) only replays them. A phase's programs on a die are regions of one array,
+AIV a's from bounds[a, 0] to bounds[a, 1].
 
 A store's id is its slot in its destination's bucket (layout.Stores), handed out as the program
 is built, so that the receivers' references are known before the event loop runs: per copy the
@@ -12,7 +13,7 @@ import numpy as np
 
 from .jit import njit, u
 from .layout import (B_INIT, C_INIT, C_LOCAL_COPY, C_VCOUNT, DEST_MASK, K_CHECKSUM, K_COPY,
-                     K_COUNT, K_FLAG, MARK_INIT, MARK_START, S_END, S_PC, SID_SHIFT, SWITCH_BIT)
+                     K_COUNT, K_FLAG, MARK_INIT, MARK_START, SID_SHIFT, SWITCH_BIT)
 from .sync import NO_SIGNAL
 
 
@@ -59,17 +60,17 @@ def init_phase(aivs, c, C, loads, searches, starts):
 
 
 @njit(inline="always")
-def token_programs(s, prog, n, st, C, aoff, xdest, xslot, bfill, copy_ref, copy_signal,
+def token_programs(s, prog, n, bounds, C, aoff, xdest, xslot, bfill, copy_ref, copy_signal,
                    seen_dest, cur_sig, base):
     """The sending AIVs' programs on die s (AIVs C on: dispatch's token group, every AIV in
     combine; their AIV lists: layout.Schedule's aoff, xdest, xslot, die s's from base on),
     from program word n: each copy with the signal store of the Data-as-Flag variant
     (sync.Effects.copy_signal), a flag after it, or the checksum after the AIV's last copy to
     its destination. copy_ref[slot]: the stores carrying and signalling the copy of that slot
-    at the receiver. Sets each AIV's program bounds in st; returns where the programs end. (The
+    at the receiver. Sets each AIV's program bounds; returns where the programs end. (The
     AIVs' loop is inside, called once per die: every array a function is handed, and every
     slice, costs a reference count up and down.)"""
-    A = st.shape[0]
+    A = bounds.shape[0]
     NS = A - C
     for j in range(NS):
         a = C + j
@@ -111,20 +112,20 @@ def token_programs(s, prog, n, st, C, aoff, xdest, xslot, bfill, copy_ref, copy_
                     sid = new_store(prog, n, bfill, d, K_FLAG, 0)
                     n += 1
                 copy_ref[g, 1] = sid
-        st[a, S_PC] = start
-        st[a, S_END] = n
+        bounds[a, 0] = start
+        bounds[a, 1] = n
     return n
 
 
 @njit(inline="always")
-def count_programs(s, prog, n, st, n_count, bfill, count_signal, signal):
+def count_programs(s, prog, n, bounds, n_count, bfill, count_signal, signal):
     """The counting AIVs' programs on die s (AIVs below n_count: ubep's CalCumSum group, every
     AIV in bsp's SendFlag & Count), from program word n: each AIV's count messages to its share
     of the dies, each followed by the variant's signal store if it has one. Sets each AIV's
-    program bounds in st; returns where the programs end."""
+    program bounds; returns where the programs end."""
     R = bfill.shape[0]
     for a in range(n_count):
-        st[a, S_PC] = n
+        bounds[a, 0] = n
         for d in range(a * R // n_count, (a + 1) * R // n_count):
             sid = new_store(prog, n, bfill, d, K_COUNT, 1)   # each to another die
             n += 1
@@ -132,26 +133,26 @@ def count_programs(s, prog, n, st, n_count, bfill, count_signal, signal):
                 sid = new_store(prog, n, bfill, d, signal, 0)
                 n += 1
             count_signal[u(d * R + s)] = sid
-        st[a, S_END] = n
+        bounds[a, 1] = n
     return n
 
 
 @njit(inline="always")
-def status_programs(s, prog, n, st, bfill, count_signal):
+def status_programs(s, prog, n, bounds, bfill, count_signal):
     """CANN's V1 combine (SetStatus) on die s: each AIV's status to each destination it owns,
     those at walk positions r with r x aivs / ranks = its index (expert_block on the plain
     walk: also the destinations it had no copies for), each a one-block flag to another die,
     the store that destination polls for this die (count_signal[d * R + s]). Sets each AIV's
-    program bounds in st; returns where the programs end."""
+    program bounds; returns where the programs end."""
     R = bfill.shape[0]
-    A = st.shape[0]
+    A = bounds.shape[0]
     for a in range(A):
-        st[a, S_PC] = n
+        bounds[a, 0] = n
         for r in range((a * R + A - 1) // A, ((a + 1) * R + A - 1) // A):
             d = s + 1 + r
             if d >= R:
                 d -= R
             count_signal[u(d * R + s)] = new_store(prog, n, bfill, d, K_FLAG, 1)
             n += 1
-        st[a, S_END] = n
+        bounds[a, 1] = n
     return n

@@ -10,7 +10,8 @@ from . import rng
 from .jit import njit, u
 from .layout import (B_CUMSUM, B_REORDER, B_SYNC, C_COPY_RESET, C_COPY_VERIFY, C_COUNT_RESET,
                      C_COUNT_VERIFY, C_LAT_LOCAL, C_LOCAL_COPY, C_POLL, C_PREFIX,
-                     C_SIGNAL_ISSUE, C_STATUS_POLL, C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_SEED, P_WKEY, TAKEN)
+                     C_SIGNAL_ISSUE, C_STATUS_POLL, C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_SEED, P_WKEY, TAKEN,
+                     ARR, VIS)
 from .sync import syncall
 
 
@@ -60,7 +61,7 @@ def poll_counts(p, aivs, stores, c, fx, chance, n_poll, prefix):
     and re-arms it as the variant asks (fx: sync.Effects), and adds `prefix` cycles of partial
     prefix sum per source. Returns the sentinel collisions."""
     t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
-    st_vis, count_signal = stores.vis, stores.count_signal
+    sto, count_signal = stores.sto, stores.count_signal
     R = t_aiv.shape[0]
     period = c[C_POLL]
     inv_period = 1.0 / period
@@ -78,7 +79,8 @@ def poll_counts(p, aivs, stores, c, fx, chance, n_poll, prefix):
             s_lo = j * R // n_poll
             s_hi = (j + 1) * R // n_poll
             for s in range(s_lo, s_hi):
-                v, hit = seen(st_vis[u(count_signal[u(d * R + s)])], skey, s, chance, timeout)
+                v, hit = seen(sto[u(count_signal[u(d * R + s)]), VIS], skey, s, chance,
+                               timeout)
                 collisions += hit
                 t2p = poll(t, v, period, inv_period)
                 polled += t2p - t
@@ -130,7 +132,7 @@ def reorder(p, aivs, stores, ecnt, c, fx, chance, first_aiv, ubep, offsets):
     first time from their die's bucket, copies read before they were visible, sentinel
     collisions."""
     t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
-    st_arr, st_vis, copy_ref = stores.arr, stores.vis, stores.copy_ref
+    sto, copy_ref = stores.sto, stores.copy_ref
     bstart, bfill = stores.bstart, stores.bfill
     R, A = t_aiv.shape
     EL = (ecnt.shape[0] - 1) // R
@@ -160,17 +162,17 @@ def reorder(p, aivs, stores, ecnt, c, fx, chance, first_aiv, ubep, offsets):
             for x in range(j * n_recv // n_reorder, (j + 1) * n_recv // n_reorder):
                 g = r_lo + x
                 data_sid = copy_ref[u(g), 0]
-                data = st_vis[u(data_sid)]
+                data = sto[u(data_sid), VIS]
                 # delivered: a copy's store (remote or local), in this die's bucket, taken for
                 # the first time
-                v = st_arr[u(data_sid)]
+                v = sto[u(data_sid), ARR]
                 if (v == LOCAL - K_COPY or (v >= 0 and v & 3 == K_COPY)) and \
                         b_lo <= data_sid < b_hi:
                     delivered += 1
-                    st_arr[u(data_sid)] = TAKEN
+                    sto[u(data_sid), ARR] = TAKEN
                 if ubep:
                     sig = copy_ref[u(g), 1]
-                    v, hit = seen(data if sig == data_sid else st_vis[u(sig)], skey, R + x,
+                    v, hit = seen(data if sig == data_sid else sto[u(sig), VIS], skey, R + x,
                                   chance, timeout)
                     collisions += hit
                     t2p = poll(t, v, period, inv_period)

@@ -8,7 +8,8 @@ from . import rng
 from .jit import njit, u
 from .layout import (B_REDUCE, C_POLL, C_REDUCE_COPY, C_REDUCE_COPY_LAST, C_REDUCE_SPLIT,
                      C_REDUCE_TOKEN, C_REDUCE_TOKEN_LAST, C_RETURN_RESET, C_RETURN_VERIFY,
-                     C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_BATCH, P_SEED, P_TOPK, P_WKEY, TAKEN)
+                     C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_BATCH, P_SEED, P_TOPK, P_WKEY, TAKEN,
+                     ARR, VIS)
 from .receive import close_step, poll, poll_counts, seen
 from .sync import syncall
 
@@ -22,7 +23,7 @@ def reduce_tokens(p, aivs, stores, c, fx, chance, ubep):
     violations, collisions): copies taken for the first time from their die's bucket, copies
     read before they were visible, sentinel collisions."""
     t_aiv = aivs.t
-    st_arr, st_vis, copy_ref = stores.arr, stores.vis, stores.copy_ref
+    sto, copy_ref = stores.sto, stores.copy_ref
     bstart, bfill = stores.bstart, stores.bfill
     R, A = t_aiv.shape
     B, K = p[P_BATCH], p[P_TOPK]
@@ -57,23 +58,23 @@ def reduce_tokens(p, aivs, stores, c, fx, chance, ubep):
                     for k in range(K):
                         data_sid = copy_ref[u(g0 + k), 0]
                         sig = copy_ref[u(g0 + k), 1]
-                        v, hit = seen(st_vis[u(data_sid)] if sig == data_sid else
-                                      st_vis[u(sig)], skey, tok * K + k, chance, timeout)
+                        v, hit = seen(sto[u(data_sid), VIS] if sig == data_sid else
+                                      sto[u(sig), VIS], skey, tok * K + k, chance, timeout)
                         collisions += hit
                         t2p = poll(t, v, period, inv_period)
                         polled += t2p - t
                         t = t2p + verify
                 for k in range(K):
                     data_sid = copy_ref[u(g0 + k), 0]
-                    if t < st_vis[u(data_sid)]:
+                    if t < sto[u(data_sid), VIS]:
                         violations += 1
                     # delivered: a copy's store (remote or local), in this die's bucket, taken
                     # for the first time
-                    v = st_arr[u(data_sid)]
+                    v = sto[u(data_sid), ARR]
                     if (v == LOCAL - K_COPY or (v >= 0 and v & 3 == K_COPY)) and \
                             b_lo <= data_sid < b_hi:
                         delivered += 1
-                        st_arr[u(data_sid)] = TAKEN
+                        sto[u(data_sid), ARR] = TAKEN
                 t += K * each + token
             n = t_hi - t_lo
             close_step(d, a, t, polled, n * K * verify, B_REDUCE, n * (K * each + token), t_aiv,

@@ -10,7 +10,7 @@ from .layout import (B_REDUCE, C_COPY_EGRESS, C_COPY_INGRESS, C_COPY_ISSUE, C_EX
                      C_RETURN_EGRESS, C_RETURN_INGRESS, C_RETURN_ISSUE, C_RETURN_LOAD, C_SYNCALL,
                      CMARK_BSP_SYNC, CMARK_INIT, MARK_BSP_CUMSUM, MARK_BSP_SYNC_CUMSUM,
                      MARK_BSP_SYNC_SENT, MARK_BSP_SYNC_VERIFIED, MARK_INIT, N_BUCKETS, N_HOPS,
-                     NEVER, O_BOUND, O_COMBINE, O_COPIES_HOP0, O_COPIES_TOTAL, O_DELIVERED,
+                     NEVER, O_BOUND, O_COMBINE, O_COPIES_HOP0, O_COPIES_TOTAL, O_DELIVERED, O_INGRESS_QUEUE,
                      O_DISPATCH, O_EXPERT, O_LATENCY, O_LATENCY_MEAN, O_PHASE0, O_PHASE_CUMSUM,
                      O_PHASE_INIT, O_PHASE_REDUCE, O_PHASE_REORDER, O_PHASE_SEND, O_PHASE_SYNC,
                      O_QSEARCH_STEPS, O_SEND_MAX_AIV, O_SEND_MEAN_AIV, O_SEND_SPREAD_AIV,
@@ -142,7 +142,7 @@ def aiv_stats(acc, aivs):
 
 @njit(inline="always")
 def write_row(out, ends, acc, n_aivs, copies_hop, qsteps, copies, sent, delivered, violations,
-              collisions, bound):
+              collisions, bound, queued):
     """The columns every op writes alike: ends[d], when die d is done; acc: aiv_stats'; n_aivs:
     the AIVs of every die."""
     latency = ends.max()
@@ -156,6 +156,7 @@ def write_row(out, ends, acc, n_aivs, copies_hop, qsteps, copies, sent, delivere
     out[O_SEND_MEAN_AIV] = acc[2] / n_send if n_send else 0.0
     out[O_SEND_SPREAD_AIV] = acc[0] - acc[1] if n_send else 0
     out[O_WAIT] = acc[4] / n_aivs
+    out[O_INGRESS_QUEUE] = queued
     out[O_QSEARCH_STEPS] = qsteps
     out[O_SENTINEL_COLLISIONS] = collisions
     out[O_SENT] = sent
@@ -183,7 +184,7 @@ def new_stats():
 
 @njit
 def result_row(out, aivs, ends, sched, c, ubep, copies, sent, delivered, violations,
-               collisions):
+               collisions, queued):
     """Writes out[N_OUT]: every result of a dispatch. copies: token copies of the
     configuration; sent, delivered, violations: copy stores the egress ports served, copies the
     receivers took once, copies read before visible (for the host's invariant checks)."""
@@ -196,12 +197,12 @@ def result_row(out, aivs, ends, sched, c, ubep, copies, sent, delivered, violati
     write_row(out, ends, acc, aivs.wait.size, sched.copies_hop, sched.qsteps_max, copies, sent,
               delivered, violations, collisions,
               latency_bound(c, sched.copies_hop, sched.max_out * c[C_COPY_EGRESS],
-                            sched.max_in * c[C_COPY_INGRESS]))
+                            sched.max_in * c[C_COPY_INGRESS]), queued)
 
 
 @njit
 def combine_row(out, aivs, ends, starts, rsched, c, ubep, K, copies, sent, delivered,
-                violations, collisions):
+                violations, collisions, queued):
     """Writes out[N_OUT]: every result of a combine on its return schedule (rsched), die d
     started at starts[d]."""
     crit = critical(ends)
@@ -213,7 +214,7 @@ def combine_row(out, aivs, ends, starts, rsched, c, ubep, K, copies, sent, deliv
     acc = new_stats()
     aiv_stats(acc, aivs)
     write_row(out, ends, acc, aivs.wait.size, rsched.copies_hop, rsched.qsteps_max, copies, sent,
-              delivered, violations, collisions, bound_of_return(c, rsched, K))
+              delivered, violations, collisions, bound_of_return(c, rsched, K), queued)
 
 
 @njit(inline="always")
@@ -224,7 +225,7 @@ def bound_of_return(c, rsched, K):
 
 @njit
 def layer_row(out, daivs, dends, sched, caivs, ends, starts, experts, rsched, c, ubep, K,
-              copies, sent, delivered, violations, collisions):
+              copies, sent, delivered, violations, collisions, queued):
     """Writes out[N_OUT]: every result of a layer. The critical path runs through the die that
     ends its combine last: its dispatch (dends: when each die's dispatch ended), its experts'
     time and its combine, each split into its phases (added up, expert time apart)."""
@@ -244,4 +245,4 @@ def layer_row(out, daivs, dends, sched, caivs, ends, starts, experts, rsched, c,
         K * c[C_REDUCE_COPY] + c[C_REDUCE_TOKEN]
     write_row(out, ends, acc, daivs.wait.size, sched.copies_hop,
               max(sched.qsteps_max, rsched.qsteps_max), copies, sent, delivered, violations,
-              collisions, max(first, bound_of_return(c, rsched, K)))
+              collisions, max(first, bound_of_return(c, rsched, K)), queued)

@@ -16,36 +16,33 @@ Nothing here reads `sync`, so a batch computes one schedule for a configuration'
 import numpy as np
 
 from .jit import njit, u
-from .layout import (BALANCED, C_NPU_DIES, C_TIER1, C_TIER2, EXPERT_BLOCK, HOMOGENIZED, N_HOPS,
-                     P_AIVS, P_BATCH, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SCHEDULE,
+from .layout import (BALANCED, C_NPU_DIES, C_TIER1_DIES, EXPERT_BLOCK, HOMOGENIZED, N_HOPS,
+                     N_TIERS, P_AIVS, P_BATCH, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SCHEDULE,
                      P_TOPK, UBEP, Schedule)
 
 
 @njit
 def hop_classes(c, R):
     """hops[s * R + d]: the hop class from die s to die d (layout.HOP_CLASSES): local, the
-    other die of the NPU, then one more per switch tier climbed (paper Table 2)."""
-    # each die's NPU and switch domains, so that a hop class is a few comparisons
-    npu_of = np.empty(R, np.int64)
-    dom1 = np.empty(R, np.int64)
-    dom2 = np.empty(R, np.int64)
-    for d in range(R):
-        npu_of[d] = d // c[C_NPU_DIES]
-        dom1[d] = d // c[C_TIER1] if c[C_TIER1] else 0
-        dom2[d] = d // c[C_TIER2] if c[C_TIER2] else 0
+    other die of the NPU, then one more per switch tier climbed (paper Table 2): the smallest
+    domain holding both dies, of the NPU and each tier of the profile's tier_sizes."""
+    sizes = np.empty(N_TIERS + 1, np.int64)   # the domains' sizes, the NPU's first
+    levels = 1
+    sizes[0] = c[C_NPU_DIES]
+    for k in range(N_TIERS):
+        if c[C_TIER1_DIES + k]:
+            sizes[levels] = c[C_TIER1_DIES + k]
+            levels += 1
     hops = np.empty(R * R, np.int8)
     for s in range(R):
         for d in range(R):
-            if d == s:
-                h = 0
-            elif npu_of[d] == npu_of[s]:
-                h = 1
-            elif dom1[d] == dom1[s]:
-                h = 2
-            elif dom2[d] == dom2[s]:
-                h = 3
-            else:
-                h = 4
+            h = 0
+            if d != s:
+                h = levels + 1
+                for x in range(levels):
+                    if s // sizes[x] == d // sizes[x]:
+                        h = x + 1
+                        break
             hops[s * R + d] = h
     return hops
 

@@ -12,7 +12,7 @@ from collections import namedtuple
 import numpy as np
 
 from .jit import njit
-from .layout import B_SYNC, DC, K_CHECKSUM, K_FLAG, S_MAX_ACK, SP, SW, TFF
+from .layout import B_SYNC, DC, K_CHECKSUM, K_FLAG, SP, SW, TFF
 
 # What a variant adds, per column. On the sender:
 # FLAG: a flag store after each signalling store, behind a FENCE (it waits until every earlier
@@ -89,16 +89,3 @@ def syncall(die, ready, cost, t_aiv, bucket, wait, marks, nmarks):
         marks[die, a, nmarks[die, a]] = barrier
         nmarks[die, a] += 1
     return barrier
-
-
-@njit(inline="always")
-def fence_all(die, st, t_aiv, bucket, wait):
-    """Each AIV of `die` waits, idle, until every store it issued completed (st: its event-loop
-    state, S_MAX_ACK): CANN's V1 combine, PipeBarrier<PIPE_ALL> before SetStatus; a fence of
-    its own, no barrier across the die. The wait counts as sync."""
-    for a in range(t_aiv.shape[1]):
-        w = st[a, S_MAX_ACK] - t_aiv[die, a]
-        if w > 0:
-            t_aiv[die, a] += w
-            bucket[die, a, B_SYNC] += w
-            wait[die, a] += w

@@ -144,9 +144,9 @@ def test_the_expert_time_is_in_cycles_and_1024ths_of_a_cycle_per_copy():
 
 def test_fabric_and_timing_constants():
     c, _ = costs_of()
-    assert (c["npu_dies"], c["tier1"], c["tier2"]) == (2, 16, 0)
+    assert (c["npu_dies"], c["tier1_dies"], c["tier2_dies"]) == (2, 16, 0)
     three, _ = costs_of(load_profile(overrides={"tier_sizes": [4, 8]}))
-    assert (three["tier1"], three["tier2"]) == (4, 8)
+    assert (three["tier1_dies"], three["tier2_dies"]) == (4, 8)
     assert (c["prefix"], c["blocks_in_flight"]) == (3, PROFILE.values["blocks_in_flight"])
     assert c["lat_two_hop"] == round(PROFILE.values["latency_ns"]["two_hop"] * 2.0)
     assert c["poll"] == c["lat_local"] == 200
@@ -187,3 +187,28 @@ def test_names_and_pl_enums_become_the_same_codes():
     for name in ENUMS:
         expected = [ENUMS[name][row[name]].value for row in rows]
         assert names[name].tolist() == config_columns(rows)[name].tolist() == expected, name
+
+
+def test_a_tier_link_queues_only_where_its_domain_can_outrun_it():
+    """A tier's link costs its bandwidth where it is below what the domain's dies put onto it
+    (its size times the port its stores leave by), and nothing where it keeps up: a
+    uniform-bandwidth fabric has no tier queue."""
+    def profile(**values):
+        return load_profile(overrides={"clock_ghz": 2.0, "tier_sizes": [4, 8],
+                                       "egress_gbps": 100.0, **values})
+
+    even, _ = costs_of(profile(tier_gbps=[400.0, 800.0]))
+    assert even["copy_tier1"] == even["copy_tier2"] == 0
+    over, _ = costs_of(profile(tier_gbps=[399.0, 200.0]))
+    assert over["copy_tier1"] == math.ceil(4 * 512 * 2.0 / 399.0)      # a copy's four blocks
+    assert over["copy_tier2"] == math.ceil(4 * 512 * 2.0 / 200.0)
+    assert over["signal_tier2"] == math.ceil(512 * 2.0 / 200.0)
+    # a tier left out of tier_gbps never queues
+    assert costs_of(profile(tier_gbps=[10.0]))[0]["copy_tier2"] == 0
+    # above the NIC, the domain offers its NICs' bandwidth, not its ports'
+    nic, _ = costs_of(profile(tier_gbps=[300.0], nic_gbps=50.0, nic_from="two_hop"))
+    assert nic["copy_tier1"] == 0                                       # 4 x 50 < 300
+    assert nic["copy_nic"] == math.ceil(4 * 512 * 2.0 / 50.0)
+    assert nic["nic_from"] == HOP_CLASSES.index("two_hop")
+    plain, _ = costs_of()
+    assert plain["nic_from"] == layout.N_HOPS and plain["copy_nic"] == 0

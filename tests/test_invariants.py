@@ -24,7 +24,7 @@ import pytest
 
 from ubepsim.kernels import layer
 from ubepsim.kernels.layout import (K_COPY, K_FLAG, N_OUT, O_BOUND, O_COPIES_TOTAL, O_DELIVERED,
-                                    O_LATENCY, O_SENT, O_VIOLATIONS, P_SEED, S_END, S_PC)
+                                    O_LATENCY, O_SENT, O_VIOLATIONS, P_SEED)
 from ubepsim.sweep import kernel_io, model
 from ubepsim.sweep.params import NAMES, make_config, polars_dtype
 from ubepsim.sweep.profile import load_profile
@@ -114,9 +114,9 @@ def quarter_ends(args, result):
 
 def last_copy_a_flag(args, end):
     """Each sending AIV's last copy made a flag store: sent, but not as a copy."""
-    prog, st = args["prog"], args["st"]
-    for a in range(args["C"], len(st)):
-        for x in range(st[a, S_END] - 1, st[a, S_PC] - 1, -1):
+    prog, bounds = args["prog"], args["bounds"]
+    for a in range(args["C"], len(bounds)):
+        for x in range(bounds[a, 1] - 1, bounds[a, 0] - 1, -1):
             if prog[x] & 3 == K_COPY:
                 prog[x] += K_FLAG - K_COPY
                 break

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ubepsim.kernels import ingress as k_ingress
-from ubepsim.kernels import layout, programs as k_programs, results as k_results
+from ubepsim.kernels import fabric as k_fabric, layout, programs as k_programs
+from ubepsim.kernels import results as k_results
 from ubepsim.kernels import routing as k_routing, schedule as k_schedule, sync as k_sync
 from ubepsim.reference import programs as t_programs, results as t_results
 from ubepsim.reference import routing as t_routing, schedule as t_schedule, sync as t_sync
@@ -106,7 +106,7 @@ def test_route_die(batch, topk, experts, seed, die, weighted, data):
 def test_hop_classes(ranks, npu, t1, t2):
     tier1 = npu * t1
     tier2 = tier1 * t2 if tier1 else 0
-    c = cost_row(npu_dies=npu, tier1=tier1, tier2=tier2)
+    c = cost_row(npu_dies=npu, tier1_dies=tier1, tier2_dies=tier2)
     kernel = k_schedule.hop_classes(c, ranks).reshape(ranks, ranks)
     twin = t_schedule.hop_classes(ranks, npu, [t for t in (tier1, tier2) if t])
     assert kernel.tolist() == twin
@@ -182,23 +182,6 @@ def test_syncall(clocks, ready, cost):
     assert k.wait[0].tolist() == [a.wait for a in aivs_t]
     assert k.bucket[0, :, layout.B_SYNC].tolist() == [a.buckets["sync"] for a in aivs_t]
     assert k.marks[0, :, 2].tolist() == [a.marks[2] for a in aivs_t]
-
-
-# --- ingress -----------------------------------------------------------------------------------
-
-@SETTINGS
-@given(arrivals=st.lists(st.integers(0, 2**40), min_size=1, max_size=300))
-def test_arrival_order_is_a_stable_sort_by_arrival(arrivals):
-    """The ingress port's order: arrival, then slot (source, then store order)."""
-    n = len(arrivals)
-    slot_bits = int(k_ingress.bits(n + 1))
-    keys = np.array([(a << slot_bits) | i for i, a in enumerate(arrivals)], np.int64)
-    other = np.empty(n, np.int64)
-    count = np.empty((1 << layout.RADIX_BITS) + 1, np.int64)
-    got = k_ingress.arrival_order(keys, other, n, slot_bits, min(arrivals), max(arrivals), count,
-                                  np.zeros(0, np.int64), 0, layout.KEY_BITS)
-    slots = (got[:n] & ((1 << slot_bits) - 1)).tolist()
-    assert slots == sorted(range(n), key=lambda i: (arrivals[i], i))
 
 
 # --- results -----------------------------------------------------------------------------------
@@ -279,12 +262,12 @@ def test_status_programs(ranks, aivs, s):
     plan = t_schedule.DieSchedule([], [], [0] * ranks, [], [], [], [])
     twin = t_programs.status_programs(run, s, plan, die)
     prog = np.empty(ranks, np.int64)
-    st_ = np.zeros((aivs, layout.S_WIDTH), np.int64)
+    bounds = np.zeros((aivs, 2), np.int64)
     bfill = np.zeros(ranks, np.int64)
     signal = np.full(ranks * ranks, -1, np.int32)
-    assert k_programs.status_programs(s, prog, 0, st_, bfill, signal) == ranks
+    assert k_programs.status_programs(s, prog, 0, bounds, bfill, signal) == ranks
     for a in range(aivs):
-        words = prog[st_[a, layout.S_PC]:st_[a, layout.S_END]]
+        words = prog[bounds[a, 0]:bounds[a, 1]]
         assert [(w >> 2) & layout.DEST_MASK for w in words] == \
             [e.store.dst for e in twin[a]]
         assert all(w & 3 == layout.K_FLAG and (w >> layout.SWITCH_BIT) & 1 for w in words)
@@ -295,26 +278,30 @@ def test_status_programs(ranks, aivs, s):
 
 
 @SETTINGS
-@given(clocks=st.lists(st.integers(0, 10**6), min_size=1, max_size=16),
-       acks=st.lists(st.integers(0, 2 * 10**6), min_size=16, max_size=16))
-def test_fence_all(clocks, acks):
-    """Each AIV waits for its own stores, not for the die's."""
-    A = len(clocks)
-    aivs_t = [Aiv() for _ in clocks]
-    for a, t, ack in zip(aivs_t, clocks, acks):
-        a.t = t
-        a.acks = [ack]
-    t_sync.fence_all(aivs_t)
-    st_ = np.zeros((A, layout.S_WIDTH), np.int64)
-    st_[:, layout.S_MAX_ACK] = acks[:A]
-    t_aiv = np.array([clocks], np.int64)
-    bucket = np.zeros((1, A, layout.N_BUCKETS), np.int64)
-    wait = np.zeros((1, A), np.int64)
-    k_sync.fence_all(0, st_, t_aiv, bucket, wait)
-    assert t_aiv[0].tolist() == [a.t for a in aivs_t] == \
-        [max(t, ack) for t, ack in zip(clocks, acks)]
-    assert wait[0].tolist() == [a.wait for a in aivs_t]
-    assert bucket[0, :, layout.B_SYNC].tolist() == [a.buckets["sync"] for a in aivs_t]
+@given(acks=st.lists(st.one_of(st.integers(0, 10**6), st.none()), min_size=0, max_size=12),
+       retired=st.integers(0, 10**6), head=st.integers(0, 11))
+def test_an_aivs_outstanding_acknowledgements(acks, retired, head):
+    """What a fence or a SyncAll waits for: the latest acknowledgement of every store the AIV
+    issued (those it retired, and those in its in-flight ring, where it may wrap round), or, if
+    one is not known yet (None: its slot holds -1 - the earliest it can be), the earliest time
+    the last of the unknown can be."""
+    cap = 12
+    st_ = np.zeros((1, layout.S_WIDTH), np.int64)
+    st_[0, layout.S_MAX_ACK] = retired
+    st_[0, layout.S_HEAD] = head
+    st_[0, layout.S_N] = len(acks)
+    fifo = np.full(cap, -999, np.int64)
+    earliest = []
+    for x, ack in enumerate(acks):
+        at = (head + x) % cap
+        if ack is None:
+            earliest.append(1000 + 7 * x)
+            fifo[at] = -1 - earliest[-1]
+        else:
+            fifo[at] = ack
+    latest, unknown = k_fabric.outstanding(0, st_, fifo, cap)
+    assert latest == max([retired] + [a for a in acks if a is not None])
+    assert unknown == (max(earliest) if earliest else -1)
 
 
 @SETTINGS

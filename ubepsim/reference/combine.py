@@ -5,33 +5,37 @@ to the copy's source die, which reduces each token's copies."""
 from __future__ import annotations
 
 from ..sweep.params import Sync
-from .egress import egress_phase
-from .ingress import ingress
+from .fabric import Phase, fabric
 from .programs import init, status_programs, token_programs
 from .reduce import reduce
 from .schedule import Schedule
 from .state import C_BSP_STATUS, C_SENT, Die, Run
-from .sync import POLICY, fence_all
+from .sync import POLICY
 
 # CANN's V1 status: a flag behind its AIV's fence, read out, never re-armed or verified
 V1_STATUS = POLICY[Sync.sw]
 
 
 def combine(run: Run, plan: Schedule, starts: list[int],
-            ports: list[tuple[int, int]] | None = None) -> list[Die]:
+            ports: list[tuple[list[int], list[int]]] | None = None) -> list[Die]:
     """Every die's combine on its return schedule (schedule.return_schedule), die d starting at
-    starts[d] with its egress and ingress ports free at ports[d] (a layer: when its dispatch's
-    last stores left and landed; else at once). Returns the dies."""
-    dies = [Die(run, d, plan.dies[d].copies, starts[d], *(ports[d] if ports else (0, 0)),
-                combine=True) for d in range(run.ranks)]
+    starts[d] with its egress and ingress ports (per port) free at ports[d] (a layer: when its
+    dispatch's last stores left and landed; else at once). Returns the dies."""
+    dies = [Die(run, d, plan.dies[d].copies, starts[d],
+                ([*ports[d][0]], [*ports[d][1]]) if ports else None, combine=True)
+            for d in range(run.ranks)]
+    phases = []
     for d, (die, dealt) in enumerate(zip(dies, plan.dies)):
         init(run, dealt, die, 0)
-        egress_phase(run, d, die, token_programs(run, d, dealt, die, combine=True), C_SENT)
-        if not run.ubep:
-            # V1's SetStatus: behind PipeBarrier<PIPE_ALL>, a status to each destination
-            fence_all(die.aivs)
-            egress_phase(run, d, die, status_programs(run, d, dealt, die), C_BSP_STATUS)
-    ingress(run, dies)
+        copies = token_programs(run, d, dealt, die, combine=True)
+        if run.ubep:
+            phases.append([Phase(copies, C_SENT)])
+        else:
+            # V1's SetStatus: behind PipeBarrier<PIPE_ALL>, each AIV's status to each
+            # destination it owns
+            phases.append([Phase(copies, C_SENT, "fence"),
+                           Phase(status_programs(run, d, dealt, die), C_BSP_STATUS)])
+    fabric(run, dies, phases)
     # each source's copies come back: its copy i as (the store carrying it, the store polled)
     returned = [dict() for _ in range(run.ranks)]
     for die in dies:

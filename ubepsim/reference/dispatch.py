@@ -3,22 +3,20 @@ kernels/dispatch.py runs them (Figures 2 and 5 of the paper)."""
 
 from __future__ import annotations
 
-from .egress import egress_phase
-from .ingress import ingress
+from .fabric import Phase, fabric
 from .programs import count_programs, init, token_programs
 from .receive import bsp_cumsum, poll_counts, publish_offsets, reorder
 from .schedule import Schedule
 from .state import (BSP_COUNTS_SENT, BSP_REORDERED, BSP_SENT, BSP_SYNCALL_1, BSP_VERIFIED,
                     UBEP_COUNTS, UBEP_REORDERED, UBEP_SENT, Die, Run)
-from .sync import syncall
 
 
 def dispatch(run: Run, plan: Schedule) -> list[Die]:
-    """Every die's dispatch on its schedule: Init, its AIVs' programs through its egress port,
-    every ingress port, then each die's receivers. Returns the dies, their AIVs' clocks at the
-    end."""
+    """Every die's dispatch on its schedule: Init, every die's AIVs' programs on one fabric,
+    then each die's receivers. Returns the dies, their AIVs' clocks at the end."""
     dies = [Die(run, s, plan.dies[s].copies) for s in range(run.ranks)]
     C = run.cumsum_aivs
+    phases = []
     for s, (die, dealt) in enumerate(zip(dies, plan.dies)):
         init(run, dealt, die, C)
         tokens = token_programs(run, s, dealt, die)
@@ -26,14 +24,13 @@ def dispatch(run: Run, plan: Schedule) -> list[Die]:
             # Figure 5(b): the token group sends its copies while the CalCumSum group counts
             # and sends the counts
             counts = count_programs(run, s, dealt, die, C, "cumsum")
-            egress_phase(run, s, die, tokens | counts, UBEP_SENT)
+            phases.append([Phase(tokens | counts, UBEP_SENT)])
         else:
             # Figure 2: Token-Sending, SyncAll, SendFlag & Count, every AIV in every phase
-            egress_phase(run, s, die, tokens, BSP_SENT)
-            syncall(die.aivs, die.settled(), run.c["syncall"], BSP_SYNCALL_1)
             counts = count_programs(run, s, dealt, die, run.aivs, "sync")
-            egress_phase(run, s, die, counts, BSP_COUNTS_SENT)
-    ingress(run, dies)
+            phases.append([Phase(tokens, BSP_SENT, "syncall", BSP_SYNCALL_1),
+                           Phase(counts, BSP_COUNTS_SENT)])
+    fabric(run, dies, phases)
     for d, die in enumerate(dies):
         if run.ubep:
             # the CalCumSum group polls and sums the counts and publishes the offsets; each

@@ -161,6 +161,8 @@ def _row(run: Run, ends: list[int], times: dict[str, int], split: tuple[int, int
         "send_mean_aiv_us": sum(sends) / len(sends) / clock if sends else 0.0,
         "send_spread_aiv_us": (max(sends) - min(sends)) / clock if sends else 0.0,
         "wait_us": sum(waits) / len(waits) / clock,
+        "ingress_queue_us": max([st.queued for dies in kernels for die in dies
+                                 for st in die.stores] + [0]) / clock,
         **{phase_column(p): times[p] / clock for p in PHASE_NAMES},
         "dispatch_us": split[0] / clock, "expert_us": split[1] / clock,
         "combine_us": split[2] / clock,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels.layout import N_PORTS, N_TIERS
 from ..sweep.costs import COST_INDEX, lower
 from ..sweep.params import Config, Protocol
 from ..sweep.profile import Profile
@@ -78,24 +79,28 @@ class Run:
                    count_sync=POLICY[cfg.sync], ubep=ubep, ranks=cfg.ranks, aivs=cfg.aivs,
                    cumsum_aivs=cumsum_aivs, senders=cfg.aivs - cumsum_aivs,
                    e_local=cfg.experts // cfg.ranks,
-                   tiers=[t for t in (c["tier1"], c["tier2"]) if t],
+                   tiers=[c[f"tier{k + 1}_dies"] for k in range(N_TIERS)
+                          if c[f"tier{k + 1}_dies"]],
                    clock=profile.values["clock_ghz"] * 1000.0)
 
 
 class Store:
     """One remote (or local) store and its times: issued, left the egress port, reached the
-    destination's ingress port, acknowledged to the sender, visible to the receiver's polls."""
+    destination's ingress port, acknowledged to the sender, visible to the receiver's polls;
+    the port it left and entered by, and how long it waited in the ingress port's queue. A
+    time not yet known is -1."""
 
     __slots__ = ("src", "dst", "kind", "ref", "seq", "aiv", "issue_end", "depart", "arrival",
-                 "ack", "visible", "hop", "costs")
+                 "ack", "visible", "hop", "costs", "port", "queued")
 
     def __init__(self, src, dst, kind, ref, aiv, hop, costs=None):
         self.src, self.dst, self.kind, self.ref, self.aiv, self.hop = src, dst, kind, ref, aiv, hop
         self.costs = costs or COST_NAME[kind]    # the costs it is charged: copy, return, ...
         self.seq = self.issue_end = self.depart = self.arrival = self.ack = self.visible = -1
+        self.port = self.queued = -1
 
     def cost(self, c: dict, stage: str) -> int:
-        """Its cost at `stage`: issue, egress or ingress."""
+        """Its cost at `stage` (layout.STORE_COSTS: issue, egress, ingress, nic, tier1...)."""
         return c[f"{self.costs}_{stage}"]
 
     def blocks(self, c: dict) -> int:
@@ -104,12 +109,12 @@ class Store:
 
 
 class Aiv:
-    """One AIV's clock, its completed stores, its time per bucket and its phase marks."""
+    """One AIV's clock, the stores it issued, its time per bucket and its phase marks."""
 
     def __init__(self, start: int = 0):
         self.t = start
-        self.acks: list[int] = []
-        self.in_flight: deque[tuple[int, int]] = deque()   # (completion, blocks), issue order
+        self.issued: list[Store] = []               # every store it issued, in order
+        self.in_flight: deque[Store] = deque()      # those whose credits are out, in order
         self.in_flight_blocks = 0
         self.buckets = dict.fromkeys(PHASE_NAMES, 0)   # spent by name: a phase undeclared fails
         self.wait = 0
@@ -134,15 +139,15 @@ class Die:
     what its receivers poll for its copies and counts (combine: statuses), and what its
     receivers counted."""
 
-    def __init__(self, run: Run, die: int, copies: list, start: int = 0, egress_free: int = 0,
-                 ingress_free: int = 0, combine: bool = False):
+    def __init__(self, run: Run, die: int, copies: list, start: int = 0,
+                 ports: tuple[list[int], list[int]] | None = None, combine: bool = False):
         self.aivs = [Aiv(start) for _ in range(run.aivs)]
         self.copies = copies                 # dispatch: (token, k, expert), in (token, k) order;
                                              # combine: its returned copies, in receive order
-        self.stores: list[Store] = []        # in the order the egress port served them
-        self.egress_free = egress_free       # when the egress port is next free
-        self.ingress_free = ingress_free     # ... and the ingress port
-        self.inbox: list[Store] = []         # the stores addressed to it, by source
+        self.stores: list[Store] = []        # in the order its egress ports served them
+        # when each of its ports (layout: die port, NIC) is next free, out and in
+        self.egress_free, self.ingress_free = ports or ([0] * N_PORTS, [0] * N_PORTS)
+        self.inbox: list[Store] = []         # the stores addressed to it, as they came
         self.copy_store: list[Store | None] = [None] * len(copies)   # per copy: its store
         self.signal_of: list[Store | None] = [None] * len(copies)    # ... the store polled
         self.count_signal: dict[int, Store] = {}   # per destination: the store polled for
@@ -154,9 +159,6 @@ class Die:
         self.delivered = self.violations = self.collisions = 0
         self.reduced: list[tuple[int, int]] = []   # combine: (token, when an AIV reduces it)
 
-    def settled(self) -> int:
-        """When every AIV is done and every store it issued acknowledged."""
-        return max(max([a.t] + a.acks) for a in self.aivs)
 
     def end(self) -> int:
         return max(a.t for a in self.aivs)

@@ -65,11 +65,3 @@ def syncall(aivs: list, ready: int, cost: int, mark: int) -> None:
     for a in aivs:
         a.spend("sync", barrier - a.t, waiting=True)
         a.mark(mark)
-
-
-def fence_all(aivs: list) -> None:
-    """Each AIV waits, idle, until every store it issued completed (CANN's V1 combine:
-    PipeBarrier<PIPE_ALL> before SetStatus): a fence of its own, no barrier across the die."""
-    for a in aivs:
-        if a.acks:
-            a.spend("sync", max(0, max(a.acks) - a.t), waiting=True)

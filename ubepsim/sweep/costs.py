@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.layout import COSTS, EXPERT_SHIFT
+from ..kernels.layout import COSTS, EXPERT_SHIFT, N_HOPS, N_TIERS
 from ..kernels.sync import COLLIDES, IN_BLOCK, POLICY, on_copies
 from .params import CombineDtype, Op, Protocol, combine_bytes, token_bytes
 from .profile import HOP_CLASSES, Profile
@@ -87,10 +87,7 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
     }
     for kind, blocks in (("copy", copy_blocks), ("count", count_blocks),
                          ("signal", np.ones_like(m))):
-        wire = blocks * block
-        out[f"{kind}_issue"] = issue(wire)
-        out[f"{kind}_egress"] = xfer(wire, v["egress_gbps"])
-        out[f"{kind}_ingress"] = xfer(wire, v["ingress_gbps"])
+        out |= _store_costs(kind, blocks * block, profile, xfer, issue)
     out |= _fabric(profile)
     out |= _combine(cols, profile, m, sync, ubep, xfer, issue, fused)
     costs = np.stack([np.broadcast_to(out[name], m.shape) for name in COSTS], axis=1)
@@ -102,12 +99,47 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
     return costs.astype(np.int64), np.where(POLICY[sync, COLLIDES][:, None] == 1, chance, 0.0)
 
 
+def _store_costs(kind: str, wire, profile: Profile, xfer, issue) -> dict[str, np.ndarray]:
+    """What a store of `kind` moving `wire` bytes costs (layout.STORE_COSTS): its issue on the
+    AIV, each port (egress, ingress, the NIC's both ways) and each tier's links where they
+    queue (tier_links), 0 elsewhere."""
+    v = profile.values
+    out = {f"{kind}_issue": issue(wire), f"{kind}_egress": xfer(wire, v["egress_gbps"]),
+           f"{kind}_ingress": xfer(wire, v["ingress_gbps"]),
+           f"{kind}_nic": xfer(wire, v["nic_gbps"]) if v["nic_gbps"] else 0 * wire}
+    for k, gbps in enumerate(tier_links(profile)):
+        out[f"{kind}_tier{k + 1}"] = xfer(wire, gbps) if gbps else 0 * wire
+    return out
+
+
+def nic_from(profile: Profile) -> int:
+    """The nearest hop class whose stores leave and enter by the NIC: N_HOPS with no NIC."""
+    v = profile.values
+    return HOP_CLASSES.index(v["nic_from"]) if v["nic_gbps"] else N_HOPS
+
+
+def tier_links(profile: Profile) -> list[float]:
+    """Each tier's link bandwidth where it queues, else 0: where it is below what the domain's
+    dies can put onto it, its size times the fastest port its stores leave by (the NIC for the
+    hop classes from nic_from up, the egress port below). A tier of tier_sizes climbed by hop
+    class 3 + k and above."""
+    v = profile.values
+    out = [0.0] * N_TIERS
+    for k, (dies, gbps) in enumerate(zip(v["tier_sizes"], v["tier_gbps"])):
+        ports = {v["nic_gbps"] if h >= nic_from(profile) else v["egress_gbps"]
+                 for h in range(3 + k, 3 + len(v["tier_sizes"]))}
+        if gbps < dies * max(ports):
+            out[k] = gbps
+    return out
+
+
 def _fabric(profile: Profile) -> dict[str, int]:
-    """The fabric's costs, the same for every configuration: polls, tier sizes, hop
-    latencies."""
-    tiers = list(profile.values["tier_sizes"]) + [0, 0]
+    """The fabric's costs, the same for every configuration: polls, tier sizes, the NIC's
+    first hop class, hop latencies."""
+    tiers = list(profile.values["tier_sizes"]) + [0] * N_TIERS
     # A poll is one load of the poller's own memory; at least a cycle, so polling advances time.
-    out = {"poll": max(1, profile.latency_cycles()[0]), "tier1": tiers[0], "tier2": tiers[1]}
+    out = {"poll": max(1, profile.latency_cycles()[0]), "nic_from": nic_from(profile),
+           **{f"tier{k + 1}_dies": tiers[k] for k in range(N_TIERS)}}
     for h, cyc in zip(HOP_CLASSES, profile.latency_cycles()):
         out[f"lat_{h}"] = cyc
     return out
@@ -154,9 +186,7 @@ def _combine(cols, profile: Profile, m, sync, ubep, xfer, issue, fused) -> dict[
     per_copy = np.asarray(cols["expert_ns_per_copy"]).astype(np.float64)
     return {
         "return_bytes": rb, "return_blocks": blocks,
-        "return_issue": issue(blocks * v["block_bytes"]),
-        "return_egress": xfer(blocks * v["block_bytes"], v["egress_gbps"]),
-        "return_ingress": xfer(blocks * v["block_bytes"], v["ingress_gbps"]),
+        **_store_costs("return", blocks * v["block_bytes"], profile, xfer, issue),
         # the expert's output (bf16) read into UBuf, then quantized under int8
         "return_load": xfer(2 * hidden, v["aiv_copy_gbps"]),
         "quant": np.where(int8, vec(hidden, QUANT_OPS[0]) + vec(scales, QUANT_OPS[1]), 0),
@@ -177,15 +207,16 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
 
     A time is the length of the longest chain of events leading to it, each event adding its
     cost after the latest of those it waits for (a poll overshoots by less than a poll period,
-    plus a sentinel timeout on a collision). A die's sending side (Init; per copy its store and
-    at most one signal, per destination its count message and at most one signal, each store
-    waiting at most a hop for credits; bsp's first SyncAll) waits for nothing outside the die.
-    A store then travels at most the longest hop to an ingress port, which serves at most
-    every die's stores; a receiver starts from its own die's sending side and polls at most
+    plus a sentinel timeout on a collision). On one fabric a chain may run through any die:
+    an AIV waits for an acknowledgement from any destination's ingress port, which waited for
+    stores from every die. So the sending side's chain is at most every die's sending work
+    (Init; per copy its work and issue and at most one signal's; per destination its count
+    message and at most one signal; bsp's first SyncAll) and every store's way through the
+    fabric (its ports, the tier links, its hop), added up. A receiver then polls at most
     every copy, each source's counts and the offsets, with the work after each, then bsp's two
-    SyncAlls and prefix sums. Combine's chain is the same in kind (a die returning every copy,
-    its reducers polling and reducing each of theirs), after the dispatch and the experts'
-    time in a layer. `cols` holds the resolved parameter columns, enums as codes.
+    SyncAlls and prefix sums. Combine's chain is the same in kind (every die returning every
+    copy, its reducers polling and reducing each of theirs), after the dispatch and the
+    experts' time in a layer. `cols` holds the resolved parameter columns, enums as codes.
     """
     c = {name: costs[:, i].astype(np.float64) for name, i in COST_INDEX.items()}
     ranks = np.asarray(cols["ranks"], dtype=np.float64)
@@ -194,36 +225,38 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     m = np.asarray(cols["batch"], dtype=np.float64) * np.asarray(cols["topk"], dtype=np.float64)
     e_local = experts / ranks
     hop = np.max([c[f"lat_{h}"] for h in HOP_CLASSES], axis=0)
-    signal = c["signal_issue"] + c["signal_egress"] + hop
-    copy = c["dest_switch"] + c["copy_verify"] + c["copy_issue"] + c["copy_egress"] + hop + \
-        signal
-    count = c["dest_switch"] + e_local * (c["vcount"] + c["count_chain"]) + c["count_issue"] + \
-        c["count_egress"] + hop + signal
+
+    def way(kind):
+        """A store's way through the fabric: both its ports (or the NIC's), every tier link
+        twice, its hop."""
+        return c[f"{kind}_egress"] + c[f"{kind}_ingress"] + 2 * c[f"{kind}_nic"] + hop + \
+            2 * sum(c[f"{kind}_tier{k + 1}"] for k in range(N_TIERS))
+
     search = np.log2(experts) + 3   # quaternary search steps and the final count, at most
-    sending = aivs * (c["init"] + search * c["vcount"]) + m * (c["local_copy"] + copy) + \
-        ranks * count + c["syncall"]
-    ingress = ranks * (m * (c["copy_ingress"] + c["signal_ingress"])
-                       + c["count_ingress"] + c["signal_ingress"])
+    signal = c["signal_issue"]
+    sending = aivs * (c["init"] + search * c["vcount"]) + \
+        m * (c["local_copy"] + c["dest_switch"] + c["copy_verify"] + c["copy_issue"] + signal) + \
+        ranks * (c["dest_switch"] + e_local * (c["vcount"] + c["count_chain"]) +
+                 c["count_issue"] + signal) + c["syncall"]
+    fabric = ranks * (m * (way("copy") + way("signal")) + ranks * (way("count") + way("signal")))
     poll = c["poll"] + c["timeout"]
     receiving = ranks * m * (poll + c["copy_verify"] + c["copy_reset"] + c["local_copy"]) + \
         ranks * (poll + c["status_poll"] + c["count_verify"] + c["count_reset"]
                  + e_local * c["prefix"]) + \
         aivs * poll + 2 * c["syncall"] + experts * c["prefix"] + c["signal_issue"] + \
         c["lat_local"]
-    dispatched = sending + hop + ingress + receiving
+    dispatched = ranks * sending + fabric + receiving
     # combine, from its start: a die may return every copy (hot experts), each with its read,
-    # quantization, store and a signal, and a status to every die; its ingress port may take
-    # every die's M copies; its reducers poll each of its M copies and the statuses, reduce
-    # each copy and token (the last part of a split one is the largest), a SyncAll
-    ret = c["dest_switch"] + c["return_verify"] + c["return_load"] + c["quant"] + \
-        c["return_issue"] + c["return_egress"] + hop + signal
-    returning = aivs * (c["init"] + search * c["vcount"]) + ranks * m * ret + \
-        ranks * (c["dest_switch"] + signal)
-    returned = ranks * m * (c["return_ingress"] + c["signal_ingress"]) + \
-        ranks * c["signal_ingress"]
+    # quantization, store and a signal, and a status to every die; every die's returns through
+    # the fabric; its reducers poll each of its M copies and the statuses, reduce each copy and
+    # token (the last part of a split one is the largest), a SyncAll
+    returning = aivs * (c["init"] + search * c["vcount"]) + ranks * m * (
+        c["dest_switch"] + c["return_verify"] + c["return_load"] + c["quant"] +
+        c["return_issue"] + signal) + ranks * (c["dest_switch"] + signal)
+    returned = ranks * (ranks * m * (way("return") + way("signal")) + ranks * way("signal"))
     reducing = m * (poll + c["return_verify"] + c["return_reset"] + c["reduce_copy_last"]) + \
         m * c["reduce_token_last"] + ranks * (poll + c["status_poll"]) + c["syncall"]
-    combined = returning + hop + returned + reducing
+    combined = ranks * returning + returned + reducing
     # a layer's combine starts after the dispatch and the experts' time (every copy on one die)
     expert_time = c["expert"] + ranks * m * c["expert_copy"] / (1 << EXPERT_SHIFT) + 1
     op = np.asarray(cols["op"]).astype(np.int64)

@@ -25,6 +25,7 @@ from .files import toml_value
 MAX_TIERS = len(HOP_CLASSES) - 3  # tier_sizes lists all tiers but the top one
 MAX_TIER_DIES = 1 << 20  # far above any EP size (ranks <= 16384): a larger tier is no tier
 MAX_LATENCY_NS = 1e9  # one second: far above any fabric, and cycle counts stay in int64
+MIN_GBPS, MAX_GBPS = 0.001, 1e6   # a port's or a link's bandwidth
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,12 +46,22 @@ FIELDS: dict[str, Field] = {
     "npu_dies": Field(int, "dies per NPU (1: no intra_npu class)", 1, 64),
     "tier_sizes": Field(list, "dies per switch domain of each tier below the top one, "
                         "ascending, each a multiple of the one before and of npu_dies"),
+    "tier_gbps": Field(list, "bandwidth of each switch domain's uplink to the tier above it, "
+                       "GB/s each way, in tier_sizes' order: a store that climbs out of a "
+                       "domain queues on its source domain's uplink and its destination "
+                       "domain's downlink, where the uplink is slower than the ports of the "
+                       "domain's dies together (oversubscribed); a tier left out never queues"),
+    "nic_gbps": Field(float, "bandwidth of each die's NIC, GB/s each way (0: no NIC): stores of "
+                      "hop class nic_from and above leave and enter through the NIC instead of "
+                      "the die's egress and ingress ports", 0.0, 1e6),
+    "nic_from": Field(str, "the nearest hop class whose stores use the NIC (with nic_gbps > 0); "
+                      "one of " + ", ".join(HOP_CLASSES[1:])),
     "block_bytes": Field(int, "atomic remote-store unit, bytes", 64, 1 << 16),
     "flag_bytes": Field(int, "flag / marker / sentinel field inside a block, bytes", 1, 1 << 15),
     "blocks_in_flight": Field(int, "blocks of stores one AIV may have outstanding; credits "
                               "return in issue order", 1, 1 << 16),
-    "egress_gbps": Field(float, "die egress port bandwidth, GB/s", 0.001, 1e6),
-    "ingress_gbps": Field(float, "die ingress port bandwidth, GB/s", 0.001, 1e6),
+    "egress_gbps": Field(float, "die egress port bandwidth, GB/s", MIN_GBPS, MAX_GBPS),
+    "ingress_gbps": Field(float, "die ingress port bandwidth, GB/s", MIN_GBPS, MAX_GBPS),
     "aiv_store_gbps": Field(float, "rate one AIV issues store data from its UBuf, GB/s",
                             0.001, 1e6),
     "aiv_copy_gbps": Field(float, "rate of one AIV's local HBM<->UBuf copies, GB/s", 0.001, 1e6),
@@ -199,6 +210,8 @@ def _check(values: dict[str, Any], table: str, source: str | None) -> None:
     for key, f in FIELDS.items():
         v = values[key]
         name = f"{table}.{key}"
+        if f.kind is str and not isinstance(v, str):
+            raise InputError(name, f"expected a string ({f.help}), got {v!r}", source)
         if f.kind is int:
             if isinstance(v, bool) or not isinstance(v, int):
                 raise InputError(name, f"expected an integer ({f.help}), got {v!r}", source)
@@ -232,6 +245,20 @@ def _check(values: dict[str, Any], table: str, source: str | None) -> None:
             raise InputError(f"{table}.tier_sizes", f"{t} must exceed and be a multiple of the "
                              f"level below ({below})", source)
         below = t
+    gbps = values["tier_gbps"]
+    if not isinstance(gbps, list) or len(gbps) > len(tiers) or not all(
+            isinstance(g, (int, float)) and not isinstance(g, bool) and
+            MIN_GBPS <= g <= MAX_GBPS for g in gbps):
+        raise InputError(f"{table}.tier_gbps", f"expected a list of at most one bandwidth per "
+                         f"tier of tier_sizes ({len(tiers)}), each in [{MIN_GBPS:g}, "
+                         f"{MAX_GBPS:g}] GB/s, got {gbps!r}", source)
+    values["tier_gbps"] = [float(g) for g in gbps]
+    if values["nic_from"] not in HOP_CLASSES[1:]:
+        raise InputError(f"{table}.nic_from", f"unknown hop class {values['nic_from']!r}; "
+                         f"allowed: {', '.join(HOP_CLASSES[1:])}", source)
+    if values["nic_gbps"] and values["nic_gbps"] < MIN_GBPS:
+        raise InputError(f"{table}.nic_gbps", f"{values['nic_gbps']!r} is below {MIN_GBPS:g} "
+                         f"GB/s; 0 means no NIC", source)
     if values["flag_bytes"] >= values["block_bytes"]:
         raise InputError(f"{table}.flag_bytes", "must be smaller than block_bytes", source)
     needed = HOP_CLASSES[: 3 + len(tiers)]

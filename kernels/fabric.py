@@ -1,0 +1,678 @@
+"""One fabric for every die (paper Section 2.3; docs/model.md, "Fabric"): every AIV replays its
+program of stores on its die's ports, every store crosses the switch tiers' links that queue
+and its destination's ingress port, and its acknowledgement, half a hop after that port took it,
+returns its sender's credits. A congested receiver so holds back every sender writing to it.
+
+The twin (ubepsim.reference.fabric) takes one event at a time, in time order, over all dies.
+Here each die runs its own events in time order as far as it can, round after round. A port
+takes a store only once every store that could reach it earlier is known: each die's next
+store leaves no sooner than its next event and than its egress port is free, and travels at
+least half the shortest hop, so at a round's start every link and ingress port takes what
+reached it before that frontier, and the acknowledgements of those stores are known. A die
+then goes on until one of its AIVs (or its SyncAll) waits for an acknowledgement still
+unknown: that AIV might ask the port before any later event of the die, so the die stops
+there until a later round. The die whose frontier is the earliest always goes on, so every
+round makes progress. Nothing depends on the order in which dies run: every port and link
+serves in an order its own keys fix (an egress port by request time and AIV, a link by arrival,
+source die and port, an ingress port by arrival and source die).
+
+Speed. The dies interleave, so each event finds its AIV's state and its stores cold: the loop
+prefetches the next event's state, keeps the current store's program word in the AIV's row, and
+has each ingress port write a store's acknowledgement straight into its sender's in-flight
+slot, so that an AIV's credits are read from its own ring (bench/README.md has the figures).
+"""
+
+import numpy as np
+
+from .jit import njit, prefetch, u
+from .layout import (AIV_BITS, B_SEND, B_SYNC, C_BLOCKS_IN_FLIGHT, C_COPY_BLOCKS, C_COPY_ISSUE, C_COPY_VERIFY,
+                     C_COUNT_BLOCKS, C_COUNT_CHAIN, C_COUNT_ISSUE, C_DEST_SWITCH,
+                     C_LAT_LOCAL, C_NIC_FROM, C_QUANT, C_RETURN_BLOCKS, C_RETURN_ISSUE,
+                     C_RETURN_LOAD, C_RETURN_VERIFY, C_SIGNAL_ISSUE, C_SYNCALL, C_TIER1_DIES,
+                     C_VCOUNT, C_COPY_EGRESS, C_COUNT_EGRESS, C_SIGNAL_EGRESS, C_RETURN_EGRESS,
+                     DEST_MASK, K_CHECKSUM, K_COPY, K_COUNT, K_FLAG, KC_BLOCKS, KC_FENCE, KC_IN,
+                     KC_ISSUE, KC_PORT, ARR, VIS, ACK, KC_PRE, KC_SWITCH, KC_TIER, KC_WIDTH, LOCAL, N_HOPS,
+                     N_PORTS, N_TIERS, NEVER, NIC, S_COPIES, S_END, S_FIRST, S_HEAD, S_LAST,
+                     S_MAX_ACK, S_N, S_OUT, S_PC, S_PHASE, S_SIG, S_STAGE, S_SW, S_T, S_T0, S_WIDTH, S_WORD,
+                     SID_SHIFT, SRC_BITS, STAGE_BOUNDARY, STAGE_CREDITS, STAGE_DONE, STAGE_FENCE,
+                     STAGE_REQUEST, STAGE_WORK, SWITCH_BIT, THEN_FENCE, THEN_SYNCALL, DIE_PORT)
+from .sync import syncall
+
+SRC_MASK = (1 << SRC_BITS) - 1
+OVER = -2   # an AIV's phase's program is over
+# An ingress queue's entry value: the store's id << SLOT_BITS + 2 | its sender's in-flight slot
+# << 2 | its kind
+SLOT_BITS = 32
+SLOT_MASK = (1 << SLOT_BITS) - 1
+AIV_MASK = (1 << AIV_BITS) - 1
+# A link queue's entry: its key, arrival << LINK_SHIFT | source << 1 | port; its value, the
+# store's id << LINK_SID | destination << LINK_DST | the step of its path it is at
+LINK_SHIFT = SRC_BITS + 1
+LINK_DST = 8
+LINK_SID = LINK_DST + SRC_BITS
+
+
+# --- what a store costs, by kind ---------------------------------------------------------------
+
+@njit(inline="always")
+def _set_kind(kc, kind, c, pre, issue, blocks, first, fence, switch):
+    """A kind's row: pre-work cycles, issue cycles, blocks, whether it waits behind a fence, the
+    pre-work a store with the new-destination bit adds; its cost on each port and tier link, the
+    cost columns from `first` (its egress column, layout.STORE_COSTS' order)."""
+    row = kind * KC_WIDTH
+    kc[row + KC_PRE] = pre
+    kc[row + KC_ISSUE] = issue
+    kc[row + KC_BLOCKS] = blocks
+    kc[row + KC_FENCE] = fence
+    kc[row + KC_SWITCH] = switch
+    # STORE_COSTS: issue, egress, ingress, nic, tier1 ...
+    kc[row + KC_PORT + 0] = c[first]
+    kc[row + KC_PORT + NIC] = c[first + 2]
+    kc[row + KC_IN + 0] = c[first + 1]
+    kc[row + KC_IN + NIC] = c[first + 2]
+    for k in range(N_TIERS):
+        kc[row + KC_TIER + k] = c[first + 3 + k]
+
+
+@njit
+def kind_table(c, fx, EL):
+    """The per-kind costs of a store (layout.KC_*): a copy's (with dc's marker work, fx:
+    sync.Effects), a count message's (per expert of the destination a VectorCount and the
+    vector chain that makes it a count), a signal's (one block; a flag behind sw's fence); any
+    store to a new destination first loads its window address."""
+    kc = np.zeros(4 * KC_WIDTH, np.int64)
+    switch = c[C_DEST_SWITCH]
+    _set_kind(kc, K_COPY, c, fx.copy_marker * c[C_COPY_VERIFY], c[C_COPY_ISSUE],
+              c[C_COPY_BLOCKS], C_COPY_EGRESS, 0, switch)
+    _set_kind(kc, K_COUNT, c, EL * (c[C_VCOUNT] + c[C_COUNT_CHAIN]), c[C_COUNT_ISSUE],
+              c[C_COUNT_BLOCKS], C_COUNT_EGRESS, 0, switch)
+    _set_kind(kc, K_FLAG, c, 0, c[C_SIGNAL_ISSUE], 1, C_SIGNAL_EGRESS, fx.fence, switch)
+    _set_kind(kc, K_CHECKSUM, c, 0, c[C_SIGNAL_ISSUE], 1, C_SIGNAL_EGRESS, 0, switch)
+    return kc
+
+
+@njit
+def return_kinds(c, fx, ubep):
+    """The kind table of combine's stores: a returned copy's (its read into UBuf, its
+    quantization under int8 and dc's marker work before it; its own blocks), the signals'
+    (under ubep a flag behind sw's fence; bsp's statuses are flags whose fence is their AIV's,
+    before them all); any store to a new destination first loads its window address."""
+    kc = np.zeros(4 * KC_WIDTH, np.int64)
+    switch = c[C_DEST_SWITCH]
+    _set_kind(kc, K_COPY, c, c[C_RETURN_LOAD] + c[C_QUANT] + fx.copy_marker *
+              c[C_RETURN_VERIFY], c[C_RETURN_ISSUE], c[C_RETURN_BLOCKS], C_RETURN_EGRESS, 0,
+              switch)
+    _set_kind(kc, K_FLAG, c, 0, c[C_SIGNAL_ISSUE], 1, C_SIGNAL_EGRESS, fx.fence if ubep else 0,
+              switch)
+    _set_kind(kc, K_CHECKSUM, c, 0, c[C_SIGNAL_ISSUE], 1, C_SIGNAL_EGRESS, 0, switch)
+    return kc
+
+
+# --- queues ------------------------------------------------------------------------------------
+
+@njit(inline="always")
+def ring_push(queue, base, qmask, head, size, key):
+    """Insert key into a sorted ring (head, size) at queue[base:base + qmask + 1] from its
+    nearer end; returns the new head."""
+    if size == 0 or key > queue[u(base + ((head + size - 1) & qmask))]:
+        queue[u(base + ((head + size) & qmask))] = key
+    elif key > queue[u(base + ((head + (size >> 1)) & qmask))]:
+        x = size
+        while queue[u(base + ((head + x - 1) & qmask))] > key:
+            queue[u(base + ((head + x) & qmask))] = queue[u(base + ((head + x - 1) & qmask))]
+            x -= 1
+        queue[u(base + ((head + x) & qmask))] = key
+    else:
+        head = (head - 1) & qmask
+        x = 0
+        while x < size and queue[u(base + ((head + x + 1) & qmask))] < key:
+            queue[u(base + ((head + x) & qmask))] = queue[u(base + ((head + x + 1) & qmask))]
+            x += 1
+        queue[u(base + ((head + x) & qmask))] = key
+    return head
+
+
+@njit(inline="always")
+def heap_push(heap, base, step, n, key, val):
+    """Push (key, val) on the binary heap of n entries at heap[base + step * i] (a row: key,
+    value; step 1 or -1: two heaps share a region from its two ends). Returns the new size.
+    Keys are unique."""
+    i = n
+    while i > 0:
+        parent = (i - 1) >> 1
+        at = base + step * parent
+        if heap[at, 0] < key:
+            break
+        heap[base + step * i, 0] = heap[at, 0]
+        heap[base + step * i, 1] = heap[at, 1]
+        i = parent
+    heap[base + step * i, 0] = key
+    heap[base + step * i, 1] = val
+    return n + 1
+
+
+@njit(inline="always")
+def heap_pop(heap, base, step, n):
+    """Drop the top of the heap of n entries at heap[base + step * i] (read it first). Returns
+    the new size."""
+    n -= 1
+    key = heap[base + step * n, 0]
+    val = heap[base + step * n, 1]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        at = base + step * child
+        if child + 1 < n and heap[at + step, 0] < heap[at, 0]:
+            child += 1
+            at += step
+        if key < heap[at, 0]:
+            break
+        heap[base + step * i, 0] = heap[at, 0]
+        heap[base + step * i, 1] = heap[at, 1]
+        i = child
+    heap[base + step * i, 0] = key
+    heap[base + step * i, 1] = val
+    return n
+
+
+@njit(inline="always")
+def heap_at(bstart, d, p):
+    """Where destination d's port-p ingress heap lives in its bucket: (base, step). The die port's
+    grows from the bucket's start, the NIC's from its end."""
+    if p == 0:
+        return bstart[d], 1
+    return bstart[d + 1] - 1, -1
+
+
+@njit(inline="always")
+def outstanding(g, st, fifo, cap):
+    """The latest acknowledgement of every store AIV row g issued, (latest, -1) if each is
+    known; else (latest known, the earliest time the last unknown one can be known). An
+    in-flight slot holds its store's acknowledgement once known, else -1 - that earliest
+    time."""
+    latest = st[u(g), S_MAX_ACK]
+    unknown = -1
+    base = g * cap
+    hd = st[u(g), S_HEAD]
+    for x in range(st[u(g), S_N]):
+        v = fifo[u(base + hd)]
+        hd = hd + 1 if hd + 1 < cap else 0
+        if v < 0:
+            unknown = max(unknown, -1 - v)
+        else:
+            latest = max(latest, v)
+    return latest, unknown
+
+
+@njit(inline="always")
+def begin_phase(g, s, a, phase, st, pb, t_aiv):
+    """AIV row g (AIV a of die s) starts `phase`: its clock, its program's bounds, nothing in
+    flight (what it had came back: a fence or SyncAll saw to it); in the first phase no store
+    acknowledged and no copy sent yet."""
+    st[g, S_PHASE] = phase
+    st[g, S_T] = t_aiv[s, a]
+    st[g, S_SIG] = st[g, S_SW] = 0
+    st[g, S_HEAD] = st[g, S_N] = st[g, S_OUT] = 0
+    if phase == 0:
+        st[g, S_MAX_ACK] = 0
+        st[g, S_FIRST] = -1
+        st[g, S_LAST] = -1
+        st[g, S_COPIES] = 0
+    st[g, S_PC] = pb[g, phase, 0]
+    st[g, S_END] = pb[g, phase, 1]
+    st[g, S_STAGE] = STAGE_WORK
+
+
+@njit(inline="always")
+def end_phase(g, s, a, st, C, other, aivs):
+    """AIV row g's phase is over: its time, split into its signals' (flags and checksums with
+    their waits) as sync and the rest as its main work's bucket (sending copies: the AIVs from C
+    on in the first phase; else `other`), and its mark at the phase's end (layout.Aivs)."""
+    t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
+    phase = st[g, S_PHASE]
+    main = B_SEND if (phase == 0 and a >= C) else other
+    bucket[s, a, main] += st[g, S_T] - t_aiv[s, a] - st[g, S_SIG]
+    bucket[s, a, B_SYNC] += st[g, S_SIG]
+    wait[s, a] += st[g, S_SW]
+    t_aiv[s, a] = st[g, S_T]
+    if phase == 0:
+        aivs.first_copy[s, a] = st[g, S_FIRST]
+    marks[s, a, nmarks[s, a]] = t_aiv[s, a]
+    nmarks[s, a] += 1
+
+
+@njit(inline="always")
+def turn(g, s, a, st, pb, fifo, cap, nph, then, C, other, aivs):
+    """AIV a of die s (row g) at the end of its phase's program, or waiting at a fence of its
+    own before its next phase: the phase's end, then the fence. Returns the key of the AIV's
+    next event (a wake where the fence waits for an acknowledgement not yet known; its next
+    phase's first step), -1 once it waits for its die (a SyncAll) or is done."""
+    if st[g, S_STAGE] != STAGE_BOUNDARY:
+        end_phase(g, s, a, st, C, other, aivs)
+        if st[g, S_PHASE] + 1 < nph and then == THEN_FENCE:
+            st[g, S_STAGE] = STAGE_BOUNDARY
+        else:
+            st[g, S_STAGE] = STAGE_DONE
+            return -1
+    latest, unknown = outstanding(g, st, fifo, cap)
+    if unknown >= 0:
+        return max(st[g, S_T], unknown) << AIV_BITS | a
+    w = latest - aivs.t[s, a]
+    if w > 0:
+        aivs.t[s, a] += w
+        aivs.bucket[s, a, B_SYNC] += w
+        aivs.wait[s, a] += w
+    st[g, S_MAX_ACK] = latest
+    begin_phase(g, s, a, st[g, S_PHASE] + 1, st, pb, aivs.t)
+    return aivs.t[s, a] << AIV_BITS | a
+
+
+@njit(inline="always")
+def links_of(h, queues):
+    """The tier links a store of hop class h queues on: the tiers it climbs (3 + k <= h) that
+    queue, each crossed twice (up from its source's domain, down into its destination's)."""
+    n = 0
+    for k in range(h - 2):
+        n += queues[k]
+    return 2 * n
+
+
+@njit(inline="always")
+def link_on(h, step, queues):
+    """The tier of step `step` of hop class h's path over the links that queue, and whether it
+    goes up (0, from the source's domain) or down (1, into the destination's)."""
+    n = links_of(h, queues) >> 1
+    which = step if step < n else 2 * n - 1 - step
+    for k in range(h - 2):
+        if queues[k]:
+            if which == 0:
+                return k, 0 if step < n else 1
+            which -= 1
+    return 0, 0
+
+
+@njit(inline="always")
+def links_left(h, step, queues, kc, row):
+    """The least time a store of hop class h spends on its path's links from step `step` on."""
+    n = links_of(h, queues)
+    t = 0
+    for x in range(step, n):
+        k, _ = link_on(h, x, queues)
+        t += kc[u(row + KC_TIER + k)]
+    return t
+
+
+@njit(inline="always")
+def barrier(s, A, st, fifo, cap, pb, aivs, cost):
+    """Die s's SyncAll once its last AIV is done with its phase: when every store of the die was
+    acknowledged, the barrier's cost after the last of them and of the AIVs, every AIV starts
+    its next phase. Returns -1 once done, or the earliest time the acknowledgements it still
+    waits for can be known."""
+    ready = 0
+    unknown = -1
+    for a in range(A):
+        latest, later = outstanding(s * A + a, st, fifo, cap)
+        st[s * A + a, S_MAX_ACK] = latest
+        ready = max(ready, latest)
+        unknown = max(unknown, later)
+    if unknown >= 0:
+        return unknown
+    syncall(s, ready, cost, aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks)
+    for a in range(A):
+        begin_phase(s * A + a, s, a, st[s * A + a, S_PHASE] + 1, st, pb, aivs.t)
+    return -1
+
+
+@njit
+def fabric(R, c, kc, hops, stores, prog, pb, nph, then, C, other, aivs, egress_free,
+           ingress_free):
+    """Every die's AIVs replay their programs (prog; AIV row s * aivs + a's phase p runs
+    pb[row, p, 0] .. pb[row, p, 1]) on one fabric, until every store is visible (layout.Stores'
+    arr, vis, ack). nph phases, `then` between them (layout.THEN_*); the AIVs from C on send
+    copies in the first phase, their time Token-Sending, the others' (and every AIV's in later
+    phases) counting as `other`'s bucket; the first C AIVs queue apart (ubep's CalCumSum group).
+    egress_free, ingress_free [ranks, ports]: when each port is next free, in and out. Each
+    die's AIVs start at their clocks in `aivs` (after Init). Returns (copies sent, the longest
+    wait of a store in an ingress port's queue).
+
+    The loop's hot path (a port taking a store, an AIV going on to its next) is written out
+    in it: an inlined function's array arguments cost a reference count up and down on every
+    call, which Numba does not prune across the loop's branches (measured: 36% of the time)."""
+    t_aiv = aivs.t
+    A = t_aiv.shape[1]
+    cap = c[C_BLOCKS_IN_FLIGHT]
+    sto, bstart = stores.sto, stores.bstart
+    lat_local = c[C_LAT_LOCAL]
+    lat = c[C_LAT_LOCAL:C_LAT_LOCAL + N_HOPS]
+    half = np.empty(N_HOPS, np.int64)
+    back = np.empty(N_HOPS, np.int64)
+    port_of = np.empty(N_HOPS, np.int64)
+    for h in range(N_HOPS):
+        half[h] = lat[h] >> 1
+        back[h] = lat[h] - (lat[h] >> 1)
+        port_of[h] = NIC if h >= c[C_NIC_FROM] else DIE_PORT
+    # the tiers whose links queue, their domains' sizes, and each hop class's links
+    queues = np.zeros(N_TIERS, np.int64)
+    tier_dies = np.ones(N_TIERS, np.int64)
+    for k in range(N_TIERS):
+        tier_dies[k] = max(1, c[C_TIER1_DIES + k])
+        queues[k] = 1 if c[C_TIER1_DIES + k] and kc[K_COPY * KC_WIDTH + KC_TIER + k] else 0
+    nlinks = np.zeros(N_HOPS, np.int64)
+    for h in range(3, N_HOPS):
+        nlinks[h] = links_of(h, queues)
+    # how far ahead of every die's next event a store can arrive at an ingress port: half the
+    # shortest hop of the classes present (with none, no store leaves its die)
+    present = np.zeros(N_HOPS, np.int64)
+    for x in range(R * R):
+        present[hops[x]] = 1
+    ahead = NEVER
+    for h in range(1, N_HOPS):
+        if present[h]:
+            ahead = min(ahead, half[h])
+    if ahead == NEVER:
+        ahead = 0
+
+    st = np.zeros((R * A, S_WIDTH), np.int64)
+    fifo = np.empty(R * A * cap, np.int64)       # per AIV, its stores in flight (outstanding)
+    qsize = 1
+    while qsize < A + 1:
+        qsize *= 2
+    qmask = qsize - 1
+    queue = np.empty(R * 2 * qsize, np.int64)   # per die, its events: two sorted rings
+    rings = np.zeros((R, 4), np.int64)           # per die, the rings' heads and sizes
+    dnext = np.full(R, NEVER, np.int64)          # per die, its next event's time
+    live = np.zeros(R, np.int64)                 # per die, AIVs not yet done with its phase
+    n_stores = sto.shape[0]
+    heap = np.empty((n_stores, 2), np.int64)     # the ingress ports' heaps, in the buckets
+    hsize = np.zeros((R, N_PORTS), np.int64)
+    any_links = queues.sum() > 0
+    lheap = np.empty((n_stores if any_links else 0, 2), np.int64)   # the links' heap
+    lsize = 0
+    link_free = np.zeros((N_TIERS, 2, R), np.int64)
+    frontier = np.empty(N_PORTS, np.int64)
+    longest = 0                                  # the longest wait in an ingress port's queue
+
+    # every AIV's first event: its clock after Init, where its first phase begins
+    for s in range(R):
+        live[s] = A
+        base1 = (2 * s + 1) * qsize
+        h1 = 0
+        for a in range(A):
+            begin_phase(s * A + a, s, a, 0, st, pb, t_aiv)
+            h1 = ring_push(queue, base1, qmask, h1, a, t_aiv[s, a] << AIV_BITS | a)
+        rings[s, 2] = h1
+        rings[s, 3] = A
+        dnext[s] = queue[base1 + h1] >> AIV_BITS
+    while True:
+        # every die has run its events before `lo`: every store that reached a link before
+        # then was requested before then, and is taken there in order of arrival (to the next
+        # link, or on to its ingress port)
+        # (a die's next store leaves a port no sooner than its next event and than the port is
+        # free: its earlier requests go first). Per port, the earliest any store still to
+        # come can leave it; `lo`, the earliest over both
+        lo = NEVER
+        for pt in range(N_PORTS):
+            frontier[pt] = NEVER
+            for s in range(R):
+                if dnext[s] < NEVER:
+                    frontier[pt] = min(frontier[pt], max(dnext[s], egress_free[s, pt]))
+            lo = min(lo, frontier[pt])
+        while lsize > 0 and (lheap[0, 0] >> LINK_SHIFT) < lo:
+            key = lheap[0, 0]
+            val = lheap[0, 1]
+            lsize = heap_pop(lheap, 0, 1, lsize)
+            t = key >> LINK_SHIFT
+            s = (key >> 1) & SRC_MASK
+            pt = key & 1
+            sid = val >> LINK_SID
+            d = (val >> LINK_DST) & SRC_MASK
+            step = val & ((1 << LINK_DST) - 1)
+            h = hops[s * R + d]
+            kind = sto[sid, ARR] & 3
+            row = kind * KC_WIDTH
+            slot = sto[sid, ACK]       # its sender's in-flight slot, kept here while it climbs
+            k, down = link_on(h, step, queues)
+            dom = (d if down else s) // tier_dies[k]
+            out = max(t, link_free[k, down, dom]) + kc[row + KC_TIER + k]
+            link_free[k, down, dom] = out
+            if step + 1 < nlinks[h]:
+                lsize = heap_push(lheap, 0, 1, lsize, out << LINK_SHIFT | s << 1 | pt, val + 1)
+                earliest = out + links_left(h, step + 1, queues, kc, row) + half[h]
+                sto[sid, ARR] = earliest << 2 | kind
+                fifo[slot] = -2 - earliest - back[h]
+            else:
+                arrival = out + half[h]
+                fifo[slot] = -2 - arrival - back[h]
+                base, dirn = heap_at(bstart, d, pt)
+                hsize[d, pt] = heap_push(heap, base, dirn, hsize[d, pt], arrival << SRC_BITS | s,
+                                         sid << (SLOT_BITS + 2) | slot << 2 | kind)
+        # ... and every store that reached an ingress port before half the shortest hop after
+        # its port's frontier (it left before then): visible, and its acknowledgement known
+        for d in range(R):
+            for pt in range(N_PORTS):
+                n = hsize[d, pt]
+                if n == 0:
+                    continue
+                until = frontier[pt] + ahead if frontier[pt] < NEVER else NEVER
+                base, dirn = heap_at(bstart, d, pt)
+                free = ingress_free[d, pt]
+                while n > 0 and (heap[base, 0] >> SRC_BITS) < until:
+                    key = heap[base, 0]
+                    val = heap[base, 1]
+                    n = heap_pop(heap, base, dirn, n)
+                    arrival = key >> SRC_BITS
+                    kind = val & 3
+                    begin = max(arrival, free)
+                    longest = max(longest, begin - arrival)
+                    free = begin + kc[kind * KC_WIDTH + KC_IN + pt]
+                    # visible; and acknowledged the hop's second half later, in the store's row
+                    # and in its sender's in-flight slot
+                    x = free + back[hops[(key & SRC_MASK) * R + d]]
+                    sid = val >> (SLOT_BITS + 2)
+                    sto[sid, ARR] = arrival << 2 | kind
+                    sto[sid, VIS] = free
+                    sto[sid, ACK] = x
+                    fifo[(val >> 2) & SLOT_MASK] = x
+                hsize[d, pt] = n
+                ingress_free[d, pt] = free
+        if lo == NEVER:
+            break
+        # each die's events in (time, AIV) order, as far as it goes: the egress port taking a
+        # request, an AIV going on after it or after a wait, the die's SyncAll. A die stops at
+        # the first AIV (or SyncAll) still waiting for an acknowledgement not yet known: it
+        # cannot be known before the ports catch up with the other dies, and every later event
+        # of the die may depend on it (the AIV may ask the port first). The die with the
+        # earliest next event always goes on: what it waits for arrived before `until`. A
+        # die's events are two sorted rings, the first C AIVs' and the others' (with the die's
+        # own SyncAll, AIV index A): the port takes the earlier of their heads
+        for s in range(R):
+            if dnext[s] == NEVER:
+                continue
+            base0 = 2 * s * qsize
+            base1 = base0 + qsize
+            h0, s0, h1, s1 = rings[s, 0], rings[s, 1], rings[s, 2], rings[s, 3]
+            while True:
+                if s0 > 0 and (s1 == 0 or queue[u(base0 + h0)] < queue[u(base1 + h1)]):
+                    top = queue[u(base0 + h0)]
+                    h0 = (h0 + 1) & qmask
+                    s0 -= 1
+                elif s1 > 0:
+                    top = queue[u(base1 + h1)]
+                    h1 = (h1 + 1) & qmask
+                    s1 -= 1
+                else:
+                    break
+                a = top & AIV_MASK
+                # the next event's AIV state, on its way while this one runs
+                if s0 > 0 and (s1 == 0 or queue[u(base0 + h0)] < queue[u(base1 + h1)]):
+                    nb_ = (s * A + (queue[u(base0 + h0)] & AIV_MASK)) * S_WIDTH
+                else:
+                    nb_ = (s * A + (queue[u(base1 + h1)] & AIV_MASK)) * S_WIDTH
+                if s0 + s1 > 0 and nb_ < R * A * S_WIDTH:
+                    prefetch(st, nb_)
+                    prefetch(st, nb_ + 8)
+                if a == A:
+                    key = barrier(s, A, st, fifo, cap, pb, aivs, c[C_SYNCALL])
+                    if key >= 0:
+                        h1 = ring_push(queue, base1, qmask, h1, s1, key << AIV_BITS | A)
+                        s1 += 1
+                        if key << AIV_BITS | A == top:
+                            break                    # still waiting
+                    else:
+                        for b in range(A):
+                            # every AIV goes on from the barrier (no CalCumSum group queues
+                            # apart after the first phase)
+                            h1 = ring_push(queue, base1, qmask, h1, s1,
+                                           t_aiv[s, b] << AIV_BITS | b)
+                            s1 += 1
+                        live[s] = A
+                    continue
+                g = s * A + a
+                stage = st[u(g), S_STAGE]
+                # its next program word and its oldest store in flight, on their way
+                prefetch(prog, st[u(g), S_PC] + 1)
+                prefetch(fifo, g * cap + st[u(g), S_HEAD])
+                if stage == STAGE_REQUEST:
+                    # the port takes the store: its cost after the port is free, then on to the
+                    # tier links that queue or to the destination's ingress port, half the hop
+                    # later; a store to the die itself is visible and acknowledged after the
+                    # local latency
+                    t = top >> AIV_BITS
+                    ip = st[u(g), S_PC]
+                    word = st[u(g), S_WORD]
+                    d = (word >> 2) & DEST_MASK
+                    kind = word & 3
+                    sid = word >> SID_SHIFT
+                    row = kind * KC_WIDTH
+                    slot = st[u(g), S_HEAD] + st[u(g), S_N]
+                    if slot >= cap:
+                        slot -= cap
+                    slot += g * cap
+                    if d == s:
+                        x = t + lat_local
+                        sto[u(sid), ARR] = LOCAL - kind
+                        sto[u(sid), VIS] = x
+                        sto[u(sid), ACK] = x
+                        fifo[u(slot)] = x
+                    else:
+                        h = hops[u(s * R + d)]
+                        pt = port_of[u(h)]
+                        depart = max(t, egress_free[u(s), u(pt)]) + kc[u(row + KC_PORT + pt)]
+                        egress_free[u(s), u(pt)] = depart
+                        if nlinks[u(h)] == 0:
+                            # on to the ingress port; not acknowledged before its ingress cost
+                            # (at least a cycle) and the hop's second half
+                            arrival = depart + half[u(h)]
+                            fifo[u(slot)] = -2 - arrival - back[u(h)]
+                            val = sid << (SLOT_BITS + 2) | slot << 2 | kind
+                            if pt == 0:
+                                hsize[u(d), 0] = heap_push(heap, bstart[u(d)], 1, hsize[u(d), 0],
+                                                           arrival << SRC_BITS | s, val)
+                            else:
+                                hsize[u(d), 1] = heap_push(heap, bstart[u(d + 1)] - 1, -1,
+                                                           hsize[u(d), 1],
+                                                           arrival << SRC_BITS | s, val)
+                        else:
+                            earliest = depart + links_left(h, 0, queues, kc, row) + half[u(h)]
+                            sto[u(sid), ARR] = earliest << 2 | kind
+                            sto[u(sid), ACK] = slot
+                            fifo[u(slot)] = -2 - earliest - back[u(h)]
+                            lsize = heap_push(lheap, 0, 1, lsize,
+                                              depart << LINK_SHIFT | s << 1 | pt,
+                                              sid << LINK_SID | d << LINK_DST)
+                    if kind == K_COPY:
+                        st[u(g), S_LAST] = sid
+                        st[u(g), S_COPIES] += 1
+                    st[u(g), S_N] += 1
+                    st[u(g), S_OUT] += kc[u(row + KC_BLOCKS)]
+                    st[u(g), S_PC] = ip + 1
+                    stage = STAGE_WORK
+                key = OVER
+                if stage < STAGE_BOUNDARY and st[u(g), S_PC] < st[u(g), S_END]:
+                    # the AIV goes on to its next store: its work (a new destination's address
+                    # too), its fence, its credits, its issue; it parks where it waits for an
+                    # acknowledgement not yet known, until the earliest it can be known
+                    t = st[u(g), S_T]
+                    if stage == STAGE_WORK:
+                        word = prog[u(st[u(g), S_PC])]
+                        st[u(g), S_WORD] = word
+                    else:
+                        word = st[u(g), S_WORD]
+                    row = (word & 3) * KC_WIDTH
+                    if stage == STAGE_WORK:
+                        st[u(g), S_T0] = t
+                        t += kc[u(row + KC_PRE)] + \
+                            ((word >> SWITCH_BIT) & 1) * kc[u(row + KC_SWITCH)]
+                        stage = STAGE_FENCE if kc[u(row + KC_FENCE)] else STAGE_CREDITS
+                    if stage == STAGE_FENCE:
+                        # sw's flag: the store waits until every earlier store completed
+                        latest, unknown = outstanding(g, st, fifo, cap)
+                        if unknown >= 0:
+                            key = max(t, unknown) << AIV_BITS | a
+                        else:
+                            if latest > t:
+                                st[u(g), S_SW] += latest - t
+                                t = latest
+                            stage = STAGE_CREDITS
+                    if stage == STAGE_CREDITS:
+                        # credits come back in issue order: the oldest stores until it fits
+                        nb = kc[u(row + KC_BLOCKS)]
+                        fbase = g * cap
+                        while st[u(g), S_N] > 0 and st[u(g), S_OUT] + nb > cap:
+                            hd = st[u(g), S_HEAD]
+                            x = fifo[u(fbase + hd)]
+                            if x < 0:
+                                key = max(t, -1 - x) << AIV_BITS | a
+                                break
+                            t = max(t, x)
+                            st[u(g), S_MAX_ACK] = max(st[u(g), S_MAX_ACK], x)
+                            # the oldest store in flight: its blocks, from its program word
+                            old = prog[u(st[u(g), S_PC] - st[u(g), S_N])]
+                            st[u(g), S_OUT] -= kc[u((old & 3) * KC_WIDTH + KC_BLOCKS)]
+                            st[u(g), S_N] -= 1
+                            st[u(g), S_HEAD] = hd + 1 if hd + 1 < cap else 0
+                        if key == OVER:
+                            if word & 3 == K_COPY and st[u(g), S_FIRST] < 0:
+                                st[u(g), S_FIRST] = t
+                            t += kc[u(row + KC_ISSUE)]
+                            if word & 1:                           # a flag or checksum
+                                st[u(g), S_SIG] += t - st[u(g), S_T0]
+                            stage = STAGE_REQUEST
+                            key = t << AIV_BITS | a
+                    st[u(g), S_T] = t
+                    st[u(g), S_STAGE] = stage
+                else:
+                    st[u(g), S_STAGE] = stage
+                    key = turn(g, s, a, st, pb, fifo, cap, nph, then, C, other, aivs)
+                if key >= 0:
+                    if a < C and st[u(g), S_PHASE] == 0:
+                        h0 = ring_push(queue, base0, qmask, h0, s0, key)
+                        s0 += 1
+                    else:
+                        h1 = ring_push(queue, base1, qmask, h1, s1, key)
+                        s1 += 1
+                    if key == top:
+                        break                        # still waiting: the die stops here
+                elif then == THEN_SYNCALL and st[u(g), S_PHASE] + 1 < nph:
+                    live[s] -= 1
+                    if live[s] == 0:
+                        # the die's SyncAll, as soon as it can be known
+                        h1 = ring_push(queue, base1, qmask, h1, s1,
+                                       t_aiv[s, a] << AIV_BITS | A)
+                        s1 += 1
+            rings[s, 0], rings[s, 1], rings[s, 2], rings[s, 3] = h0, s0, h1, s1
+            dnext[s] = NEVER
+            if s0 > 0:
+                dnext[s] = queue[base0 + h0] >> AIV_BITS
+            if s1 > 0:
+                dnext[s] = min(dnext[s], queue[base1 + h1] >> AIV_BITS)
+    sent = 0
+    for s in range(R):
+        for a in range(A):
+            g = s * A + a
+            sent += st[g, S_COPIES]
+            last = st[g, S_LAST]
+            aivs.last_copy_ack[s, a] = sto[last, ACK] if last >= 0 else 0
+    return sent, longest
