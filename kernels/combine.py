@@ -8,7 +8,7 @@ import numpy as np
 
 from .fabric import fabric, return_kinds
 from .jit import njit
-from .layout import (B_SYNC, N_BUCKETS, N_CMARKS, N_MARKS, N_PHASES, N_PORTS, P_AIVS, P_BATCH,
+from .layout import (B_SYNC, C_INIT, C_VCOUNT, N_BUCKETS, N_CMARKS, N_MARKS, N_PHASES, N_PORTS, P_AIVS, P_BATCH,
                      P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK, SW, THEN_FENCE, THEN_NONE,
                      UBEP, STO_WIDTH, Aivs, Stores)
 from .programs import init_phase, status_programs, token_programs
@@ -62,18 +62,22 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
     cur_sig = np.empty(R, np.int64)
     seen_dest = np.full(R, -1, np.int64)
     prog = np.empty(2 * R * M + R * R, np.int64)
+    pre = np.empty(2 * R * M + R * R, np.int32)
     pb = np.zeros((R * A, N_PHASES, 2), np.int64)
+    no_count = np.array([-1, 0, 1])
     n = 0
     for s in range(R):
-        n = token_programs(s, prog, n, pb[s * A:(s + 1) * A, 0], 0, aoff, xdest, xslot, bfill,
-                           copy_ref, fx.copy_signal, seen_dest, cur_sig, ecnt[s * EL])
+        n = token_programs(s, prog, pre, n, pb[s * A:(s + 1) * A, 0], 0, aoff, xdest, xslot,
+                           rsched.xcopy, no_count, bfill, copy_ref, fx.copy_signal, seen_dest,
+                           cur_sig, ecnt[s * EL])
         if not ubep:
-            n = status_programs(s, prog, n, pb[s * A:(s + 1) * A, 1], bfill, count_signal)
+            n = status_programs(s, prog, pre, n, pb[s * A:(s + 1) * A, 1], bfill, count_signal)
 
-    init_phase(aivs, c, 0, rsched.loads, rsched.searches, starts)
-    sent, queued = fabric(R, c, return_kinds(c, fx, ubep), rsched.hops, stores, prog, pb,
-                          1 if ubep else 2, THEN_NONE if ubep else THEN_FENCE, 0, B_SYNC, aivs,
-                          egress_free, ingress_free)
+    init_phase(aivs, c[C_INIT], 0, c[C_VCOUNT], 0, rsched.loads, rsched.searches, starts)
+    # (scalars as dispatch passes them, int64: one compiled fabric serves both)
+    sent, queued = fabric(R, c, return_kinds(c, fx, ubep), rsched.hops, stores, prog, pre, pb,
+                          1 if ubep else 2, THEN_NONE if ubep else THEN_FENCE, np.int64(0),
+                          np.int64(B_SYNC), aivs, egress_free, ingress_free)
     delivered, violations, collisions, ends = reduce(p, c, chance[2], fx, effects(SW, False),
                                                      aivs, stores, ubep)
     if marks_out.shape[0] == R:

@@ -16,7 +16,8 @@ import numpy as np
 
 from .fabric import fabric, kind_table
 from .jit import njit
-from .layout import (B_CUMSUM, B_SYNC, N_BUCKETS, N_MARKS, N_PHASES, N_PORTS, P_AIVS, P_BATCH, P_CUMSUM,
+from .layout import (B_CUMSUM, B_SYNC, C_COPY_COUNT, C_COUNT_CHAIN, C_IDS_LOAD, C_INIT,
+                     C_INIT_LOAD, C_VCOUNT, C_VECTOR_BYTES, C_VECTOR_OP, N_BUCKETS, N_MARKS, N_PHASES, N_PORTS, P_AIVS, P_BATCH, P_CUMSUM,
                      P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK, THEN_NONE, THEN_SYNCALL,
                      UBEP, N_PORTS, STO_WIDTH, Aivs, Stores)
 from .programs import count_programs, init_phase, token_programs
@@ -76,19 +77,26 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     cur_sig = np.empty(R, np.int64)    # dc: per destination, the checksum an AIV sends there
     seen_dest = np.full(R, -1, np.int64)
     prog = np.empty(R * (2 * M + 2 * R), np.int64)
+    pre = np.empty(R * (2 * M + 2 * R), np.int32)
     pb = np.zeros((R * A, N_PHASES, 2), np.int64)
+    # the send loop's count of each copy's predecessors to its expert (CANN), or none
+    count = np.array([c[C_COUNT_CHAIN] if c[C_COPY_COUNT] else -1, c[C_VECTOR_OP],
+                      c[C_VECTOR_BYTES]])
     n = 0
     for s in range(R):
         first = pb[s * A:(s + 1) * A, 0]
-        n = count_programs(s, prog, n, first, C, bfill, count_signal, fx.count_signal)
-        n = token_programs(s, prog, n, first, C, aoff, xdest, xslot, bfill, copy_ref,
-                           fx.copy_signal, seen_dest, cur_sig, s * M)
+        n = count_programs(s, prog, pre, n, first, C, bfill, count_signal, fx.count_signal)
+        n = token_programs(s, prog, pre, n, first, C, aoff, xdest, xslot, sched.xcopy, count,
+                           bfill, copy_ref, fx.copy_signal, seen_dest, cur_sig, s * M)
         if not ubep:
-            n = count_programs(s, prog, n, pb[s * A:(s + 1) * A, 1], A, bfill, count_signal,
-                               fx.count_signal)
+            n = count_programs(s, prog, pre, n, pb[s * A:(s + 1) * A, 1], A, bfill,
+                               count_signal, fx.count_signal)
 
-    init_phase(aivs, c, C, sched.loads, sched.searches, np.zeros(R, np.int64))  # all from 0
-    sent, queued = fabric(R, c, kind_table(c, fx, EL), sched.hops, stores, prog, pb,
+    # Init: every AIV's setup and its load of the die's expert ids; a token AIV's token loads
+    # and search (all from 0)
+    init_phase(aivs, c[C_INIT] + c[C_IDS_LOAD], c[C_INIT_LOAD], c[C_VCOUNT], C, sched.loads,
+               sched.searches, np.zeros(R, np.int64))
+    sent, queued = fabric(R, c, kind_table(c, fx, EL), sched.hops, stores, prog, pre, pb,
                           1 if ubep else 2, THEN_NONE if ubep else THEN_SYNCALL, C,
                           B_CUMSUM if ubep else B_SYNC, aivs, egress_free, ingress_free)
     delivered, violations, collisions, ends = receive(p, c, chance, fx, sched, aivs, stores, C,

@@ -27,7 +27,7 @@ import numpy as np
 from .jit import njit, prefetch, u
 from .layout import (AIV_BITS, B_SEND, B_SYNC, C_BLOCKS_IN_FLIGHT, C_COPY_BLOCKS, C_COPY_ISSUE, C_COPY_VERIFY,
                      C_COUNT_BLOCKS, C_COUNT_CHAIN, C_COUNT_ISSUE, C_DEST_SWITCH,
-                     C_LAT_LOCAL, C_NIC_FROM, C_QUANT, C_RETURN_BLOCKS, C_RETURN_ISSUE,
+                     C_COPY_LOAD, C_COPY_SWITCH, C_LAT_LOCAL, C_NIC_FROM, C_RETURN_QUANT, C_RETURN_BLOCKS, C_RETURN_ISSUE,
                      C_RETURN_LOAD, C_RETURN_VERIFY, C_SIGNAL_ISSUE, C_SYNCALL, C_TIER1_DIES,
                      C_VCOUNT, C_COPY_EGRESS, C_COUNT_EGRESS, C_SIGNAL_EGRESS, C_RETURN_EGRESS,
                      DEST_MASK, K_CHECKSUM, K_COPY, K_COUNT, K_FLAG, KC_BLOCKS, KC_FENCE, KC_IN,
@@ -76,14 +76,15 @@ def _set_kind(kc, kind, c, pre, issue, blocks, first, fence, switch):
 
 @njit
 def kind_table(c, fx, EL):
-    """The per-kind costs of a store (layout.KC_*): a copy's (with dc's marker work, fx:
-    sync.Effects), a count message's (per expert of the destination a VectorCount and the
-    vector chain that makes it a count), a signal's (one block; a flag behind sw's fence); any
-    store to a new destination first loads its window address."""
+    """The per-kind costs of a store (layout.KC_*): a copy's (dc's marker work, fx:
+    sync.Effects, and its token's load in CANN's send loop), a count message's (per expert of
+    the destination a VectorCount and the vector chain that makes it a count), a signal's (one
+    block; a flag behind sw's fence); a store to a new destination first loads its window
+    address (a copy: unless its send loop does for each)."""
     kc = np.zeros(4 * KC_WIDTH, np.int64)
     switch = c[C_DEST_SWITCH]
-    _set_kind(kc, K_COPY, c, fx.copy_marker * c[C_COPY_VERIFY], c[C_COPY_ISSUE],
-              c[C_COPY_BLOCKS], C_COPY_EGRESS, 0, switch)
+    _set_kind(kc, K_COPY, c, fx.copy_marker * c[C_COPY_VERIFY] + c[C_COPY_LOAD],
+              c[C_COPY_ISSUE], c[C_COPY_BLOCKS], C_COPY_EGRESS, 0, c[C_COPY_SWITCH])
     _set_kind(kc, K_COUNT, c, EL * (c[C_VCOUNT] + c[C_COUNT_CHAIN]), c[C_COUNT_ISSUE],
               c[C_COUNT_BLOCKS], C_COUNT_EGRESS, 0, switch)
     _set_kind(kc, K_FLAG, c, 0, c[C_SIGNAL_ISSUE], 1, C_SIGNAL_EGRESS, fx.fence, switch)
@@ -99,7 +100,7 @@ def return_kinds(c, fx, ubep):
     before them all); any store to a new destination first loads its window address."""
     kc = np.zeros(4 * KC_WIDTH, np.int64)
     switch = c[C_DEST_SWITCH]
-    _set_kind(kc, K_COPY, c, c[C_RETURN_LOAD] + c[C_QUANT] + fx.copy_marker *
+    _set_kind(kc, K_COPY, c, c[C_RETURN_LOAD] + c[C_RETURN_QUANT] + fx.copy_marker *
               c[C_RETURN_VERIFY], c[C_RETURN_ISSUE], c[C_RETURN_BLOCKS], C_RETURN_EGRESS, 0,
               switch)
     _set_kind(kc, K_FLAG, c, 0, c[C_SIGNAL_ISSUE], 1, C_SIGNAL_EGRESS, fx.fence if ubep else 0,
@@ -326,10 +327,10 @@ def barrier(s, A, st, fifo, cap, pb, aivs, cost):
 
 
 @njit
-def fabric(R, c, kc, hops, stores, prog, pb, nph, then, C, other, aivs, egress_free,
+def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, aivs, egress_free,
            ingress_free):
-    """Every die's AIVs replay their programs (prog; AIV row s * aivs + a's phase p runs
-    pb[row, p, 0] .. pb[row, p, 1]) on one fabric, until every store is visible (layout.Stores'
+    """Every die's AIVs replay their programs (prog, each store's own work pre; AIV row s *
+    aivs + a's phase p runs pb[row, p, 0] .. pb[row, p, 1]) on one fabric, until every store is visible (layout.Stores'
     arr, vis, ack). nph phases, `then` between them (layout.THEN_*); the AIVs from C on send
     copies in the first phase, their time Token-Sending, the others' (and every AIV's in later
     phases) counting as `other`'s bucket; the first C AIVs queue apart (ubep's CalCumSum group).
@@ -603,7 +604,7 @@ def fabric(R, c, kc, hops, stores, prog, pb, nph, then, C, other, aivs, egress_f
                     row = (word & 3) * KC_WIDTH
                     if stage == STAGE_WORK:
                         st[u(g), S_T0] = t
-                        t += kc[u(row + KC_PRE)] + \
+                        t += kc[u(row + KC_PRE)] + pre[u(st[u(g), S_PC])] + \
                             ((word >> SWITCH_BIT) & 1) * kc[u(row + KC_SWITCH)]
                         stage = STAGE_FENCE if kc[u(row + KC_FENCE)] else STAGE_CREDITS
                     if stage == STAGE_FENCE:

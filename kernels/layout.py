@@ -11,7 +11,7 @@ from collections import namedtuple
 # (tests/test_costs.py holds them equal).
 BSP, UBEP = 0, 1
 SW, TFF, DC, SP = 0, 1, 2, 3
-EXPERT_BLOCK, BALANCED, HOMOGENIZED = 0, 1, 2
+EXPERT_BLOCK, BALANCED, HOMOGENIZED, TOKEN_ORDER = 0, 1, 2, 3
 UNIFORM, ZIPF, HOT, TRACE = 0, 1, 2, 3
 DISPATCH, COMBINE, LAYER = 0, 1, 2
 # The ops that give a result or run a phase.
@@ -33,6 +33,10 @@ N_PORTS = 2
 # its issue on the AIV, then each port and link it crosses.
 STORE_COSTS = ("issue", "egress", "ingress", "nic",
                *(f"tier{k + 1}" for k in range(N_TIERS)))
+
+# CANN's CalTokenSendExpertCnt: five vector instructions over the int32 expert ids it counts
+# in (the host's lowering prices the same chain: ubepsim.sweep.costs)
+COUNT_CHAIN_OPS, INT32 = 5, 4
 
 # Store kinds: the low two bits of a program word, a flag and a checksum (the signals) odd.
 K_COPY, K_FLAG, K_COUNT, K_CHECKSUM = 0, 1, 2, 3
@@ -192,6 +196,13 @@ COSTS = (
     "local_copy", "copy_verify", "count_verify", "copy_reset", "count_reset",
     "vcount", "prefix", "init", "syncall", "blocks_in_flight", "timeout", "poll",
     "dest_switch", "count_chain", "status_poll",
+    # the sending AIVs' work on tokens (docs/model.md, "The sending AIVs' work"): every AIV's
+    # load of the die's expert ids at Init; a token's load and quantization at Init (per token
+    # a sending AIV loads) or per copy in the send loop; a copy's window address on a new
+    # destination; whether the send loop counts each copy's predecessors to its expert, and
+    # the vector unit's fixed cycles and bytes a cycle that count is priced at
+    "ids_load", "init_load", "copy_load", "copy_switch", "copy_count", "vector_op",
+    "vector_bytes",
     "npu_dies", *(f"tier{k + 1}_dies" for k in range(N_TIERS)), "nic_from",
     *(f"lat_{h}" for h in HOP_CLASSES),
     # combine (docs/model.md, "Combine"): a returned copy's bytes, blocks and store costs, the
@@ -201,7 +212,7 @@ COSTS = (
     # AIVs: the first parts ..., the last part ..._last); a die's expert time in a layer:
     # fixed cycles, and per copy received in 1/1024 cycles (EXPERT_SHIFT)
     "return_bytes", "return_blocks", *(f"return_{cost}" for cost in STORE_COSTS),
-    "return_load", "quant", "return_verify", "return_reset",
+    "return_load", "return_quant", "return_verify", "return_reset",
     "reduce_copy", "reduce_token", "reduce_copy_last", "reduce_token_last", "reduce_split",
     "expert", "expert_copy",
 )
@@ -264,13 +275,13 @@ MAX_TIME = 1 << (63 - SRC_BITS - 1)
 # schedule.schedule: what a configuration's sync variants share. R ranks, M copies per die,
 # NS token AIVs. ecnt[e]: where expert e's received copies start in receive order (expert,
 # source, copy); hops[s * R + d]: the hop class from die s to die d; xdest, xslot[s * M + x]:
-# die s's AIV lists, position by position: the copy's destination and its slot in the receive
-# order; aoff[s * (NS + 1) + j]: where token AIV j's list starts; loads, searches[s * NS + j]:
-# its Init's token loads and VectorCount steps; copies_hop[h]: copies of hop class h; max_in,
-# max_out: the most remote copies into one die and out of one die; qsteps_max: the longest
-# quaternary search.
-Schedule = namedtuple("Schedule", ("ecnt", "hops", "xdest", "xslot", "aoff", "loads", "searches",
-                                   "copies_hop", "max_in", "max_out", "qsteps_max"))
+# die s's AIV lists, position by position: the copy's destination, its slot in the receive
+# order, and (dispatch) its index at its die, token x topk + k; aoff[s * (NS + 1) + j]: where
+# token AIV j's list starts; loads, searches[s * NS + j]: its Init's token loads and VectorCount
+# steps; copies_hop[h]: copies of hop class h; max_in, max_out: the most remote copies into one
+# die and out of one die; qsteps_max: the longest quaternary search.
+Schedule = namedtuple("Schedule", ("ecnt", "hops", "xdest", "xslot", "xcopy", "aoff", "loads",
+                                   "searches", "copies_hop", "max_in", "max_out", "qsteps_max"))
 
 # Every AIV's state across the stages, [die, aiv]: its clock, its time per bucket (B_*), its
 # waiting, its first copy's issue and last copy's ack (its send latency), its phase marks.

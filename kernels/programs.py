@@ -12,8 +12,8 @@ signals the counts.
 import numpy as np
 
 from .jit import njit, u
-from .layout import (B_INIT, C_INIT, C_LOCAL_COPY, C_VCOUNT, DEST_MASK, K_CHECKSUM, K_COPY,
-                     K_COUNT, K_FLAG, MARK_INIT, MARK_START, SID_SHIFT, SWITCH_BIT)
+from .layout import (B_INIT, COUNT_CHAIN_OPS, DEST_MASK, INT32, K_CHECKSUM, K_COPY, K_COUNT,
+                     K_FLAG, MARK_INIT, MARK_START, SID_SHIFT, SWITCH_BIT)
 from .sync import NO_SIGNAL
 
 
@@ -38,20 +38,20 @@ def mark_switch(prog, n, d):
 
 
 @njit(inline="always")
-def init_phase(aivs, c, C, loads, searches, starts):
-    """Init on every die, die s from starts[s]: every AIV's setup; sending AIV j of die s (AIV
-    C + j: dispatch's token group, every AIV in combine) also loads its tokens into UBuf
-    (loads[s * NS + j] of them) and runs its slice's quaternary search (searches[s * NS + j]
-    VectorCounts)."""
+def init_phase(aivs, setup, load, vcount, C, loads, searches, starts):
+    """Init on every die, die s from starts[s]: every AIV's setup (`setup` cycles); sending AIV
+    j of die s (AIV C + j: dispatch's token group, every AIV in combine) also loads its tokens
+    into UBuf (loads[s * NS + j] of them, `load` cycles each) and runs its slice's quaternary
+    search (searches[s * NS + j] VectorCounts of `vcount` cycles)."""
     t_aiv, bucket, marks, nmarks = aivs.t, aivs.bucket, aivs.marks, aivs.nmarks
     R, A = t_aiv.shape
     NS = A - C
     for s in range(R):
         for a in range(A):
-            cyc = c[C_INIT]
+            cyc = setup
             if a >= C:
                 x = s * NS + a - C
-                cyc += searches[x] * c[C_VCOUNT] + loads[x] * c[C_LOCAL_COPY]
+                cyc += searches[x] * vcount + loads[x] * load
             t_aiv[s, a] = starts[s] + cyc
             bucket[s, a, B_INIT] = cyc
             marks[s, a, MARK_START] = starts[s]
@@ -60,16 +60,25 @@ def init_phase(aivs, c, C, loads, searches, starts):
 
 
 @njit(inline="always")
-def token_programs(s, prog, n, bounds, C, aoff, xdest, xslot, bfill, copy_ref, copy_signal,
-                   seen_dest, cur_sig, base):
+def count_cycles(fixed, op, vector_bytes, n):
+    """CANN's CalTokenSendExpertCnt over n expert ids: its fixed cycles (count_chain_cycles)
+    and five vector instructions over n int32 (Duplicate, Sub, Abs, Mins, ReduceSum)."""
+    return fixed + COUNT_CHAIN_OPS * (op + (INT32 * n + vector_bytes - 1) // vector_bytes)
+
+
+@njit(inline="always")
+def token_programs(s, prog, pre, n, bounds, C, aoff, xdest, xslot, xcopy, count, bfill,
+                   copy_ref, copy_signal, seen_dest, cur_sig, base):
     """The sending AIVs' programs on die s (AIVs C on: dispatch's token group, every AIV in
-    combine; their AIV lists: layout.Schedule's aoff, xdest, xslot, die s's from base on),
-    from program word n: each copy with the signal store of the Data-as-Flag variant
+    combine; their AIV lists: layout.Schedule's aoff, xdest, xslot, xcopy, die s's from base
+    on), from program word n: each copy with the signal store of the Data-as-Flag variant
     (sync.Effects.copy_signal), a flag after it, or the checksum after the AIV's last copy to
     its destination. copy_ref[slot]: the stores carrying and signalling the copy of that slot
-    at the receiver. Sets each AIV's program bounds; returns where the programs end. (The
-    AIVs' loop is inside, called once per die: every array a function is handed, and every
-    slice, costs a reference count up and down.)"""
+    at the receiver. pre[word]: a store's own work before it, beside its kind's: with `count`
+    = (fixed cycles, vector_op_cycles, vector_bytes), CANN's count of a copy's predecessors to
+    its expert (the copies before it at its die, if any); else nothing. Sets each AIV's program
+    bounds; returns where the programs end. (The AIVs' loop is inside, called once per die:
+    every array a function is handed, and every slice, costs a reference count up and down.)"""
     A = bounds.shape[0]
     NS = A - C
     for j in range(NS):
@@ -91,8 +100,10 @@ def token_programs(s, prog, n, bounds, C, aoff, xdest, xslot, bfill, copy_ref, c
                     seen_dest[u(d)] = owner
                     start -= 1
                     cur_sig[u(d)] = new_store(prog, start, bfill, d, K_CHECKSUM, 0)
+                    pre[u(start)] = 0
                 start -= 1
                 sid = new_store(prog, start, bfill, d, K_COPY, 0)
+                pre[u(start)] = copy_work(count, xcopy, x)
                 g = u(xslot[u(x)])
                 copy_ref[g, 0] = sid
                 copy_ref[g, 1] = cur_sig[u(d)]
@@ -104,12 +115,14 @@ def token_programs(s, prog, n, bounds, C, aoff, xdest, xslot, bfill, copy_ref, c
             for x in range(lo, hi):
                 d = np.int64(xdest[u(x)])
                 sid = new_store(prog, n, bfill, d, K_COPY, np.int64(d != last))
+                pre[u(n)] = copy_work(count, xcopy, x)
                 last = d
                 n += 1
                 g = u(xslot[u(x)])
                 copy_ref[g, 0] = sid
                 if copy_signal == K_FLAG:
                     sid = new_store(prog, n, bfill, d, K_FLAG, 0)
+                    pre[u(n)] = 0
                     n += 1
                 copy_ref[g, 1] = sid
         bounds[a, 0] = start
@@ -118,7 +131,18 @@ def token_programs(s, prog, n, bounds, C, aoff, xdest, xslot, bfill, copy_ref, c
 
 
 @njit(inline="always")
-def count_programs(s, prog, n, bounds, n_count, bfill, count_signal, signal):
+def copy_work(count, xcopy, x):
+    """The work of the copy at position x of the AIV lists beyond its kind's: count = (fixed,
+    op, vector_bytes) of CANN's count of its predecessors, or fixed < 0 for none (UBEP,
+    combine)."""
+    if count[0] < 0:
+        return 0
+    i = xcopy[u(x)]
+    return count_cycles(count[0], count[1], count[2], i) if i > 0 else 0
+
+
+@njit(inline="always")
+def count_programs(s, prog, pre, n, bounds, n_count, bfill, count_signal, signal):
     """The counting AIVs' programs on die s (AIVs below n_count: ubep's CalCumSum group, every
     AIV in bsp's SendFlag & Count), from program word n: each AIV's count messages to its share
     of the dies, each followed by the variant's signal store if it has one. Sets each AIV's
@@ -128,9 +152,11 @@ def count_programs(s, prog, n, bounds, n_count, bfill, count_signal, signal):
         bounds[a, 0] = n
         for d in range(a * R // n_count, (a + 1) * R // n_count):
             sid = new_store(prog, n, bfill, d, K_COUNT, 1)   # each to another die
+            pre[u(n)] = 0
             n += 1
             if signal != NO_SIGNAL:
                 sid = new_store(prog, n, bfill, d, signal, 0)
+                pre[u(n)] = 0
                 n += 1
             count_signal[u(d * R + s)] = sid
         bounds[a, 1] = n
@@ -138,7 +164,7 @@ def count_programs(s, prog, n, bounds, n_count, bfill, count_signal, signal):
 
 
 @njit(inline="always")
-def status_programs(s, prog, n, bounds, bfill, count_signal):
+def status_programs(s, prog, pre, n, bounds, bfill, count_signal):
     """CANN's V1 combine (SetStatus) on die s: each AIV's status to each destination it owns,
     those at walk positions r with r x aivs / ranks = its index (expert_block on the plain
     walk: also the destinations it had no copies for), each a one-block flag to another die,
@@ -153,6 +179,7 @@ def status_programs(s, prog, n, bounds, bfill, count_signal):
             if d >= R:
                 d -= R
             count_signal[u(d * R + s)] = new_store(prog, n, bfill, d, K_FLAG, 1)
+            pre[u(n)] = 0
             n += 1
         bounds[a, 1] = n
     return n

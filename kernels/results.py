@@ -6,7 +6,8 @@ import numpy as np
 
 from .jit import njit
 from .layout import (B_REDUCE, C_COPY_EGRESS, C_COPY_INGRESS, C_COPY_ISSUE, C_EXPERT, C_INIT,
-                     C_LAT_LOCAL, C_LOCAL_COPY, C_QUANT, C_REDUCE_COPY, C_REDUCE_TOKEN,
+                     C_COPY_LOAD, C_IDS_LOAD, C_INIT_LOAD, C_LAT_LOCAL, C_LOCAL_COPY, C_RETURN_QUANT,
+                     C_REDUCE_COPY, C_REDUCE_TOKEN,
                      C_RETURN_EGRESS, C_RETURN_INGRESS, C_RETURN_ISSUE, C_RETURN_LOAD, C_SYNCALL,
                      CMARK_BSP_SYNC, CMARK_INIT, MARK_BSP_CUMSUM, MARK_BSP_SYNC_CUMSUM,
                      MARK_BSP_SYNC_SENT, MARK_BSP_SYNC_VERIFIED, MARK_INIT, N_BUCKETS, N_HOPS,
@@ -106,9 +107,10 @@ def reach(c, copies_hop, egress_max, ingress_max, egress, ingress):
 @njit
 def latency_bound(c, copies_hop, egress_max, ingress_max):
     """A dispatch latency no configuration can beat, in cycles: no copy is requested before
-    Init and its issue, then `reach`, and the last is reordered by a local copy."""
-    return c[C_INIT] + c[C_COPY_ISSUE] + reach(c, copies_hop, egress_max, ingress_max,
-                                               c[C_COPY_EGRESS], c[C_COPY_INGRESS]) + \
+    Init (with its expert ids, and under UBEP a token's load), its token's load under CANN's
+    send loop and its issue, then `reach`, and the last is reordered by a local copy."""
+    return c[C_INIT] + c[C_IDS_LOAD] + c[C_INIT_LOAD] + c[C_COPY_LOAD] + c[C_COPY_ISSUE] + \
+        reach(c, copies_hop, egress_max, ingress_max, c[C_COPY_EGRESS], c[C_COPY_INGRESS]) + \
         c[C_LOCAL_COPY]
 
 
@@ -118,7 +120,7 @@ def return_bound(c, copies_hop, egress_max, ingress_max, K):
     before Init, its read into UBuf, its quantization and its issue, then `reach`; the token
     whose copy is visible last is reduced after it, its K copies and itself (the smallest part
     of a split token)."""
-    return c[C_INIT] + c[C_RETURN_LOAD] + c[C_QUANT] + c[C_RETURN_ISSUE] + \
+    return c[C_INIT] + c[C_RETURN_LOAD] + c[C_RETURN_QUANT] + c[C_RETURN_ISSUE] + \
         reach(c, copies_hop, egress_max, ingress_max, c[C_RETURN_EGRESS], c[C_RETURN_INGRESS]) + \
         K * c[C_REDUCE_COPY] + c[C_REDUCE_TOKEN]
 

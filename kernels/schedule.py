@@ -8,7 +8,10 @@ cumulative counts of the keys (VectorCount(ids < r), Algorithm 1's primitive):
 - `balanced_slices`: equal contiguous slices of the key order, topology-blind ("UBEP w/o
   mapping"); each AIV finds its slice's first copy by the quaternary search;
 - `homogenized_deal`: latency homogenization, the key order (farthest hop class first) dealt
-  round-robin, a logical matrix transposition, so every AIV gets a balanced mix of hop classes.
+  round-robin, a logical matrix transposition, so every AIV gets a balanced mix of hop classes;
+- token order (CANN's own kernel, `SplitToCore` in ops-transformer's moe_distribute_dispatch.h):
+  equal contiguous slices of the copies in (token, k) order (combine: in receive order), each
+  AIV's destinations as the routing drew them; no search (a slice's start is arithmetic).
 Nothing here reads `sync`, so a batch computes one schedule for a configuration's sync variants
 (dispatch.same_schedule).
 """
@@ -18,7 +21,7 @@ import numpy as np
 from .jit import njit, u
 from .layout import (BALANCED, C_NPU_DIES, C_TIER1_DIES, EXPERT_BLOCK, HOMOGENIZED, N_HOPS,
                      N_TIERS, P_AIVS, P_BATCH, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SCHEDULE,
-                     P_TOPK, UBEP, Schedule)
+                     P_TOPK, TOKEN_ORDER, UBEP, Schedule)
 
 
 @njit
@@ -144,20 +147,21 @@ def homogenized_deal(aoff, place, M, NS):
 
 
 @njit
-def deal_copies(experts_of, base, key_c, fill, place, homog, die_of, token_of, rcur, key_at,
-                xdest, xslot, xtoken):
+def deal_copies(experts_of, base, key_c, fill, place, sched, die_of, token_of, rcur, key_at,
+                xdest, xslot, xcopy, xtoken):
     """Each copy of a die (experts_of's from base on) straight to its place in the AIV lists
-    (xdest, xslot from base on): its destination, its slot in the receive order, its token;
-    key_at[q]: the key at position q of the key order."""
+    (xdest, xslot, xcopy from base on): its destination, its slot in the receive order, its
+    index at the die; and its token; key_at[q]: the key at position q of the key order."""
     for i in range(key_c.shape[0]):
         r = key_c[u(i)]
         q = fill[u(r)]
         fill[u(r)] = q + 1
         key_at[u(q)] = r
-        x = u(place[u(q)] if homog else q)
+        x = u(place_of(sched, place, q, i))
         e = experts_of[u(base + i)]
         xdest[u(base) + x] = die_of[u(e)]
         xslot[u(base) + x] = rcur[u(e)]
+        xcopy[u(base) + x] = i
         rcur[u(e)] += 1
         xtoken[x] = token_of[u(i)]
 
@@ -204,11 +208,12 @@ def qsteps_table(n_experts):
 def slices(sched, aoff, cnt, place, n, NS, n_keys, aoff_all, at):
     """A die's n copies in key order (cnt: count_keys') dealt to its NS sending AIVs by the
     schedule: AIV j's at aoff[j] .. aoff[j + 1] of its lists, in key order, except that
-    homogenized deals the key order round-robin (place); aoff also copied to aoff_all from
-    `at`. n_keys: the keys (experts; destination dies in combine)."""
+    homogenized deals the key order round-robin (place) and token order deals the copies in
+    their own order; aoff also copied to aoff_all from `at`. n_keys: the keys (experts;
+    destination dies in combine)."""
     if sched == EXPERT_BLOCK:
         expert_block_slices(aoff, cnt, NS, n_keys)
-    elif sched == BALANCED:
+    elif sched == BALANCED or sched == TOKEN_ORDER:
         balanced_slices(aoff, n, NS)
     else:
         homogenized_deal(aoff, place, n, NS)
@@ -236,12 +241,29 @@ def hop_counts(hops, s, dkey, cnt, EL, copies_hop, into):
 
 
 @njit(inline="always")
+def searched(sched):
+    """Whether a sending AIV finds its slice by the quaternary search (balanced, homogenized)."""
+    return sched == BALANCED or sched == HOMOGENIZED
+
+
+@njit(inline="always")
+def place_of(sched, place, q, i):
+    """Where the copy at key order position q (its index i) goes in the AIV lists: dealt
+    round-robin (homogenized), in its own order (token order), else in key order."""
+    if sched == HOMOGENIZED:
+        return place[u(q)]
+    if sched == TOKEN_ORDER:
+        return i
+    return q
+
+
+@njit(inline="always")
 def slice_search(aoff, key_at, qsteps_of, sched, j):
     """Sending AIV j's search (balanced, homogenized) for its first copy's position in key
     order, which ends on that copy's key, and the VectorCount before its first step:
-    (VectorCounts, search steps), both 0 for expert_block or an empty list."""
+    (VectorCounts, search steps), both 0 for expert_block, token order or an empty list."""
     lo, hi = aoff[j], aoff[j + 1]
-    if sched == EXPERT_BLOCK or hi <= lo:
+    if not searched(sched) or hi <= lo:
         return 0, 0
     steps = qsteps_of[u(key_at[u(lo if sched == BALANCED else j)])]
     return steps + 1, steps
@@ -301,6 +323,7 @@ def schedule(p, c, experts_of):
     hops = hop_classes(c, R)
     xdest = np.empty(R * M, np.int32)
     xslot = np.empty(R * M, np.int32)
+    xcopy = np.empty(R * M, np.int32)
     aoff_all = np.empty(R * (NS + 1), np.int64)
     loads = np.empty(R * NS, np.int64)
     searches = np.empty(R * NS, np.int64)
@@ -314,7 +337,7 @@ def schedule(p, c, experts_of):
     place = np.empty(M, np.int64)
     key_at = np.empty(M, np.int64)     # per position in key order: the copy's key
     xtoken = np.empty(M, np.int64)     # per position of the AIV lists: the copy's token
-    qsteps_of = qsteps_table(E) if sched != EXPERT_BLOCK else np.zeros(0, np.int64)
+    qsteps_of = qsteps_table(E) if searched(sched) else np.zeros(0, np.int64)
     cnt = np.zeros(E + 1, np.int64)
     fill = np.zeros(E + 1, np.int64)
     dkey = np.empty(R, np.int64)       # per die: its experts' key minus the expert id
@@ -326,13 +349,13 @@ def schedule(p, c, experts_of):
         walk(dkey, hops, s, sched == HOMOGENIZED, EL, classes)
         count_keys(experts_of, base, die_of, dkey, key_c, cnt, fill)
         slices(sched, aoff, cnt, place, M, NS, E, aoff_all, s * (NS + 1))
-        deal_copies(experts_of, base, key_c, fill, place, sched == HOMOGENIZED, die_of,
-                    token_of, rcur, key_at, xdest, xslot, xtoken)
+        deal_copies(experts_of, base, key_c, fill, place, sched, die_of, token_of, rcur, key_at,
+                    xdest, xslot, xcopy, xtoken)
         qsteps_max = max(qsteps_max, init_work(aoff, xtoken, key_at, qsteps_of, sched, loads,
                                                searches, s * NS))
         max_out = max(max_out, M - hop_counts(hops, s, dkey, cnt, EL, copies_hop, into))
-    return Schedule(ecnt, hops, xdest, xslot, aoff_all, loads, searches, copies_hop, into.max(),
-                    max_out, qsteps_max)
+    return Schedule(ecnt, hops, xdest, xslot, xcopy, aoff_all, loads, searches, copies_hop,
+                    into.max(), max_out, qsteps_max)
 
 
 @njit
@@ -353,7 +376,7 @@ def receive_order(experts_of, ecnt, M):
 
 
 @njit
-def deal_returns(src_of, ref_of, base, key_c, fill, place, homog, key_at, xdest, xslot):
+def deal_returns(src_of, ref_of, base, key_c, fill, place, sched, key_at, xdest, xslot):
     """Each returned copy of a die (received copies base on) straight to its place in the AIV
     lists (from base on): its destination and the dispatch copy it is (its slot at the
     source); key_at[q]: the key at position q of the key order."""
@@ -362,7 +385,7 @@ def deal_returns(src_of, ref_of, base, key_c, fill, place, homog, key_at, xdest,
         q = fill[u(r)]
         fill[u(r)] = q + 1
         key_at[u(q)] = r
-        x = u(base + (place[u(q)] if homog else q))
+        x = u(base + place_of(sched, place, q, i))
         xdest[x] = src_of[u(base + i)]
         xslot[x] = ref_of[u(base + i)]
 
@@ -397,7 +420,7 @@ def return_schedule(p, c, experts_of):
     place = np.empty(most, np.int64)
     key_at = np.empty(most, np.int64)
     key_c = np.empty(most, np.int64)
-    qsteps_of = qsteps_table(R) if sched != EXPERT_BLOCK else np.zeros(0, np.int64)
+    qsteps_of = qsteps_table(R) if searched(sched) else np.zeros(0, np.int64)
     cnt = np.zeros(R + 1, np.int64)
     fill = np.zeros(R + 1, np.int64)
     dkey = np.empty(R, np.int64)
@@ -408,19 +431,19 @@ def return_schedule(p, c, experts_of):
         walk(dkey, hops, d, sched == HOMOGENIZED, 1, classes)
         count_keys(src_of, base, die_of, dkey, key_c[:n], cnt, fill)
         slices(sched, aoff, cnt, place, n, A, R, aoff_all, d * (A + 1))
-        deal_returns(src_of, ref_of, base, key_c[:n], fill, place, sched == HOMOGENIZED,
-                     key_at, xdest, xslot)
+        deal_returns(src_of, ref_of, base, key_c[:n], fill, place, sched, key_at, xdest, xslot)
         for j in range(A):
             searches[d * A + j], steps = slice_search(aoff, key_at, qsteps_of, sched, j)
             qsteps_max = max(qsteps_max, steps)
         max_out = max(max_out, n - hop_counts(hops, d, dkey, cnt, 1, copies_hop, into))
-    return Schedule(ecnt, hops, xdest, xslot, aoff_all, np.zeros(R * A, np.int64), searches,
-                    copies_hop, into.max(), max_out, qsteps_max)
+    return Schedule(ecnt, hops, xdest, xslot, np.zeros(0, np.int32), aoff_all,
+                    np.zeros(R * A, np.int64), searches, copies_hop, into.max(), max_out,
+                    qsteps_max)
 
 
 @njit
 def no_schedule():
     """A schedule of nothing, for an op that has no use for one (layout.Schedule's types)."""
     z = np.zeros(0, np.int64)
-    return Schedule(z, np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int32), z, z,
-                    z, z, 0, 0, 0)
+    return Schedule(z, np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int32),
+                    np.zeros(0, np.int32), z, z, z, z, 0, 0, 0)

@@ -523,7 +523,7 @@ def test_a_filter_names_trace_files_as_the_grid_does(tmp_path, monkeypatch):
 
 def test_a_profile_files_error_names_that_file_and_its_hardware_key(tmp_path):
     (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "hw.toml").write_text("[hardware]\naivs = 'many'\n")
+    (tmp_path / "sub" / "hw.toml").write_text("takes = { cm384 = \"*\" }\n[hardware]\naivs = 'many'\n")
     path = grid_of(tmp_path, "[profile]\ninit_cycles = 200\n",
                    'name = "t"\nprofile = "sub/hw.toml"')
     with pytest.raises(InputError) as e:

@@ -12,7 +12,7 @@ import pytest
 from conftest import run_cli
 from ubepsim.kernels.layout import MAX_TIME, PHASES
 from ubepsim.sweep.params import NAMES, Op
-from ubepsim.sweep.profile import load_profile
+from ubepsim.sweep.profile import FIELDS, load_profile
 from ubepsim.sweep.result_fields import RESULT_NAMES
 
 SMALL = ("--ranks", 8, "--batch", 4, "--topk", 2, "--aivs", 8, "--cumsum-aivs", 2)
@@ -88,9 +88,9 @@ def test_a_timeline_file_says_what_it_is_the_timeline_of(tmp_path):
     import pyarrow.parquet as pq
 
     from ubepsim import __version__
-    from ubepsim.sweep.profile import load_profile
+    from ubepsim.sweep.profile import FIELDS, load_profile
     path, custom = tmp_path / "tl.parquet", tmp_path / "p.toml"
-    custom.write_text("[hardware]\ninit_cycles = 300\n")
+    custom.write_text("takes = { cm384 = \"*\" }\n[hardware]\ninit_cycles = 300\n")
     code, out, err = run_cli("run", *SMALL, "--json", "--profile", custom, "--timeline", path)
     assert code == 0, err
     meta = {k.decode(): v.decode() for k, v in pq.read_metadata(path).metadata.items()}
@@ -197,7 +197,7 @@ def test_run_prints_a_breakdown_that_sums_to_the_latency(op, protocol):
     (("--routing", "trace", "--trace", "/no/such.parquet"), "trace"),
     (("--routing", "trace"), "trace"),
     (("--profile", "/no/such.toml"), "profile"),
-    (("--profile", ""), "--profile: is empty; give a built-in profile (cm384) or a TOML file"),
+    (("--profile", ""), "--profile: is empty; give a built-in profile (cm384, "),
     (("--routing", "zipf", "--zipf-s", "nan"), "zipf_s (--zipf-s): expected a finite number"),
     (("--routing", "hot", "--hot-share", "inf"), "hot_share (--hot-share): expected a finite"),
     (("--timeline", ""), "--timeline"),
@@ -268,7 +268,7 @@ def test_unknown_flag_is_a_usage_error():
 
 def test_profile_file_overrides_and_rejects_unknown_keys(tmp_path):
     good = tmp_path / "slow.toml"
-    good.write_text("[hardware]\negress_gbps = 20.0\ningress_gbps = 20.0\n")
+    good.write_text("takes = { cm384 = \"*\" }\n[hardware]\negress_gbps = 20.0\ningress_gbps = 20.0\n")
     base = json.loads(run_cli("run", *SMALL, "--json")[1])
     slow = json.loads(run_cli("run", *SMALL, "--json", "--profile", good)[1])
     assert slow["latency_us"] > base["latency_us"]
@@ -277,22 +277,28 @@ def test_profile_file_overrides_and_rejects_unknown_keys(tmp_path):
     code, _, err = run_cli("run", *SMALL, "--profile", flat)
     assert code == 2 and "unknown key(s) outside [hardware]: aivs" in err
     bad = tmp_path / "bad.toml"
-    bad.write_text("[hardware]\negress_gpbs = 20.0\n")
+    bad.write_text("takes = { cm384 = \"*\" }\n[hardware]\negress_gpbs = 20.0\n")
     code, _, err = run_cli("run", *SMALL, "--profile", bad)
     assert code == 2 and f"{bad}: hardware.egress_gpbs: unknown hardware key" in err
     typed = tmp_path / "typed.toml"
-    typed.write_text("[hardware]\naivs = 'many'\n")
+    typed.write_text("takes = { cm384 = \"*\" }\n[hardware]\naivs = 'many'\n")
     code, _, err = run_cli("run", *SMALL, "--profile", typed)
     assert code == 2 and f"{typed}: hardware.aivs: expected an integer" in err
     for text, found in (("", "no [hardware] table"), ("hardware = 3\n", "not a table")):
         typed.write_text(text)
         code, _, err = run_cli("run", *SMALL, "--profile", typed)
         assert code == 2 and f"--profile: {typed} has " in err and found in err, err
-    typed.write_text("[hardware]\n")   # an empty table: cm384's values under its own name
+    # a file that sets some keys and names no profile for the others is refused, naming them:
+    # it would inherit cm384's fitted costs without saying so
+    typed.write_text("[hardware]\negress_gbps = 20.0\n")
+    code, _, err = run_cli("run", *SMALL, "--profile", typed)
+    assert code == 2 and "sets neither" in err and "aiv_store_gbps" in err and "[takes]" in err
+    # one that takes every other key from cm384, and sets none: cm384's values, its own name
+    typed.write_text("takes = { cm384 = \"*\" }\n[hardware]\n")
     same = json.loads(run_cli("run", *SMALL, "--json", "--profile", typed)[1])
     assert same.pop("profile") == str(typed)
     copy = tmp_path / "cm384.toml"      # a file is named by its path, never as a built-in
-    copy.write_text("[hardware]\n")
+    copy.write_text("takes = { cm384 = \"*\" }\n[hardware]\n")
     assert json.loads(run_cli("run", *SMALL, "--json", "--profile", copy)[1])["profile"] == \
         str(copy)
     assert {k: v for k, v in base.items() if k != "profile"} == same
@@ -408,7 +414,7 @@ def test_a_configuration_beyond_the_kernel_limits_is_refused_up_front():
     assert code == 2 and "batch" in err and "token copies" in err
 
 
-SLOW = "[hardware]\negress_gbps = 0.001\ningress_gbps = 0.001\naiv_store_gbps = 0.001\n"
+SLOW = "takes = { cm384 = \"*\" }\n[hardware]\negress_gbps = 0.001\ningress_gbps = 0.001\naiv_store_gbps = 0.001\n"
 
 
 def test_a_configuration_whose_times_could_pass_the_kernels_keys_is_refused(tmp_path):
@@ -434,7 +440,7 @@ def test_the_documented_defaults_are_what_run_simulates():
     from pathlib import Path
 
     from ubepsim.sweep.params import NAMES
-    from ubepsim.sweep.profile import load_profile
+    from ubepsim.sweep.profile import FIELDS, load_profile
     doc = (Path(__file__).resolve().parent.parent / "docs" / "reference.md").read_text()
     section = doc.split("## Parameters")[1].split("\n## ")[0]
     table = dict(re.findall(r"^\| `(\w+)` \| `--[\w-]+` \| \w+ \| ([^|]*) \|", section, re.M))
@@ -444,3 +450,40 @@ def test_the_documented_defaults_are_what_run_simulates():
     for name, default in table.items():
         default = default.strip().strip("`")
         assert str(ran[name]) == str(words.get(default, default)), name
+
+
+def test_a_profile_names_the_keys_it_takes_from_a_built_in_one(tmp_path):
+    """[takes] lists keys taken from a built-in profile as they are there; a key set in
+    [hardware] and taken too, a profile that is not built in, or a key that does not exist is
+    refused, naming it; the built-in presets take what they take from cm384 that way."""
+    listed = tmp_path / "listed.toml"
+    keys = [k for k in FIELDS if k not in ("egress_gbps", "latency_ns")]
+    listed.write_text(f"[takes]\ncm384 = {json.dumps(keys)}\n[hardware]\negress_gbps = 99.0\n"
+                      f"[hardware.latency_ns]\nlocal = 1.0\nintra_npu = 2.0\none_hop = 3.0\n"
+                      f"two_hop = 4.0\n")
+    got = load_profile(listed)
+    assert got.egress_gbps == 99.0 and got.latency_ns["two_hop"] == 4.0
+    assert got.aiv_store_gbps == load_profile().aiv_store_gbps
+    for text, named in (("[takes]\ncm384 = [\"egress_gbps\"]\n[hardware]\negress_gbps = 1.0\n",
+                         "hardware.egress_gbps: is set here and taken"),
+                        ("[takes]\nnowhere = \"*\"\n[hardware]\n", "takes.nowhere"),
+                        ("[takes]\ncm384 = [\"egress_gpbs\"]\n[hardware]\n", "egress_gpbs")):
+        listed.write_text(text)
+        code, _, err = run_cli("run", *SMALL, "--profile", listed)
+        assert code == 2 and named in err, err
+    pod, over = load_profile("cm384_pod"), load_profile("cm384_oversubscribed")
+    assert pod.dies == over.dies == 768 > load_profile().dies
+    assert {k: v for k, v in pod.values.items() if k != "dies"} == \
+        {k: v for k, v in load_profile().values.items() if k != "dies"}
+    assert over.tier_gbps == [pod.tier_sizes[0] * pod.egress_gbps / 2]
+    three = load_profile("three_tier")
+    assert three.tier_sizes == [16, 64] and three.dies == 1024
+
+
+def test_ranks_beyond_the_machine_are_refused_naming_a_larger_profile():
+    code, _, err = run_cli("run", "--ranks", "512", "--batch", "1", "--topk", "1")
+    assert code == 2 and "512 is more than the 256 dies of profile cm384" in err
+    assert "cm384_pod" in err
+    code, out, err = run_cli("run", "--ranks", "512", "--batch", "1", "--topk", "1", "--aivs",
+                             "4", "--cumsum-aivs", "1", "--profile", "cm384_pod", "--json")
+    assert code == 0, err

@@ -79,7 +79,7 @@ def test_profile_flag_replaces_the_base_profile_under_the_grids_overrides(tmp_pa
     keep their config_ids, so the two datasets join on them."""
     grid = write_grid(tmp_path, TINY_GRID + "\n[profile]\nblocks_in_flight = 8\n")
     hw = tmp_path / "tiers.toml"
-    hw.write_text("[hardware]\ntier_sizes = [4]\nblocks_in_flight = 64\n")
+    hw.write_text("takes = { cm384 = \"*\" }\n[hardware]\ntier_sizes = [4]\nblocks_in_flight = 64\n")
     assert run_cli("sweep", grid, "--out", tmp_path / "a", "-q")[0] == 0
     assert run_cli("sweep", grid, "--profile", hw, "--out", tmp_path / "b", "-q")[0] == 0
     profile = tomllib.loads(provenance(parts(tmp_path / "b")[0])["profile"])["hardware"]

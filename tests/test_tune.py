@@ -140,7 +140,7 @@ def test_a_grid_file_gives_the_same_rows(tmp_path):
     assert from_grid == tune_json(*SMALL)
     # --profile replaces the grid's base profile, as in `ubepsim sweep`
     hw = tmp_path / "slow.toml"
-    hw.write_text("[hardware]\negress_gbps = 10.0\ningress_gbps = 10.0\n")
+    hw.write_text("takes = { cm384 = \"*\" }\n[hardware]\negress_gbps = 10.0\ningress_gbps = 10.0\n")
     slow = tune_json("--grid", grid, "--max-cumsum-aivs", "4", "--profile", hw)
     assert slow == tune_json(*SMALL, "--profile", hw) != from_grid
 
@@ -194,7 +194,7 @@ def test_default_largest_group_fits_a_profile_with_few_aivs(tmp_path):
     """Without --max-cumsum-aivs, a 6-AIV profile tries sizes 1-5 (aivs - 1) rather than being
     refused for a flag the user never gave; given explicitly, 6 is still refused."""
     p6 = tmp_path / "p6.toml"
-    p6.write_text("[hardware]\naivs = 6\n")
+    p6.write_text("takes = { cm384 = \"*\" }\n[hardware]\naivs = 6\n")
     rows = tune_json("--ranks", "16", "--batch", "8", "--profile", p6)
     assert [r["best_cumsum_aivs"] in range(1, 6) for r in rows] == [True]
     code, out, err = run_cli("tune", "--ranks", "16", "--batch", "8", "--profile", p6,

@@ -167,7 +167,7 @@ def test_the_documented_claims_are_the_models(checks):
 
 def test_a_profile_with_few_aivs_tries_the_group_sizes_it_has(tmp_path):
     small = tmp_path / "p8.toml"
-    small.write_text("[hardware]\naivs = 8\n")
+    small.write_text("takes = { cm384 = \"*\" }\n[hardware]\naivs = 8\n")
     code, out, err = run_cli("validate", "--profile", small, "--json")
     assert code == 0, err
     # (Figure 14's points run the paper's 48-AIV die, as Table 4's do)
@@ -178,7 +178,7 @@ def test_a_profile_with_few_aivs_tries_the_group_sizes_it_has(tmp_path):
 
 def test_claims_that_one_group_size_cannot_show_are_not_testable_not_failed(tmp_path):
     tiny = tmp_path / "p2.toml"
-    tiny.write_text("[hardware]\naivs = 2\n")
+    tiny.write_text("takes = { cm384 = \"*\" }\n[hardware]\naivs = 2\n")
     code, out, err = run_cli("validate", "--profile", tiny, "--json", "--strict")
     claims = [c for c in json.loads(out) if c["kind"] == "claim"]
     failed = [c["item"] for c in claims if c["pass"] is False]

@@ -41,6 +41,7 @@ from ..errors import InputError
 from ..sweep.files import beside, toml_value
 from ..sweep.params import NAMES, PARAM_BY_NAME, config_columns, make_config
 from ..sweep.profile import FIELDS, HOP_CLASSES, Profile, load_profile
+from .numbers import FIG14_NOISE_US
 
 # Keys that describe the machine's shape rather than a cost: set from what is known, never fitted.
 STRUCTURAL = ("aivs", "npu_dies", "tier_sizes", "block_bytes", "flag_bytes", "clock_ghz")
@@ -56,9 +57,9 @@ TOLERANCE, WEIGHT = "tolerance", "weight"   # optional per-row columns of a meas
 SOURCE = "source"                 # where a row was measured: what --cv folds on (else group)
 TARGETS = (MEASURED, EXTRA)
 OPTIONAL = (GROUP, TOLERANCE, WEIGHT, SOURCE)
-# A row's tolerance unless its file gives one: 3% of a latency; 1 us of an extra latency (the
-# noise of a single run on real hardware, as the paper reads its Figure 14).
-DEFAULT_TOLERANCE = {MEASURED: 0.03, EXTRA: 1.0}
+# A row's tolerance unless its file gives one: 3% of a latency; an extra latency's, the noise
+# of a single run on real hardware as we read the paper's Figure 14 (numbers.FIG14_NOISE_US).
+DEFAULT_TOLERANCE = {MEASURED: 0.03, EXTRA: FIG14_NOISE_US}
 STEP = 0.05   # relative forward-difference step of the Jacobian
 
 
@@ -379,9 +380,12 @@ class Fit:
 def fit(problem: Problem, profile: Profile, keys: Sequence[str],
         grid: dict[str, Sequence[int]] | None = None, threads: int | None = None,
         max_evaluations: int = 400, significant: int = 4,
-        progress: Callable[[str], None] | None = None) -> Fit:
+        progress: Callable[[str], None] | None = None,
+        bounds: dict[str, tuple[float, float]] | None = None) -> Fit:
     """Least squares over `keys` (from their values in `profile`), GRID_KEYS among them over
-    `grid` candidates (default: powers of two from an eighth to eight times the start value).
+    `grid` candidates (default: powers of two from an eighth to eight times the start value),
+    each within `bounds` where given (a key's hardware figure and how far from it a fit may
+    take it) and within its field's.
 
     Floats are rounded to `significant` digits and integers to integers at the end; the table
     is the model at exactly those values.
@@ -403,7 +407,7 @@ def fit(problem: Problem, profile: Profile, keys: Sequence[str],
 
     values = {k: _round(k, v, significant)
               for k, v in _search(problem, profile, keys, grid, evaluate, max_evaluations,
-                                  progress).items()}
+                                  progress, bounds or {}).items()}
     # Where a key's start value gives the same results as its fitted one, the measurements
     # hold nothing for the move (a key no point depends on would be written at its bound, or
     # wherever the search stopped): it keeps its start value.
@@ -425,7 +429,8 @@ def fit(problem: Problem, profile: Profile, keys: Sequence[str],
 
 def _search(problem: Problem, profile: Profile, keys: tuple[str, ...],
             grid: dict[str, Sequence[int]], evaluate: Callable, max_evaluations: int,
-            progress: Callable[[str], None] | None) -> dict[str, float]:
+            progress: Callable[[str], None] | None,
+            bounds: dict[str, tuple[float, float]]) -> dict[str, float]:
     """The best values of `keys`: least squares over the smooth ones at every combination of
     the gridded ones' candidates."""
     gridded = [k for k in keys if k in GRID_KEYS]
@@ -438,7 +443,8 @@ def _search(problem: Problem, profile: Profile, keys: tuple[str, ...],
         # valleys, and a neighbouring candidate's is often the right one.
         starts = [start] + ([{k: best[1][k] for k in smooth}] if best and smooth else [])
         for x0 in starts:
-            values = _least_squares(problem, smooth, x0, fixed, evaluate, max_evaluations)
+            values = _least_squares(problem, smooth, x0, fixed, evaluate, max_evaluations,
+                                    bounds)
             cost = float(np.sum(problem.residuals(evaluate(values)) ** 2))
             if progress:
                 progress(", ".join(f"{k}={_fmt(v)}" for k, v in values.items())
@@ -465,15 +471,17 @@ def _support(key: str, values: dict[str, float], candidates: Sequence[int] | Non
 
 
 def _least_squares(problem: Problem, keys: list[str], start: dict[str, float],
-                   fixed: dict[str, float], evaluate: Callable,
-                   max_evaluations: int) -> dict[str, float]:
+                   fixed: dict[str, float], evaluate: Callable, max_evaluations: int,
+                   bounds: dict[str, tuple[float, float]]) -> dict[str, float]:
     from scipy.optimize import least_squares
 
     if not keys:
         return dict(fixed)
-    lo = np.log([_bounds(k)[0] for k in keys])
-    hi = np.log([_bounds(k)[1] for k in keys])
-    x0 = np.clip(np.log([max(start[k], _bounds(k)[0]) for k in keys]), lo, hi)
+    limits = [(max(_bounds(k)[0], bounds.get(k, (0, 0))[0]),
+               min(_bounds(k)[1], bounds.get(k, (0, math.inf))[1])) for k in keys]
+    lo = np.log([a for a, _ in limits])
+    hi = np.log([b for _, b in limits])
+    x0 = np.clip(np.log([max(start[k], a) for k, (a, _) in zip(keys, limits)]), lo, hi)
 
     def values_at(x: np.ndarray) -> dict[str, float]:
         return {**fixed, **{k: float(np.exp(v)) for k, v in zip(keys, x)}}

@@ -61,16 +61,11 @@ def panel_of(source: str) -> int | None:
 # --- scores: the paper's sources ------------------------------------------------------------
 
 def paper_cells(ranks: int) -> np.ndarray:
-    """A Figure 14 panel as [batch row, group size - 1], a cell the paper reads as one run's
-    outlier (FIG14_OUTLIERS) read as the mean of its row neighbours: a regret is what a pick
-    costs, and the paper does not take that run for what its group size costs. Every rule and
-    the model are scored on the same cells."""
-    cells = np.array([numbers.FIG14_PANELS[ranks][b] for b in BATCHES])
-    for r, b, g in numbers.FIG14_OUTLIERS:
-        if r == ranks:
-            row = cells[BATCHES.index(b)]
-            row[g - 1] = np.mean([row[i] for i in (g - 2, g) if 0 <= i < len(row)])
-    return cells
+    """A Figure 14 panel as [batch row, group size - 1], as every reader of it takes it
+    (numbers.fig14_cells: an outlier cell read as its row neighbours' mean): a regret is what a
+    pick costs, and that run is not what its group size costs. Every rule and the model are
+    scored on the same cells."""
+    return np.array(numbers.fig14_cells(ranks))
 
 
 def regret(ranks: int, groups: Sequence[int]) -> np.ndarray:
@@ -228,7 +223,7 @@ def run_fold(spec: FoldSpec, threads: int | None = 1) -> FoldResult:
         sources = [x for x in cm384.SOURCES if x != spec.left_out]
         result = cal.fit(cm384.paper_problem(spec.fit_seeds, sources), cm384.paper_start(),
                          spec.keys, grid=cm384.paper_grid(), threads=threads,
-                         max_evaluations=spec.max_evaluations)
+                         max_evaluations=spec.max_evaluations, bounds=cm384.PAPER_BOUNDS)
         scores = score_paper(result.profile, spec.score_seeds, threads)
     else:
         from ..sweep.profile import load_profile

@@ -26,7 +26,7 @@ def combine(run: Run, plan: Schedule, starts: list[int],
             for d in range(run.ranks)]
     phases = []
     for d, (die, dealt) in enumerate(zip(dies, plan.dies)):
-        init(run, dealt, die, 0)
+        init(run, dealt, die, 0, combine=True)
         copies = token_programs(run, d, dealt, die, combine=True)
         if run.ubep:
             phases.append([Phase(copies, C_SENT)])

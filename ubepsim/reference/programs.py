@@ -23,20 +23,29 @@ class Entry(NamedTuple):
     bucket: str     # where its work, issue and waits for credits are counted
 
 
-def init(run: Run, plan: DieSchedule, die: Die, first: int) -> None:
-    """Init: every AIV's setup; a sending AIV (AIVs `first` on: dispatch's token group, every
-    AIV in combine) also searches for where its list starts (one VectorCount per step and one
-    for the offset) and loads its tokens into UBuf."""
+def init(run: Run, plan: DieSchedule, die: Die, first: int, combine: bool = False) -> None:
+    """Init: every AIV's setup and, in dispatch, its load of the die's expert ids; a sending AIV
+    (AIVs `first` on: dispatch's token group, every AIV in combine) also searches for where its
+    list starts (one VectorCount per step and one for the offset) and loads its tokens into
+    UBuf (in dispatch under UBEP, each with its quantization: init_load)."""
     c = run.c
+    setup = c["init"] + (0 if combine else c["ids_load"])
     for j in range(run.aivs - first):
         a = die.aivs[first + j]
         steps = plan.steps[j]
         search = 0 if steps is None else (steps + 1) * c["vcount"]
-        a.spend("init", c["init"] + search + plan.loads[j] * c["local_copy"])
+        a.spend("init", setup + search + plan.loads[j] * (0 if combine else c["init_load"]))
         a.mark(INIT)
     for a in die.aivs[:first]:
-        a.spend("init", c["init"])
+        a.spend("init", setup)
         a.mark(INIT)
+
+
+def count_cycles(c: dict, n: int) -> int:
+    """CANN's CalTokenSendExpertCnt over n expert ids: its fixed cycles and five vector
+    instructions over n int32 (Duplicate, Sub, Abs, Mins, ReduceSum), at the vector unit's
+    bytes a cycle."""
+    return c["count_chain"] + 5 * (c["vector_op"] + -(-4 * n // c["vector_bytes"]))
 
 
 def signal(policy: DataAsFlag, st: Store, last_to_dest: bool) -> Entry | None:
@@ -65,7 +74,9 @@ def token_program(run: Run, s: int, plan: DieSchedule, die: Die, aiv: int, j: in
         st = Store(s, dest[i], COPY, plan.copies[i][1] if costs == RETURN else i, aiv,
                    plan.hops[i], costs)
         die.copy_store[i] = die.signal_of[i] = st
-        prog.append(Entry(st, work, False, "send"))
+        # CANN's send loop counts the copies before this one (its index i) to its expert
+        counted = count_cycles(run.c, i) if costs != RETURN and run.c["copy_count"] and i else 0
+        prog.append(Entry(st, work + counted, False, "send"))
         sig = signal(policy, st, last_to[dest[i]] == i)
         if sig is None:
             continue
@@ -102,11 +113,13 @@ def address_chains(run: Run, prog: list[Entry]) -> list[Entry]:
     """The program with the address chain of each new destination: a store to another die
     than the store before it in the program (the first store included) first loads that die's
     window address, two dependent scalar loads (CANN's GetWindAddrByRankId), dest_switch
-    cycles more of work before it."""
+    cycles more of work before it; a dispatched copy copy_switch cycles (none where CANN's
+    send loop loads the address for every copy: in its copy_load)."""
     out, last = [], None
     for e in prog:
         if e.store.dst != last:
-            e = e._replace(work=e.work + run.c["dest_switch"])
+            chain = "copy_switch" if e.store.costs == COPY else "dest_switch"
+            e = e._replace(work=e.work + run.c[chain])
             last = e.store.dst
         out.append(e)
     return out
@@ -115,12 +128,13 @@ def address_chains(run: Run, prog: list[Entry]) -> list[Entry]:
 def token_programs(run: Run, s: int, plan: DieSchedule, die: Die,
                    combine: bool = False) -> dict[int, list[Entry]]:
     """Every sending AIV's program on die s, by AIV: dispatch's token group, each copy with
-    dc's marker work before it; or (combine) every AIV, each returned copy with its read into
-    UBuf, its quantization (int8) and the marker work before it."""
+    dc's marker work and (CANN's send loop) its token's load before it; or (combine) every AIV,
+    each returned copy with its read into UBuf, its quantization (int8) and the marker work
+    before it."""
     c, first = run.c, (0 if combine else run.cumsum_aivs)
     marker = c["return_verify" if combine else "copy_verify"] \
         if run.copy_sync.marker_work_per_copy else 0
-    work = c["return_load"] + c["quant"] + marker if combine else marker
+    work = c["return_load"] + c["return_quant"] + marker if combine else c["copy_load"] + marker
     return {first + j: address_chains(run, token_program(run, s, plan, die, first + j, j, work,
                                                          RETURN if combine else "copy"))
             for j in range(run.aivs - first)}

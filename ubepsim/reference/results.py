@@ -66,9 +66,10 @@ def reach(c: dict, copy_counts: list[int], egress_max: int, ingress_max: int, eg
 
 def latency_bound(c: dict, copy_counts: list[int], egress_max: int, ingress_max: int) -> int:
     """A dispatch latency no configuration can beat, in cycles: no copy is requested before Init
-    and its issue, then reach(), then a local copy reorders the last."""
-    return c["init"] + c["copy_issue"] + reach(c, copy_counts, egress_max, ingress_max,
-                                               c["copy_egress"], c["copy_ingress"]) + \
+    (with its expert ids, and under UBEP a token's load), its token's load under CANN's send
+    loop and its issue, then reach(), then a local copy reorders the last."""
+    return c["init"] + c["ids_load"] + c["init_load"] + c["copy_load"] + c["copy_issue"] + \
+        reach(c, copy_counts, egress_max, ingress_max, c["copy_egress"], c["copy_ingress"]) + \
         c["local_copy"]
 
 
@@ -78,7 +79,7 @@ def return_bound(c: dict, copy_counts: list[int], egress_max: int, ingress_max: 
     before Init, its read into UBuf, its quantization and its issue, then reach(); the token
     whose copy is visible last is reduced after it, its copies and itself (the smallest part of
     a split token)."""
-    return c["init"] + c["return_load"] + c["quant"] + c["return_issue"] + \
+    return c["init"] + c["return_load"] + c["return_quant"] + c["return_issue"] + \
         reach(c, copy_counts, egress_max, ingress_max, c["return_egress"],
               c["return_ingress"]) + topk * c["reduce_copy"] + c["reduce_token"]
 

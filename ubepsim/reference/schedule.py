@@ -155,12 +155,20 @@ def search_steps(lists: list[list[int]], order: list[int], keys: list[int], n_ex
 
 def deal(order: list[int], keys: list[int], kind: params.Schedule, n: int,
          n_keys: int) -> list[list[int]]:
-    """The key order dealt to n AIVs by the schedule `kind` (n_keys: the keys there are)."""
+    """The key order dealt to n AIVs by the schedule `kind` (n_keys: the keys there are); token
+    order deals the copies in their own order instead (CANN's SplitToCore)."""
     if kind is params.Schedule.expert_block:
         return expert_block_slices(order, keys, n, n_keys)
     if kind is params.Schedule.balanced:
         return balanced_slices(order, n)
+    if kind is params.Schedule.token_order:
+        return balanced_slices(sorted(order), n)
     return homogenized_deal(order, n)
+
+
+def searched(kind: params.Schedule) -> bool:
+    """Whether a sending AIV finds where its list starts by the quaternary search."""
+    return kind in (params.Schedule.balanced, params.Schedule.homogenized)
 
 
 def schedule_die(cfg: Config, copies: list[tuple[int, int, int]], die_hop: list[int], n: int,
@@ -170,8 +178,7 @@ def schedule_die(cfg: Config, copies: list[tuple[int, int, int]], die_hop: list[
     order, keys = key_order(cfg, copies, die_hop, src)
     kind = cfg.schedule
     lists = deal(order, keys, kind, n, cfg.experts)
-    loads, steps = init_work(copies, lists, order, keys, cfg.experts,
-                             kind is not params.Schedule.expert_block)
+    loads, steps = init_work(copies, lists, order, keys, cfg.experts, searched(kind))
     e_local = cfg.experts // cfg.ranks
     dests = [e // e_local for _, _, e in copies]
     return DieSchedule(copies, [die_hop[d] for d in dests], die_hop, lists, loads, steps, dests)
@@ -227,8 +234,7 @@ def return_schedule(run: Run, tokens: list[list[list[int]]]) -> Schedule:
         order = sorted(range(len(copies)), key=lambda x: (key[copies[x][0]], x))
         keys = [key[copies[x][0]] for x in order]
         lists = deal(order, keys, kind, run.aivs, run.ranks)
-        steps = search_steps(lists, order, keys, run.ranks,
-                             kind is not params.Schedule.expert_block)
+        steps = search_steps(lists, order, keys, run.ranks, searched(kind))
         dests = [s for s, _ in copies]
         die = DieSchedule(copies, [hops[d][s] for s in dests], hops[d], lists,
                           [0] * run.aivs, steps, dests)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.layout import COSTS, EXPERT_SHIFT, N_HOPS, N_TIERS
+from ..kernels.layout import COSTS, COUNT_CHAIN_OPS, EXPERT_SHIFT, INT32, N_HOPS, N_TIERS
 from ..kernels.sync import COLLIDES, IN_BLOCK, POLICY, on_copies
-from .params import CombineDtype, Op, Protocol, combine_bytes, token_bytes
+from .params import CombineDtype, Dtype, Op, Protocol, combine_bytes, token_bytes
 from .profile import HOP_CLASSES, Profile
 
 
@@ -23,14 +23,26 @@ def _ceil_div(a, b):
 COST_INDEX = {name: i for i, name in enumerate(COSTS)}
 
 
-# CANN's combine, per copy and per token (docs/model.md, "Combine"): the vector instructions of
-# the int8 quantization (Int8QuantProcess: seven over the hidden elements, two over the scales),
-# of the dequantization (DequantProcess: five and one), and of the reduction (per copy Cast,
-# Muls, Add; per token Duplicate and the Cast back).
+# Vector instructions, as (instructions, bytes an element) over the elements they run on.
+# Dispatch's dynamic per-token quantization of a bf16 token (fp8, int8; CANN's QuantProcess):
+# Cast to fp32, Abs, ReduceMax, Muls by the scale, Cast to int32 and to fp16 over fp32 elements,
+# then the Cast to 8 bits over fp16 ones.
+TOKEN_QUANT_OPS = ((6, 4), (1, 2))
+# CANN's combine, per copy and per token (docs/model.md, "Combine"), all over fp32 elements: the
+# int8 quantization (Int8QuantProcess: seven over the hidden elements, two over the scales), the
+# dequantization (DequantProcess: five and one), and the reduction (per copy Cast, Muls, Add;
+# per token Duplicate and the Cast back).
 QUANT_OPS = (7, 2)
 DEQUANT_OPS = (5, 1)
 REDUCE_COPY_OPS = 3
 REDUCE_TOKEN_OPS = 2
+FP32 = 4
+
+
+def vector_cycles(v: dict, n, width: int, times: int = 1):
+    """`times` vector instructions over n elements of `width` bytes: each its fixed cycles and
+    the elements' bytes at the vector unit's width (a repeat of vector_bytes a cycle)."""
+    return times * (v["vector_op_cycles"] + _ceil_div(n * width, v["vector_bytes"]))
 
 
 def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np.ndarray]:
@@ -63,16 +75,30 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
     def issue(nbytes):
         return v["store_issue_cycles"] + xfer(nbytes, v["aiv_store_gbps"])
 
+    # a bf16 token into UBuf, then (fp8, int8) quantized: CANN's send loop does it for each
+    # copy, UBEP for each token its AIV sends, at Init
+    quantized = dtype != Dtype.bf16
+    token = xfer(2 * hidden, v["aiv_copy_gbps"]) + np.where(
+        quantized, sum(vector_cycles(v, hidden, width, n) for n, width in TOKEN_QUANT_OPS), 0)
     out = {
         "token_bytes": tb,
         "copy_blocks": copy_blocks,
         "count_blocks": count_blocks,
         "local_copy": xfer(tb, v["aiv_copy_gbps"]),
+        "ids_load": xfer(INT32 * m, v["aiv_copy_gbps"]),
+        "init_load": np.where(ubep, token, 0),
+        # CANN's send loop, per copy: the token's load and quantization, and the destination
+        # window's address (GetWindAddrByRankId) whatever the store before it
+        "copy_load": np.where(ubep, 0, token + v["dest_switch_cycles"]),
+        "copy_switch": np.where(ubep, v["dest_switch_cycles"], 0),
+        "copy_count": np.where(ubep, 0, 1),
+        "vector_op": np.full_like(m, v["vector_op_cycles"]),
+        "vector_bytes": np.full_like(m, v["vector_bytes"]),
         "copy_verify": v["flag_check_cycles"] * copy_blocks,
         "count_verify": v["flag_check_cycles"] * count_blocks,
         "copy_reset": v["sentinel_reset_cycles"] * copy_blocks,
         "count_reset": v["sentinel_reset_cycles"] * count_blocks,
-        "vcount": v["vector_op_cycles"] + _ceil_div(m, v["vector_lanes"]),
+        "vcount": vector_cycles(v, m, INT32),
         "prefix": np.full_like(m, v["prefix_cycles"]),
         "init": np.full_like(m, v["init_cycles"]),
         "syncall": np.full_like(m, v["syncall_cycles"]),
@@ -147,7 +173,7 @@ def _fabric(profile: Profile) -> dict[str, int]:
 
 def _combine(cols, profile: Profile, m, sync, ubep, xfer, issue, fused) -> dict[str, np.ndarray]:
     """Combine's costs (docs/model.md, "Combine"), from the same profile keys as dispatch's:
-    the vector instructions at vector_op_cycles and vector_lanes, local copies at
+    the vector instructions at vector_op_cycles and vector_bytes, local copies at
     aiv_copy_gbps, stores as a token copy's."""
     v = profile.values
     hidden = np.broadcast_to(np.asarray(cols["hidden"], dtype=np.int64), m.shape)
@@ -159,8 +185,8 @@ def _combine(cols, profile: Profile, m, sync, ubep, xfer, issue, fused) -> dict[
                                     v["block_bytes"]))
 
     def vec(n, times=1):
-        """`times` vector instructions over n elements each."""
-        return times * (v["vector_op_cycles"] + _ceil_div(n, v["vector_lanes"]))
+        """`times` vector instructions over n fp32 elements each."""
+        return vector_cycles(v, n, FP32, times)
 
     # bsp (CANN's V1) splits a token's hidden dimension over aivs / batch AIVs when the batch
     # is smaller than the AIVs and the copies are not quantized: the first parts of
@@ -189,7 +215,8 @@ def _combine(cols, profile: Profile, m, sync, ubep, xfer, issue, fused) -> dict[
         **_store_costs("return", blocks * v["block_bytes"], profile, xfer, issue),
         # the expert's output (bf16) read into UBuf, then quantized under int8
         "return_load": xfer(2 * hidden, v["aiv_copy_gbps"]),
-        "quant": np.where(int8, vec(hidden, QUANT_OPS[0]) + vec(scales, QUANT_OPS[1]), 0),
+        "return_quant": np.where(int8, vec(hidden, QUANT_OPS[0]) + vec(scales, QUANT_OPS[1]),
+                                 0),
         "return_verify": v["flag_check_cycles"] * blocks,
         "return_reset": v["sentinel_reset_cycles"] * blocks,
         "reduce_copy": reduce_copy(part), "reduce_token": reduce_token(part),
@@ -234,8 +261,12 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
 
     search = np.log2(experts) + 3   # quaternary search steps and the final count, at most
     signal = c["signal_issue"]
-    sending = aivs * (c["init"] + search * c["vcount"]) + \
-        m * (c["local_copy"] + c["dest_switch"] + c["copy_verify"] + c["copy_issue"] + signal) + \
+    # CANN's count of a copy's predecessors is over at most m ids
+    count = c["count_chain"] + COUNT_CHAIN_OPS * (c["vector_op"] + INT32 * m / c["vector_bytes"] +
+                                                  1)
+    sending = aivs * (c["init"] + c["ids_load"] + search * c["vcount"]) + \
+        m * (c["init_load"] + c["copy_load"] + c["copy_count"] * count + c["dest_switch"] +
+             c["copy_verify"] + c["copy_issue"] + signal) + \
         ranks * (c["dest_switch"] + e_local * (c["vcount"] + c["count_chain"]) +
                  c["count_issue"] + signal) + c["syncall"]
     fabric = ranks * (m * (way("copy") + way("signal")) + ranks * (way("count") + way("signal")))
@@ -251,7 +282,7 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     # the fabric; its reducers poll each of its M copies and the statuses, reduce each copy and
     # token (the last part of a split one is the largest), a SyncAll
     returning = aivs * (c["init"] + search * c["vcount"]) + ranks * m * (
-        c["dest_switch"] + c["return_verify"] + c["return_load"] + c["quant"] +
+        c["dest_switch"] + c["return_verify"] + c["return_load"] + c["return_quant"] +
         c["return_issue"] + signal) + ranks * (c["dest_switch"] + signal)
     returned = ranks * (ranks * m * (way("return") + way("signal")) + ranks * way("signal"))
     reducing = m * (poll + c["return_verify"] + c["return_reset"] + c["reduce_copy_last"]) + \

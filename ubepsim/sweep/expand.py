@@ -21,7 +21,7 @@ import polars as pl
 from .costs import lower, time_bound
 from ..errors import InputError
 from .filters import Filter
-from .kernel_io import check_time_bound
+from .kernel_io import check_machine, check_time_bound
 from ..kernels.layout import MAX_TIME
 from .params import (ENUMS, GATED, NAMES, PARAMS, canonical, check_rules, columns, polars_dtype,
                      same_config, series, stable_id)
@@ -63,6 +63,7 @@ def expand(values: list[list[pl.Series]], profile: Profile, filters: list[Filter
             points = points.drop(INDEX)
         cols = canonical(columns(points))
         _check_points(cols, source)
+        check_machine(cols, profile, source)
         if slow:
             check_time_bound(cols, lower(cols, profile)[0], profile, source)
         ids[filtered:filtered + points.height] = stable_id(cols, NAMES)

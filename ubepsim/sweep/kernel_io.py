@@ -1,6 +1,7 @@
 """The batch kernel's inputs and outputs, on the host side.
 
     prepare(cols, profile)      parameter columns packed into the kernel's input arrays
+    check_machine(...)          configurations with more ranks than the profile's machine
     check_time_bound(...)       configurations whose times the kernel's event keys cannot hold
     kernel_order(params)        the order in which the batch kernel takes the rows
     result_columns(out, ...)    the kernel's output rows, checked, as result columns
@@ -17,7 +18,7 @@ from .costs import lower, time_bound
 from ..errors import InputError
 from ..kernels import layout as k
 from .params import Op, Routing, workload_keys
-from .profile import Profile
+from .profile import BUILTIN, Profile, load_profile
 from .result_fields import RESULT_NAMES, RESULTS
 from .workload import expert_cdf, read_trace
 
@@ -51,6 +52,7 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
         params[:, col] = np.asarray(cols[name], dtype=np.int64)
     wkeys = workload_keys(cols)
     params[:, k.P_WKEY] = wkeys
+    check_machine(cols, profile)
     costs, chances = lower(cols, profile)
     check_time_bound(cols, costs, profile)
     # Popularity weights and traces are shared by every row of the same workload.
@@ -82,6 +84,19 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
     return (params, costs, chances, np.concatenate(cdf_parts),
             np.concatenate(trace_parts).astype(np.int64))
 
+
+
+def check_machine(cols: dict[str, np.ndarray], profile: Profile,
+                  source: str | None = None) -> None:
+    """An InputError for the first configuration with more ranks than the profile's machine
+    has dies."""
+    over = np.asarray(cols["ranks"]) > profile.dies
+    if over.any():
+        ranks = int(np.asarray(cols["ranks"])[np.flatnonzero(over)[0]])
+        bigger = [n for n in BUILTIN if load_profile(n).dies >= ranks]
+        raise InputError("ranks", f"{ranks} is more than the {profile.dies} dies of profile "
+                         f"{profile.name}" + (f"; a profile of more dies: {', '.join(bigger)}"
+                                              if bigger else ""), source)
 
 
 def check_time_bound(cols: dict[str, np.ndarray], costs: np.ndarray, profile: Profile,

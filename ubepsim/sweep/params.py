@@ -47,6 +47,7 @@ class Schedule(enum.IntEnum):
     expert_block = 0  # each AIV owns a block of experts (CANN EP hot spots)
     balanced = 1      # equal contiguous slices of the copies in expert order (topology-blind)
     homogenized = 2   # logical matrix transposition: balanced hop-class mix per AIV (Section 3.3)
+    token_order = 3   # equal contiguous slices of the copies in token order (CANN's SplitToCore)
 
 
 class Routing(enum.IntEnum):

@@ -42,6 +42,7 @@ class Field:
 
 FIELDS: dict[str, Field] = {
     "clock_ghz": Field(float, "AIV clock, cycles per nanosecond", 0.01, 100.0),
+    "dies": Field(int, "dies of the machine: the most ranks it runs", 1, 16384),
     "aivs": Field(int, "AIVs per die", 2, 4096),
     "npu_dies": Field(int, "dies per NPU (1: no intra_npu class)", 1, 64),
     "tier_sizes": Field(list, "dies per switch domain of each tier below the top one, "
@@ -68,7 +69,8 @@ FIELDS: dict[str, Field] = {
     "store_issue_cycles": Field(int, "fixed cycles to issue one store", 0, 1e7),
     "init_cycles": Field(int, "per-AIV kernel setup cycles before any work", 0, 1e9),
     "vector_op_cycles": Field(int, "fixed cycles of one vector instruction", 0, 1e7),
-    "vector_lanes": Field(int, "elements a vector instruction handles per cycle", 1, 1 << 16),
+    "vector_bytes": Field(int, "bytes of elements a vector instruction handles per cycle (a "
+                          "repeat)", 1, 1 << 16),
     "prefix_cycles": Field(int, "prefix-sum cycles per count entry", 0, 1e7),
     "syncall_cycles": Field(int, "cycles of one SyncAll after the last AIV arrives", 0, 1e9),
     "flag_check_cycles": Field(int, "cycles to verify one block's flag/marker/sentinel", 0, 1e7),
@@ -141,25 +143,38 @@ class Profile:
         return "\n".join(lines) + "\n"
 
 
-BUILTIN = ("cm384",)
+# Built-in profiles (ubepsim/profiles/<name>.toml): cm384 the calibrated one; the others are
+# presets of other fabrics, each naming the keys it takes from cm384.
+BUILTIN = ("cm384", "cm384_pod", "three_tier", "cm384_oversubscribed")
+# What a profile file may hold: its [hardware] table, and the keys it takes from a built-in
+# profile ([takes]: profile = [keys], or "*" for every key the file does not set).
+TABLES = ("hardware", "takes")
+EVERY_OTHER = "*"
 
 
 def builtin_values(name: str = "cm384") -> dict[str, Any]:
-    text = resources.files("ubepsim").joinpath("profiles", f"{name}.toml").read_text()
-    return tomllib.loads(text)["hardware"]
+    """A built-in profile's resolved values."""
+    return load_profile(name).values
+
+
+def _builtin_doc(name: str) -> dict[str, Any]:
+    return tomllib.loads(resources.files("ubepsim").joinpath("profiles", f"{name}.toml")
+                        .read_text())
 
 
 def load_profile(spec: str | Path = "cm384", overrides: dict[str, Any] | None = None,
                  source: str | None = None, key: str = "profile") -> Profile:
     """A built-in name or a TOML file with a [hardware] table, then `overrides` on top.
 
-    A file may set any subset of keys; the rest come from cm384. An error in the file names the
+    A file sets every key, or names in [takes] those it takes from a built-in profile (never
+    silently: a fitted cost means the machine it was fitted on). An error in the file names the
     file and its hardware.* key; one in `overrides` (a grid's [profile] table) names `source`
     and profile.*; `key` is what names the spec itself (the flag or grid key it came from).
     """
-    values = copy.deepcopy(builtin_values("cm384"))
     name = str(spec)
-    if str(spec) not in BUILTIN:
+    if name in BUILTIN:
+        values = _resolve(_builtin_doc(name), f"the built-in profile {name}", key, source, (name,))
+    else:
         path = Path(spec)
         what = (f"give a built-in profile ({', '.join(BUILTIN)}) or a TOML file with a "
                 f"[hardware] table")
@@ -174,21 +189,79 @@ def load_profile(spec: str | Path = "cm384", overrides: dict[str, Any] | None = 
             raise InputError(key, f"{path} is not a text file; {what}", source) from None
         except tomllib.TOMLDecodeError as e:
             raise InputError(key, f"{path} is not valid TOML: {e}", source) from None
-        if set(doc) - {"hardware"}:
-            raise InputError(key, f"{path}: unknown key(s) outside [hardware]: "
-                             f"{', '.join(sorted(set(doc) - {'hardware'}))}; a profile file "
-                             f"holds one [hardware] table of hardware keys", source)
-        hardware = doc.get("hardware")
-        if not isinstance(hardware, dict):
-            found = "no [hardware] table" if hardware is None else "a hardware key, not a table"
-            raise InputError(key, f"{path} has {found}; {what}", source)
-        _merge(values, hardware, "hardware", str(path))
-        _check(values, "hardware", str(path))
+        values = _resolve(doc, str(path), key, source, ())
         name = str(path)   # as given: a file cm384.toml elsewhere is not the built-in cm384
     if overrides:
         _merge(values, overrides, "profile", source)
     _check(values, "profile", source)
     return Profile(name, values)
+
+
+def _resolve(doc: dict[str, Any], where: str, key: str, source: str | None,
+             seen: tuple[str, ...]) -> dict[str, Any]:
+    """A profile document's values: its [hardware] keys, and those it takes from built-in
+    profiles ([takes]); every key must come from one of them."""
+    what = f"a profile file holds one [hardware] table and a [takes] table"
+    if set(doc) - set(TABLES):
+        raise InputError(key, f"{where}: unknown key(s) outside [hardware]: "
+                         f"{', '.join(sorted(set(doc) - set(TABLES)))}; {what}", source)
+    hardware = doc.get("hardware")
+    if not isinstance(hardware, dict):
+        found = "no [hardware] table" if hardware is None else "a hardware key, not a table"
+        raise InputError(key, f"{where} has {found}; give a built-in profile "
+                         f"({', '.join(BUILTIN)}) or a TOML file with a [hardware] table",
+                         source)
+    takes = doc.get("takes", {})
+    if not isinstance(takes, dict):
+        raise InputError("takes", f"expected a table of built-in profile = [keys] or "
+                         f"\"{EVERY_OTHER}\"", where)
+    values: dict[str, Any] = {"latency_ns": {}}
+    every_other = None
+    for base, keys in takes.items():
+        if base not in BUILTIN or base in seen:
+            raise InputError(f"takes.{base}", f"not a built-in profile this one can take from; "
+                             f"allowed: {', '.join(b for b in BUILTIN if b not in seen)}", where)
+        taken = _resolve(_builtin_doc(base), f"the built-in profile {base}", key, source,
+                         (*seen, base))
+        if keys == EVERY_OTHER:
+            every_other = taken
+            continue
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise InputError(f"takes.{base}", f"expected a list of hardware keys or "
+                             f"\"{EVERY_OTHER}\", got {keys!r}", where)
+        for k in keys:
+            field, _, hop = k.partition(".")
+            if field not in FIELDS or (hop and (field != "latency_ns" or hop not in
+                                                HOP_CLASSES)):
+                raise InputError(f"takes.{base}", f"unknown hardware key {k!r}; allowed: "
+                                 f"{', '.join(FIELDS)}, or latency_ns.<hop class>", where)
+            if hop:
+                values["latency_ns"][hop] = taken["latency_ns"][hop]
+            elif field == "latency_ns":
+                values["latency_ns"].update(taken["latency_ns"])
+            else:
+                values[field] = copy.deepcopy(taken[field])
+    twice = sorted(k for k in hardware if k in values and k != "latency_ns")
+    if twice:
+        raise InputError(f"hardware.{twice[0]}", "is set here and taken in [takes] too; "
+                         "give it once", where)
+    _merge(values, hardware, "hardware", where)
+    if every_other is not None:
+        for k, v in every_other.items():
+            if k == "latency_ns":
+                values["latency_ns"] = {**v, **values["latency_ns"]}
+            elif k not in values:
+                values[k] = copy.deepcopy(v)
+    missing = [k for k in FIELDS if k not in values]
+    if not values["latency_ns"]:
+        missing.append("latency_ns")
+    if missing:
+        raise InputError("hardware", f"{where} sets neither {', '.join(missing)} nor takes "
+                         f"them from a built-in profile: set them in [hardware], or name where "
+                         f"they come from in [takes] (cm384 = [...], or cm384 = "
+                         f"\"{EVERY_OTHER}\" for every key not set)", where)
+    _check(values, "hardware", where)
+    return values
 
 
 def _merge(values: dict[str, Any], new: dict[str, Any], table: str, source: str | None
@@ -201,7 +274,7 @@ def _merge(values: dict[str, Any], new: dict[str, Any], table: str, source: str 
             if not isinstance(v, dict):
                 raise InputError(f"{table}.latency_ns", "expected a table of hop class = ns",
                                  source)
-            values["latency_ns"] = {**values["latency_ns"], **v}
+            values["latency_ns"] = {**values.get("latency_ns", {}), **v}
         else:
             values[key] = v
 
