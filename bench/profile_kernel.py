@@ -62,7 +62,7 @@ def kernel_functions() -> list[tuple[int, int, str]]:
     """(start, size, name) of every function compiled into the batch kernel, by address. A
     function ends where the next begins, at the end of its mapping, or MAX_SIZE on."""
     starts = []
-    for cres in layer.simulate_batch.overloads.values():
+    for cres in (c for kernel in layer.BATCH.values() for c in kernel.overloads.values()):
         library = cres.library
         for f in library._final_module.functions:
             if not f.is_declaration and (addr := library.get_pointer_to_function(f.name)):

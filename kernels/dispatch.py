@@ -2,7 +2,7 @@
 
 `dispatch` runs the stages of one configuration on its schedule in order, programs -> fabric
 -> receive -> results, each a module of this package (routing and the schedule come before it:
-layer.simulate, layer.simulate_batch, which run any op). The model is the one of the
+layer.simulate_batch and its kernels, which run every op). The model is the one of the
 plain-Python twin (ubepsim.reference), which these stages must match exactly, cycle for cycle.
 
 How it compiles, measured in paired runs (bench/compare_kernels.py): the stages after the

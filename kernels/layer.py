@@ -1,10 +1,10 @@
-"""One configuration of any op, and the parallel batch of configurations: dispatch, combine,
-or a layer (dispatch, each die's experts, combine), as the twin's layer.py runs them.
+"""A layer, and the parallel batches of configurations: dispatch, combine, or a layer
+(dispatch, each die's experts, combine), as the twin's layer.py runs them.
 
 `layer` runs dispatch's stages, then each die's expert time, then combine's stages from each
-die's own start; `simulate` routes and schedules one configuration and runs its op;
-`simulate_batch` runs many configurations in parallel (one run of configurations that share
-their schedules per prange iteration, rows written only by their own iteration).
+die's own start; `simulate_batch` runs many configurations, each op's rows through that op's
+batch kernel in parallel (one run of configurations that share their schedules per prange
+iteration, rows written only by their own iteration). One configuration is a batch of one.
 """
 
 import numba
@@ -13,12 +13,12 @@ import numpy as np
 from .combine import combine, combine_stages
 from .dispatch import dispatch, dispatch_stages
 from .jit import njit
-from .layout import (C_EXPERT, C_EXPERT_COPY, C_NIC_FROM, C_NPU_DIES, C_TIER1_DIES, COMBINE,
+from .layout import (C_EXPERT, C_EXPERT_COPY, C_NPU_DIES, C_TIER1_DIES, COMBINE, LAYER,
                      DISPATCH, EXPERT_SHIFT, N_PARAMS, N_PORTS, N_TIERS, P_BATCH, P_CDF_LEN, P_CDF_START, P_EXPERTS, P_OP,
                      P_PROTOCOL, P_RANKS, P_ROUTING, P_SYNC, P_TOPK, P_TRACE, TRACE, UBEP)
 from .results import layer_row
 from .routing import route
-from .schedule import no_schedule, return_schedule, schedule
+from .schedule import return_schedule, schedule
 
 
 @njit
@@ -49,39 +49,6 @@ def layer(p, c, chance, sched, rsched, out, marks_out):
               max(dqueued, queued))
 
 
-@njit(inline="always")
-def run_op(p, c, chance, sched, rsched, out, marks_out):
-    """One configuration's op on its schedules (sched: dispatch's, rsched: combine's; the one
-    an op does not run may be schedule.no_schedule's)."""
-    op = p[P_OP]
-    if op == DISPATCH:
-        dispatch(p, c, chance, sched, out, marks_out)
-    elif op == COMBINE:
-        combine(p, c, chance, rsched, out, marks_out)
-    else:
-        layer(p, c, chance, sched, rsched, out, marks_out)
-
-
-@njit(inline="always")
-def schedules(p, c, experts_of):
-    """The schedules p's op runs on: dispatch's (schedule.schedule) unless it is combine alone,
-    combine's (schedule.return_schedule) unless it is dispatch alone."""
-    op = p[P_OP]
-    sched = schedule(p, c, experts_of) if op != COMBINE else no_schedule()
-    rsched = return_schedule(p, c, experts_of) if op != DISPATCH else no_schedule()
-    return sched, rsched
-
-
-@njit
-def simulate(p, c, chance, cdf, trace, out, marks_out):
-    """One configuration on its own schedules. cdf: cumulative expert weights (empty: uniform),
-    trace: routing [ranks * batch * topk] (empty unless routing = trace). If marks_out has shape
-    [ranks, aivs, N_MARKS + N_CMARKS], every AIV's phase boundaries: dispatch's, then
-    combine's."""
-    sched, rsched = schedules(p, c, route(p, cdf, trace))
-    run_op(p, c, chance, sched, rsched, out, marks_out)
-
-
 # What the schedules read besides the parameters (all of them but sync): the fabric's shape.
 SCHEDULE_COSTS = (C_NPU_DIES, *(C_TIER1_DIES + k for k in range(N_TIERS)))
 
@@ -99,12 +66,10 @@ def same_schedule(params, costs, i, j):
     return True
 
 
-@njit(parallel=True)
-def simulate_batch(params, costs, chances, cdf_values, trace_values, out):
-    """Many configurations: row i of `out` from row i of the inputs only. Consecutive rows with
-    one schedule (same_schedule: a configuration's sync variants, which a caller puts side by
-    side) share its computation, a sixth of a configuration's time; one prange iteration runs
-    each such run of rows and writes only theirs."""
+@njit(inline="always")
+def runs_of(params, costs):
+    """Where each run of consecutive rows with one schedule starts (same_schedule: a
+    configuration's sync variants, which a caller puts side by side), and how many runs."""
     n = params.shape[0]
     starts = np.empty(n + 1, np.int64)
     runs = 0
@@ -113,16 +78,75 @@ def simulate_batch(params, costs, chances, cdf_values, trace_values, out):
             starts[runs] = i
             runs += 1
     starts[runs] = n
-    no_marks = np.zeros((0, 0, 0), np.int64)
+    return starts, runs
+
+
+@njit(inline="always")
+def routed(p, cdf_values, trace_values):
+    """Row p's routing (routing.route) from its slices of the batch's weights and traces."""
+    cdf = cdf_values[p[P_CDF_START]:p[P_CDF_START] + p[P_CDF_LEN]]
+    if p[P_ROUTING] == TRACE:
+        tr = trace_values[p[P_TRACE]:p[P_TRACE] + p[P_RANKS] * p[P_BATCH] * p[P_TOPK]]
+    else:
+        tr = trace_values[0:0]
+    return route(p, cdf, tr)
+
+
+# One batch kernel per op, so that an op is compiled only when a batch first holds it: row i
+# of `out` from row i of the inputs only. Consecutive rows with one schedule share its
+# computation, a sixth of a configuration's time; one prange iteration runs each such run of
+# rows and writes only theirs. marks_out: [ranks, aivs, N_MARKS + N_CMARKS] for a batch of one
+# configuration whose timeline is asked for, else empty.
+
+@njit(parallel=True)
+def dispatch_batch(params, costs, chances, cdf_values, trace_values, out, marks_out):
+    starts, runs = runs_of(params, costs)
     for r in numba.prange(runs):
         lo = starts[r]
-        p = params[lo]
-        cdf = cdf_values[p[P_CDF_START]:p[P_CDF_START] + p[P_CDF_LEN]]
-        if p[P_ROUTING] == TRACE:
-            m = p[P_RANKS] * p[P_BATCH] * p[P_TOPK]
-            tr = trace_values[p[P_TRACE]:p[P_TRACE] + m]
-        else:
-            tr = trace_values[0:0]
-        sched, rsched = schedules(p, costs[lo], route(p, cdf, tr))
+        sched = schedule(params[lo], costs[lo], routed(params[lo], cdf_values, trace_values))
         for i in range(lo, starts[r + 1]):
-            run_op(params[i], costs[i], chances[i], sched, rsched, out[i], no_marks)
+            dispatch(params[i], costs[i], chances[i], sched, out[i], marks_out)
+
+
+@njit(parallel=True)
+def combine_batch(params, costs, chances, cdf_values, trace_values, out, marks_out):
+    starts, runs = runs_of(params, costs)
+    for r in numba.prange(runs):
+        lo = starts[r]
+        rsched = return_schedule(params[lo], costs[lo],
+                                 routed(params[lo], cdf_values, trace_values))
+        for i in range(lo, starts[r + 1]):
+            combine(params[i], costs[i], chances[i], rsched, out[i], marks_out)
+
+
+@njit(parallel=True)
+def layer_batch(params, costs, chances, cdf_values, trace_values, out, marks_out):
+    starts, runs = runs_of(params, costs)
+    for r in numba.prange(runs):
+        lo = starts[r]
+        experts_of = routed(params[lo], cdf_values, trace_values)
+        sched = schedule(params[lo], costs[lo], experts_of)
+        rsched = return_schedule(params[lo], costs[lo], experts_of)
+        for i in range(lo, starts[r + 1]):
+            layer(params[i], costs[i], chances[i], sched, rsched, out[i], marks_out)
+
+
+BATCH = {DISPATCH: dispatch_batch, COMBINE: combine_batch, LAYER: layer_batch}
+
+
+def simulate_batch(params, costs, chances, cdf_values, trace_values, out, marks_out=None):
+    """Many configurations, each row through its op's batch kernel (BATCH: compiled when
+    first asked for); row i of `out` from row i of the inputs only. marks_out: every AIV's
+    phase boundaries of a batch of one configuration (kernels of any op write dispatch's, then
+    combine's), else None."""
+    marks = np.zeros((0, 0, 0), np.int64) if marks_out is None else marks_out
+    ops = params[:, P_OP]
+    for op, kernel in BATCH.items():
+        rows = np.flatnonzero(ops == op)
+        if rows.size == params.shape[0]:
+            kernel(params, costs, chances, cdf_values, trace_values, out, marks)
+        elif rows.size:
+            part = np.zeros((rows.size, out.shape[1]))
+            kernel(params[rows], costs[rows], chances[rows], cdf_values, trace_values, part,
+                   marks)
+            out[rows] = part

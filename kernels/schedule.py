@@ -439,11 +439,3 @@ def return_schedule(p, c, experts_of):
     return Schedule(ecnt, hops, xdest, xslot, np.zeros(0, np.int32), aoff_all,
                     np.zeros(R * A, np.int64), searches, copies_hop, into.max(), max_out,
                     qsteps_max)
-
-
-@njit
-def no_schedule():
-    """A schedule of nothing, for an op that has no use for one (layout.Schedule's types)."""
-    z = np.zeros(0, np.int64)
-    return Schedule(z, np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int32),
-                    np.zeros(0, np.int32), z, z, z, z, 0, 0, 0)

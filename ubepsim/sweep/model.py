@@ -28,7 +28,7 @@ from .kernel_io import KernelFailure, kernel_order, prepare, result_columns
 from ..kernels import layer
 from ..kernels import layout as k
 from .params import (LATER_NAMES, NAMES, PARAM_BY_NAME, PARAMS, SCHEMA, Config, Op, Protocol,
-                     Routing, columns, make_config, stable_id)
+                     columns, make_config, stable_id)
 from .profile import Profile, load_profile
 from .result_fields import RESULTS
 
@@ -136,10 +136,10 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     out = np.zeros(k.N_OUT)
     marks = np.zeros((config.ranks, config.aivs, MARKS) if timeline else (0, 0, 0),
                      dtype=np.int64)
-    tr = trace if config.routing is Routing.trace else trace[:0]
-    layer.simulate(params[0], costs[0], chances[0], cdf[params[0, k.P_CDF_START]:
-                   params[0, k.P_CDF_START] + params[0, k.P_CDF_LEN]], tr, out, marks)
-    res = result_columns(out[None, :], cols, costs, profile)
+    out = out[None, :]
+    # a batch of one, through the kernels a sweep runs (compiled once for both)
+    layer.simulate_batch(params, costs, chances, cdf, trace, out, marks)
+    res = result_columns(out, cols, costs, profile)
     row = {**config.as_dict(), "config_id": config.config_id,
            **{name: v[0].item() for name, v in res.items()}}
     if timeline:
