@@ -65,9 +65,10 @@ def test_count_messages_and_signals():
     assert (c["signal_egress"], c["signal_ingress"]) == (11, 21)
 
 
-def test_vector_count_rounds_the_copies_up_to_whole_lanes():
-    assert costs_of(batch=32, topk=4)[0]["vcount"] == 12 + 1          # 128 copies: one pass
-    assert costs_of(batch=43, topk=3)[0]["vcount"] == 12 + 2          # 129 copies: two
+def test_vector_count_rounds_the_copies_up_to_whole_repeats():
+    # int32 expert ids, 256 bytes a repeat: 64 ids a cycle
+    assert costs_of(batch=32, topk=4)[0]["vcount"] == 12 + 2          # 128 copies: two repeats
+    assert costs_of(batch=43, topk=3)[0]["vcount"] == 12 + 3          # 129 copies: three
 
 
 def test_only_sentinel_polling_collides_and_a_signal_collides_if_any_block_does():
@@ -82,8 +83,9 @@ def test_only_sentinel_polling_collides_and_a_signal_collides_if_any_block_does(
 # --- combine (docs/model.md, "Combine") ------------------------------------------------------
 
 def vec(n, times=1):
-    """`times` vector instructions over n elements: 12 cycles and 128 elements a cycle."""
-    return times * (12 + math.ceil(n / 128))
+    """`times` vector instructions over n fp32 elements: 12 cycles and 256 bytes (64 elements)
+    a cycle."""
+    return times * (12 + math.ceil(n / 64))
 
 
 def test_a_returned_copy_costs_its_blocks_and_its_reads():
@@ -92,7 +94,7 @@ def test_a_returned_copy_costs_its_blocks_and_its_reads():
     assert c["return_issue"] == c["copy_issue"] and c["return_egress"] == c["copy_egress"]
     assert c["return_ingress"] == c["copy_ingress"]
     assert c["return_load"] == math.ceil(2000 * 2.0 / 64.0)            # the expert's output
-    assert c["quant"] == 0                                             # bf16: nothing to do
+    assert c["return_quant"] == 0                                             # bf16: nothing to do
     assert (c["return_verify"], c["return_reset"]) == (8 * 4, 5 * 4)
     tff, _ = costs_of(op="combine", protocol="ubep", sync="tff")
     assert tff["return_blocks"] == 5                                   # 480 B of payload a block
@@ -105,7 +107,7 @@ def test_int8_combine_quantizes_each_copy_and_dequantizes_it_at_the_reducer():
     assert c["return_bytes"] == 1000 + 2 * 125                         # a bf16 scale per 8
     assert c["return_blocks"] == 3
     assert c["return_load"] == math.ceil(2000 * 2.0 / 64.0)            # the bf16 output read
-    assert c["quant"] == vec(1000, 7) + vec(125, 2)                    # Int8QuantProcess
+    assert c["return_quant"] == vec(1000, 7) + vec(125, 2)                    # Int8QuantProcess
     read = math.ceil(1250 * 2.0 / 64.0)                                # the whole quantized copy
     assert c["reduce_copy"] == c["reduce_copy_last"] == read + vec(1000, 5) + vec(125) + \
         vec(1000, 3)                                                   # dequantize, Cast Muls Add

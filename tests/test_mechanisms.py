@@ -177,15 +177,18 @@ def test_re_arming_sentinels_costs_ubep_sp_reorder_time_only():
 
 
 @pytest.mark.parametrize("protocol", ["bsp", "ubep"])
-def test_a_sender_loads_each_token_once_per_run_of_its_copies(protocol):
-    """Init loads a sender's tokens into UBuf, one load per run of copies of the same token in
-    its list. At batch 1 every copy is of the one token, so a slower local copy lengthens every
-    busy sender's Init by its extra cost once, however many copies the sender holds."""
+def test_a_token_is_loaded_once_per_run_of_its_copies_or_for_every_copy(protocol):
+    """UBEP's Init loads (and quantizes) a sender's tokens into UBuf, one load per run of copies
+    of the same token in its list; CANN's send loop loads the token again before each copy. At
+    batch 1 every copy is of the one token, so a slower local copy lengthens a busy UBEP
+    sender's Init by its extra cost once however many copies it holds, and a CANN sender's
+    Token-Sending by it once per copy, its Init not at all."""
     cfg = make_config({"ranks": 4, "experts": 8, "batch": 1, "topk": 8, "aivs": 3,
                        "cumsum_aivs": 1, "schedule": "expert_block", "protocol": protocol}, 3)
     slow = load_profile(overrides={"aiv_copy_gbps": PROFILE.values["aiv_copy_gbps"] / 4})
     base, dear = reference.simulate(cfg, PROFILE), reference.simulate(cfg, slow)
-    extra = dear["_detail"]["costs"]["local_copy"] - base["_detail"]["costs"]["local_copy"]
+    load = "init_load" if protocol == "ubep" else "copy_load"
+    extra = dear["_detail"]["costs"][load] - base["_detail"]["costs"][load]
     assert extra > 0
     first = cfg.cumsum_aivs if protocol == "ubep" else 0
     held = []
@@ -193,9 +196,37 @@ def test_a_sender_loads_each_token_once_per_run_of_its_copies(protocol):
         for a in range(first, cfg.aivs):
             copies = sum(st["kind"] == "copy" and st["aiv"] == a for st in stores)
             grew = dear["_detail"]["marks"][s][a][1] - base["_detail"]["marks"][s][a][1]
-            assert grew == (extra if copies else 0), (s, a, copies)
+            ids = dear["_detail"]["costs"]["ids_load"] - base["_detail"]["costs"]["ids_load"]
+            assert grew == ids + (extra if copies and protocol == "ubep" else 0), (s, a)
             held.append(copies)
     assert max(held) > 1          # some sender holds several copies of the token
+    if protocol == "bsp":         # ... and its send loop pays the load for each of them
+        for s, stores in enumerate(base["_detail"]["stores"]):
+            mine = [st for st in stores if st["kind"] == "copy" and st["aiv"] == 0]
+            theirs = [st for st in dear["_detail"]["stores"][s]
+                      if st["kind"] == "copy" and st["aiv"] == 0]
+            if len(mine) > 1:
+                gaps = [b["issue_end"] - a["issue_end"] for a, b in zip(mine, mine[1:])]
+                slower = [b["issue_end"] - a["issue_end"] for a, b in zip(theirs, theirs[1:])]
+                assert all(y >= x + extra for x, y in zip(gaps, slower))
+
+
+def test_cann_counts_each_copys_predecessors_to_its_expert():
+    """CANN's send loop finds a copy's slot by counting the copies before it to its expert
+    (CalTokenSendExpertCnt over i ids): under token order the AIV holding a die's last copies
+    counts over the most, so a slower vector unit lengthens its sending more than the first
+    AIV's."""
+    values = {"ranks": 4, "experts": 16, "batch": 64, "topk": 8, "aivs": 8,
+              "schedule": "token_order", "protocol": "bsp"}
+    narrow = load_profile(overrides={"vector_bytes": 8})
+
+    def sends(profile):
+        twin = reference.simulate(make_config(values, 48), profile)
+        marks = twin["_detail"]["marks"][0]
+        return [m[2] - m[1] for m in marks]          # each AIV's Token-Sending on die 0
+
+    base, slow = sends(PROFILE), sends(narrow)
+    assert slow[-1] - base[-1] > 4 * (slow[0] - base[0]) > 0
 
 
 # --- costs per destination and per source (docs/model.md) ------------------------------------

@@ -19,6 +19,8 @@ from ubepsim.sweep.params import make_config
 from ubepsim.sweep.profile import load_profile
 
 MIB = 1 << 20
+# a built-in profile whose machine has the 1,024 dies these tests take (cm384 has 256)
+BIG = "three_tier"
 
 
 def need(**params) -> int:
@@ -54,17 +56,17 @@ def test_one_configuration_larger_than_the_memory_is_refused_naming_ranks(availa
                        r"= ubep, sync = sp needs about [\d.]+ MiB of memory to simulate, more "
                        r"than the [\d.]+ MiB available to this process; lower ranks or batch x "
                        r"topk$"):
-        ubepsim.simulate(config)
+        ubepsim.simulate(config, BIG)
     available(need(**config))
-    assert ubepsim.simulate(config)["copies_total"] == 1024
+    assert ubepsim.simulate(config, BIG)["copies_total"] == 1024
 
 
 def test_a_timeline_counts_toward_the_memory(available):
     config = {"ranks": 512, "batch": 1, "topk": 1}
     available(need(**config))
-    assert ubepsim.simulate(config)["copies_total"] == 512
+    assert ubepsim.simulate(config, BIG)["copies_total"] == 512
     with pytest.raises(InputError, match="^ranks: "):
-        ubepsim.simulate(config, timeline=True)
+        ubepsim.simulate(config, BIG, timeline=True)
 
 
 def test_too_many_at_once_is_refused_naming_threads(available):
@@ -74,21 +76,22 @@ def test_too_many_at_once_is_refused_naming_threads(available):
                        r"need [\d.]+ MiB of memory \(ranks = 1024, .*: [\d.]+ MiB alone\), "
                        r"more than the [\d.]+ MiB available to this process; at most 1 fit at "
                        r"once$"):
-        ubepsim.simulate_many([big, big, small], threads=2)
+        ubepsim.simulate_many([big, big, small], BIG, threads=2)
     # the largest two are what run at once: one large beside small ones fits, and so does one
     # thread
-    assert ubepsim.simulate_many([big, small, small], threads=2).height == 3
-    assert ubepsim.simulate_many([big, big, small], threads=1).height == 3
+    assert ubepsim.simulate_many([big, small, small], BIG, threads=2).height == 3
+    assert ubepsim.simulate_many([big, big, small], BIG, threads=1).height == 3
 
 
 def test_the_cli_refuses_with_exit_2_naming_the_flag(available, tmp_path):
     available(need(ranks=1024, batch=1, topk=1) - 1)
-    code, stdout, stderr = run_cli("run", "--ranks", 1024, "--batch", 1, "--topk", 1)
+    code, stdout, stderr = run_cli("run", "--ranks", 1024, "--batch", 1, "--topk", 1,
+                                   "--profile", BIG)
     assert code == 2 and stdout == ""
     assert stderr.startswith("error: ranks (--ranks): ranks = 1024, batch = 1")
     available(2 * need(ranks=1024, batch=1, topk=1) - 1)
     code, stdout, stderr = run_cli("tune", "--ranks", 1024, "--batch", 1, "--topk", 1,
-                                   "--max-cumsum-aivs", 2, "--workers", 2)
+                                   "--max-cumsum-aivs", 2, "--workers", 2, "--profile", BIG)
     assert code == 2 and stdout == ""
     assert stderr.startswith("error: threads (--workers): 2 configurations simulated at once")
 
@@ -97,6 +100,7 @@ GRID = """\
     [sweep]
     name = "big"
     seeds = [0, 1, 2]
+    profile = "three_tier"
 
     [[zip]]
     ranks = [16, 1024]

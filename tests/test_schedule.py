@@ -85,6 +85,19 @@ def test_balanced_slices_and_expert_blocks(case):
     assert sorted(i for lst in blocks for i in lst) == list(range(len(rows)))
 
 
+@settings(max_examples=200, deadline=None)
+@given(copies_and_hops())
+def test_token_order_slices_the_copies_as_the_routing_drew_them(case):
+    """CANN's SplitToCore: equal contiguous slices of the copies in (token, k) order, whatever
+    their experts or hop classes."""
+    rows, die_hop, n, ranks, experts, topk, batch = case
+    lists = schedule_die(_cfg("token_order", ranks, experts, topk, batch), rows, die_hop,
+                         n).lists
+    assert [i for lst in lists for i in lst] == list(range(len(rows)))
+    loads = [len(lst) for lst in lists]
+    assert max(loads) - min(loads) <= 1
+
+
 @pytest.mark.parametrize("tiers", [[16], [16, 64]])
 @pytest.mark.parametrize("ranks", [16, 32, 64, 128, 256])
 @pytest.mark.parametrize("homogenized", [False, True])

@@ -262,10 +262,12 @@ def test_status_programs(ranks, aivs, s):
     plan = t_schedule.DieSchedule([], [], [0] * ranks, [], [], [], [])
     twin = t_programs.status_programs(run, s, plan, die)
     prog = np.empty(ranks, np.int64)
+    pre = np.full(ranks, -1, np.int64)
     bounds = np.zeros((aivs, 2), np.int64)
     bfill = np.zeros(ranks, np.int64)
     signal = np.full(ranks * ranks, -1, np.int32)
-    assert k_programs.status_programs(s, prog, 0, bounds, bfill, signal) == ranks
+    assert k_programs.status_programs(s, prog, pre, 0, bounds, bfill, signal) == ranks
+    assert pre.tolist() == [0] * ranks                 # no work of CANN's count before a status
     for a in range(aivs):
         words = prog[bounds[a, 0]:bounds[a, 1]]
         assert [(w >> 2) & layout.DEST_MASK for w in words] == \
@@ -312,7 +314,7 @@ def test_an_aivs_outstanding_acknowledgements(acks, retired, head):
 def test_return_bound(lat, copies, fixed, egress, ingress, topk):
     if not any(copies):
         copies[0] = 1
-    names = ("init", "return_load", "quant", "return_issue", "return_egress", "return_ingress",
+    names = ("init", "return_load", "return_quant", "return_issue", "return_egress", "return_ingress",
              "reduce_copy", "reduce_token")
     values = dict(zip(names, fixed), **{f"lat_{h}": v for h, v in zip(layout.HOP_CLASSES, lat)})
     twin = t_results.return_bound({**dict.fromkeys(COST_INDEX, 0), **values}, copies, egress,

@@ -18,7 +18,7 @@ from ubepsim import reference
 from ubepsim.errors import InputError
 from ubepsim.kernels import layer, layout
 from ubepsim.reference.state import (BSP_COUNTS_SENT, BSP_CUMSUM, BSP_SENT, BSP_SYNCALL_1,
-                                    BSP_SYNCALL_2, BSP_SYNCALL_3, BSP_VERIFIED, UBEP_COUNTS,
+                                    BSP_SYNCALL_2, BSP_SYNCALL_3, BSP_VERIFIED, COPY, UBEP_COUNTS,
                                     UBEP_OFFSETS, UBEP_SENT)
 from ubepsim.sweep import kernel_io, model
 from ubepsim.sweep.costs import time_bound
@@ -200,9 +200,13 @@ def test_invariants_hold_in_the_twin(configs, twins, chunk):
         assert d["sent"] == d["delivered"] == out["copies_total"] == copies
         assert d["violations"] == 0
         assert d["latency_cycles"] >= d["bound_cycles"]
-        copies = sum(out[f"copies_{h}"] for h in ("local", "intra_npu", "one_hop", "two_hop",
-                                                   "three_hop"))
-        assert copies == out["copies_total"]
+        # the per-hop counts are the stores' own, recounted from where each went
+        v = PROFILES[configs[i][1]].values
+        climbs = [_climb(src, st["dst"], v["npu_dies"], v["tier_sizes"])
+                  for src, stores in enumerate(d["stores"]) for st in stores
+                  if st["kind"] == COPY]
+        assert [out[f"copies_{h}"] for h in HOP_CLASSES] == \
+            [climbs.count(c) for c in range(len(HOP_CLASSES))]
         # phase attribution covers the critical path exactly
         phases = sum(out[phase_column(p)] for p in PHASE_NAMES)
         assert phases == pytest.approx(out["latency_us"], rel=1e-12)
@@ -457,13 +461,10 @@ def test_every_store_takes_the_hop_class_of_the_smallest_domain_holding_both_die
 
 
 def test_waiting_covers_every_poll_and_barrier(configs, twins):
-    """An AIV's wait (wait_us is its mean) holds at least its phases that are nothing but
-    waiting: a token AIV's poll for the offsets; bsp's three SyncAlls."""
+    """An AIV's wait holds at least its phases that are nothing but waiting: a token AIV's
+    poll for the offsets; bsp's three SyncAlls."""
     for i, (cfg, prof) in enumerate(configs):
-        out, d = twins(i), twins(i)["_detail"]
-        clock = PROFILES[prof].values["clock_ghz"] * 1000.0
-        waits = [w for die in d["waits"] for w in die]
-        assert out["wait_us"] == pytest.approx(sum(waits) / len(waits) / clock, rel=1e-12)
+        d = twins(i)["_detail"]
         for marks, die_waits in zip(d["marks"], d["waits"]):
             for a, (m, w) in enumerate(zip(marks, die_waits)):
                 if cfg.protocol.name == "bsp":

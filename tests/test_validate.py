@@ -32,7 +32,9 @@ def checks(strict):
 
 def test_every_calibration_point_is_reported(checks):
     points = {c["item"]: c for c in checks if c["kind"] == "point"}
-    expected = (3 + 2 * len(numbers.TABLE4_CANN_EP) + len(numbers.FIG3B_EFFICIENCY) + 1
+    # Table 2; Table 4's latencies and bandwidths; Figure 3(b) but its reference; the SyncAll
+    # share; Figure 14's two points per row and a regret per panel
+    expected = (3 + 2 * len(numbers.TABLE4_CANN_EP) + len(numbers.FIG3B_EFFICIENCY) - 1 + 1
                 + len(numbers.FIG14_PANELS) * (2 * len(numbers.FIG14_EXTRA_US) + 1))
     assert len(points) == expected
     for r, (lat, bw) in numbers.TABLE4_CANN_EP.items():
@@ -43,7 +45,7 @@ def test_every_calibration_point_is_reported(checks):
     # Table 2's latencies are fitted from the paper's own values, within their 3% tolerance of
     # it or so (the shipped fit puts two_hop 4.3% above)
     assert all(abs(c["error"]) < 0.05 for k, c in points.items() if k.startswith("Table 2"))
-    assert points["Figure 3(b): Token-Sending efficiency, 8 AIVs"]["error"] == 0.0
+    assert "Figure 3(b): Token-Sending efficiency, 8 AIVs" not in points   # the reference
     # Figure 14, panel by panel and row by row: the one-AIV group's cost (in us), and the
     # paper's extra latency where the model puts its best group size (in us, 0 where they
     # agree); then that regret over the panel beside the three rules fitted on the other one

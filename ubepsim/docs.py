@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import re
 import textwrap
+import tomllib
+from importlib import resources
 from pathlib import Path
 
 from .kernels.layout import (COMBINE_TIMELINE, COUNT, DISPATCH_TIMELINE, LAYER_GAP,
                              TIMELINE_PHASES)
 from .sweep.params import PARAMS, Config, Op, Protocol
-from .sweep.profile import (FIELDS, HOP_CLASSES, MAX_LATENCY_NS, MAX_TIER_DIES, MAX_TIERS,
-                            builtin_values)
+from .sweep.profile import (BUILTIN, FIELDS, HOP_CLASSES, MAX_GBPS, MAX_LATENCY_NS,
+                            MAX_TIER_DIES, MAX_TIERS, MIN_GBPS, builtin_values)
 from .sweep.result_fields import RESULTS
 
 KINDS = {int: "integer", float: "number", str: "name", Path: "file", list: "list of integers",
@@ -102,16 +104,37 @@ def _hardware() -> list[str]:
     rows = ["| key | type | cm384 | allowed | meaning |", "|---|---|---|---|---|"]
     for key, f in FIELDS.items():
         value = cm384[key]
+        kind = KINDS[f.kind]
         if f.kind is dict:
             shown = ", ".join(f"{h} {_number(value[h])}" for h in HOP_CLASSES)
             allowed = f"each 0 to {_number(MAX_LATENCY_NS)}"
+        elif key == "tier_gbps":
+            shown = "[" + ", ".join(map(_number, value)) + "]"
+            allowed = (f"at most one per tier of tier_sizes, each {_number(MIN_GBPS)} to "
+                       f"{_number(MAX_GBPS)}")
+            kind = "list of numbers"
         elif f.kind is list:
             shown = "[" + ", ".join(map(str, value)) + "]"
             allowed = f"at most {MAX_TIERS} sizes, each 1 to {_number(MAX_TIER_DIES)}"
+        elif f.kind is str:
+            shown = value
+            allowed = ", ".join(HOP_CLASSES[1:])
+            kind = "hop class"
         else:
             shown = _number(value)
             allowed = f"{_number(f.minimum)} to {_number(f.maximum)}"
-        rows.append(f"| `{key}` | {KINDS[f.kind]} | {shown} | {allowed} | {_cell(f.help)} |")
+        rows.append(f"| `{key}` | {kind} | {shown} | {allowed} | {_cell(f.help)} |")
+    rows += ["", "The built-in profiles: `cm384` is calibrated (docs/calibration.md); the others "
+             "are presets of other fabrics, each taking the keys it does not set from cm384 "
+             "(its `[takes]` table lists them).", "",
+             "| profile | what it sets beside what it takes from cm384 |", "|---|---|"]
+    for name in BUILTIN[1:]:
+        doc = tomllib.loads(resources.files("ubepsim").joinpath("profiles", f"{name}.toml")
+                            .read_text())
+        own = {**{k: v for k, v in doc["hardware"].items() if k != "latency_ns"},
+               **{f"latency_ns.{h}": v for h, v in doc["hardware"].get("latency_ns", {}).items()}}
+        shown = (f"`{k}` = {v if isinstance(v, list) else _number(v)}" for k, v in own.items())
+        rows.append(f"| `{name}` | {', '.join(shown)} |")
     return rows
 
 

@@ -103,8 +103,8 @@ def calibration_points(profile: Profile, threads: int | None = None) -> list[Che
                           f"{cann_ep_setup(str(r))}; bytes_per_rank / latency_us"))
     aivs = list(numbers.FIG3B_EFFICIENCY)
     at = n2 + n4
-    eff = np.concatenate([[1.0], values[at:at + len(aivs) - 1]])
-    for a, e in zip(aivs, eff):   # the first is the reference, 100% (calibrate leaves it out)
+    # the first count is the reference, 100% by definition: no point of its own
+    for a, e in zip(aivs[1:], values[at:at + len(aivs) - 1]):
         out.append(_point(cm384.fig3b_label(a), numbers.FIG3B_EFFICIENCY[a], e,
                           f"{cann_ep_setup(str(numbers.FIG3B_RANKS), a)}; efficiency "
                           f"(T_{aivs[0]} x {aivs[0]}) / (T_{a} x {a}), T its phase_send_us",
