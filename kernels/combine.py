@@ -8,9 +8,9 @@ import numpy as np
 
 from .fabric import fabric, return_kinds
 from .jit import njit
-from .layout import (B_SYNC, C_INIT, C_VCOUNT, N_BUCKETS, N_CMARKS, N_MARKS, N_PHASES, N_PORTS, P_AIVS, P_BATCH,
-                     P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK, SW, THEN_FENCE, THEN_NONE,
-                     UBEP, STO_WIDTH, Aivs, Stores)
+from .layout import (B_SYNC, C_INIT, C_VCOUNT, N_BUCKETS, N_CMARKS, N_MARKS, N_PHASES, N_PORTS,
+                     P_AIVS, P_BATCH, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK, SW,
+                     THEN_FENCE, THEN_NONE, UBEP, STO_WIDTH, Aivs, Stores)
 from .programs import init_phase, status_programs, token_programs
 from .reduce import reduce
 from .results import combine_row

@@ -17,9 +17,9 @@ import numpy as np
 from .fabric import fabric, kind_table
 from .jit import njit
 from .layout import (B_CUMSUM, B_SYNC, C_COPY_COUNT, C_COUNT_CHAIN, C_IDS_LOAD, C_INIT,
-                     C_INIT_LOAD, C_VCOUNT, C_VECTOR_BYTES, C_VECTOR_OP, N_BUCKETS, N_MARKS, N_PHASES, N_PORTS, P_AIVS, P_BATCH, P_CUMSUM,
-                     P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK, THEN_NONE, THEN_SYNCALL,
-                     UBEP, N_PORTS, STO_WIDTH, Aivs, Stores)
+                     C_INIT_LOAD, C_VCOUNT, C_VECTOR_BYTES, C_VECTOR_OP, N_BUCKETS, N_MARKS,
+                     N_PHASES, N_PORTS, P_AIVS, P_BATCH, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS,
+                     P_SYNC, P_TOPK, STO_WIDTH, THEN_NONE, THEN_SYNCALL, UBEP, Aivs, Stores)
 from .programs import count_programs, init_phase, token_programs
 from .receive import receive
 from .results import result_row

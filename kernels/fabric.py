@@ -25,15 +25,16 @@ slot, so that an AIV's credits are read from its own ring (bench/README.md has t
 import numpy as np
 
 from .jit import njit, prefetch, u
-from .layout import (AIV_BITS, B_SEND, B_SYNC, C_BLOCKS_IN_FLIGHT, C_COPY_BLOCKS, C_COPY_ISSUE, C_COPY_VERIFY,
-                     C_COUNT_BLOCKS, C_COUNT_CHAIN, C_COUNT_ISSUE, C_DEST_SWITCH,
-                     C_COPY_LOAD, C_COPY_SWITCH, C_LAT_LOCAL, C_NIC_FROM, C_RETURN_QUANT, C_RETURN_BLOCKS, C_RETURN_ISSUE,
-                     C_RETURN_LOAD, C_RETURN_VERIFY, C_SIGNAL_ISSUE, C_SYNCALL, C_TIER1_DIES,
-                     C_VCOUNT, C_COPY_EGRESS, C_COUNT_EGRESS, C_SIGNAL_EGRESS, C_RETURN_EGRESS,
-                     DEST_MASK, K_CHECKSUM, K_COPY, K_COUNT, K_FLAG, KC_BLOCKS, KC_FENCE, KC_IN,
-                     KC_ISSUE, KC_PORT, ARR, VIS, ACK, KC_PRE, KC_SWITCH, KC_TIER, KC_WIDTH, LOCAL, N_HOPS,
-                     N_PORTS, N_TIERS, NEVER, NIC, S_COPIES, S_END, S_FIRST, S_HEAD, S_LAST,
-                     S_MAX_ACK, S_N, S_OUT, S_PC, S_PHASE, S_SIG, S_STAGE, S_SW, S_T, S_T0, S_WIDTH, S_WORD,
+from .layout import (AIV_BITS, B_SEND, B_SYNC, C_BLOCKS_IN_FLIGHT, C_COPY_BLOCKS, C_COPY_ISSUE,
+                     C_COPY_VERIFY, C_COUNT_BLOCKS, C_COUNT_CHAIN, C_COUNT_ISSUE, C_DEST_SWITCH,
+                     C_COPY_LOAD, C_COPY_SWITCH, C_LAT_LOCAL, C_NIC_FROM, C_RETURN_QUANT,
+                     C_RETURN_BLOCKS, C_RETURN_ISSUE, C_RETURN_LOAD, C_RETURN_VERIFY,
+                     C_SIGNAL_ISSUE, C_SYNCALL, C_TIER1_DIES, C_VCOUNT, C_COPY_EGRESS,
+                     C_COUNT_EGRESS, C_SIGNAL_EGRESS, C_RETURN_EGRESS, DEST_MASK, K_CHECKSUM,
+                     K_COPY, K_COUNT, K_FLAG, KC_BLOCKS, KC_FENCE, KC_IN, KC_ISSUE, KC_PORT, ARR,
+                     VIS, ACK, KC_PRE, KC_SWITCH, KC_TIER, KC_WIDTH, LOCAL, N_HOPS, N_PORTS,
+                     N_TIERS, NEVER, NIC, S_COPIES, S_END, S_FIRST, S_HEAD, S_LAST, S_MAX_ACK, S_N,
+                     S_OUT, S_PC, S_PHASE, S_SIG, S_STAGE, S_SW, S_T, S_T0, S_WIDTH, S_WORD,
                      SID_SHIFT, SRC_BITS, STAGE_BOUNDARY, STAGE_CREDITS, STAGE_DONE, STAGE_FENCE,
                      STAGE_REQUEST, STAGE_WORK, SWITCH_BIT, THEN_FENCE, THEN_SYNCALL, DIE_PORT)
 from .sync import syncall
@@ -330,13 +331,13 @@ def barrier(s, A, st, fifo, cap, pb, aivs, cost):
 def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, aivs, egress_free,
            ingress_free):
     """Every die's AIVs replay their programs (prog, each store's own work pre; AIV row s *
-    aivs + a's phase p runs pb[row, p, 0] .. pb[row, p, 1]) on one fabric, until every store is visible (layout.Stores'
-    arr, vis, ack). nph phases, `then` between them (layout.THEN_*); the AIVs from C on send
-    copies in the first phase, their time Token-Sending, the others' (and every AIV's in later
-    phases) counting as `other`'s bucket; the first C AIVs queue apart (ubep's CalCumSum group).
-    egress_free, ingress_free [ranks, ports]: when each port is next free, in and out. Each
-    die's AIVs start at their clocks in `aivs` (after Init). Returns (copies sent, the longest
-    wait of a store in an ingress port's queue).
+    aivs + a's phase p runs pb[row, p, 0] .. pb[row, p, 1]) on one fabric, until every store is
+    visible (layout.Stores' arr, vis, ack). nph phases, `then` between them (layout.THEN_*); the
+    AIVs from C on send copies in the first phase, their time Token-Sending, the others' (and every
+    AIV's in later phases) counting as `other`'s bucket; the first C AIVs queue apart (ubep's
+    CalCumSum group). egress_free, ingress_free [ranks, ports]: when each port is next free, in and
+    out. Each die's AIVs start at their clocks in `aivs` (after Init). Returns (copies sent, the
+    longest wait of a store in an ingress port's queue).
 
     The loop's hot path (a port taking a store, an AIV going on to its next) is written out
     in it: an inlined function's array arguments cost a reference count up and down on every

@@ -13,9 +13,10 @@ import numpy as np
 from .combine import combine, combine_stages
 from .dispatch import dispatch, dispatch_stages
 from .jit import njit
-from .layout import (C_EXPERT, C_EXPERT_COPY, C_NPU_DIES, C_TIER1_DIES, COMBINE, LAYER,
-                     DISPATCH, EXPERT_SHIFT, N_PARAMS, N_PORTS, N_TIERS, P_BATCH, P_CDF_LEN, P_CDF_START, P_EXPERTS, P_OP,
-                     P_PROTOCOL, P_RANKS, P_ROUTING, P_SYNC, P_TOPK, P_TRACE, TRACE, UBEP)
+from .layout import (C_EXPERT, C_EXPERT_COPY, C_NPU_DIES, C_TIER1_DIES, COMBINE, LAYER, DISPATCH,
+                     EXPERT_SHIFT, N_PARAMS, N_PORTS, N_TIERS, P_BATCH, P_CDF_LEN, P_CDF_START,
+                     P_EXPERTS, P_OP, P_PROTOCOL, P_RANKS, P_ROUTING, P_SYNC, P_TOPK, P_TRACE,
+                     TRACE, UBEP)
 from .results import layer_row
 from .routing import route
 from .schedule import return_schedule, schedule

@@ -230,9 +230,9 @@ SWITCH_BIT = 16
 SID_SHIFT = SWITCH_BIT + 1
 DEST_MASK = (1 << (SWITCH_BIT - 2)) - 1
 NEVER = 9223372036854775807   # a time after every time
-# A store's arrival word (Stores.sto[sid, ARR]): arrival at the ingress port << 2 | kind; of a store to
-# its own die, LOCAL - kind (below every arrival << 2 | kind); of a copy a receiver has taken,
-# TAKEN, which is no copy's value, so that a second take is no delivery.
+# A store's arrival word (Stores.sto[sid, ARR]): arrival at the ingress port << 2 | kind; of a
+# store to its own die, LOCAL - kind (below every arrival << 2 | kind); of a copy a receiver
+# has taken, TAKEN, which is no copy's value, so that a second take is no delivery.
 LOCAL = -1
 TAKEN = LOCAL - 4
 

@@ -9,9 +9,9 @@ import numpy as np
 from . import rng
 from .jit import njit, u
 from .layout import (B_CUMSUM, B_REORDER, B_SYNC, C_COPY_RESET, C_COPY_VERIFY, C_COUNT_RESET,
-                     C_COUNT_VERIFY, C_LAT_LOCAL, C_LOCAL_COPY, C_POLL, C_PREFIX,
-                     C_SIGNAL_ISSUE, C_STATUS_POLL, C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_SEED, P_WKEY, TAKEN,
-                     ARR, VIS)
+                     C_COUNT_VERIFY, C_LAT_LOCAL, C_LOCAL_COPY, C_POLL, C_PREFIX, C_SIGNAL_ISSUE,
+                     C_STATUS_POLL, C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_SEED, P_WKEY, TAKEN, ARR,
+                     VIS)
 from .sync import syncall
 
 

@@ -88,7 +88,7 @@ def test_a_timeline_file_says_what_it_is_the_timeline_of(tmp_path):
     import pyarrow.parquet as pq
 
     from ubepsim import __version__
-    from ubepsim.sweep.profile import FIELDS, load_profile
+    from ubepsim.sweep.profile import load_profile
     path, custom = tmp_path / "tl.parquet", tmp_path / "p.toml"
     custom.write_text("takes = { cm384 = \"*\" }\n[hardware]\ninit_cycles = 300\n")
     code, out, err = run_cli("run", *SMALL, "--json", "--profile", custom, "--timeline", path)
@@ -440,7 +440,7 @@ def test_the_documented_defaults_are_what_run_simulates():
     from pathlib import Path
 
     from ubepsim.sweep.params import NAMES
-    from ubepsim.sweep.profile import FIELDS, load_profile
+    from ubepsim.sweep.profile import load_profile
     doc = (Path(__file__).resolve().parent.parent / "docs" / "reference.md").read_text()
     section = doc.split("## Parameters")[1].split("\n## ")[0]
     table = dict(re.findall(r"^\| `(\w+)` \| `--[\w-]+` \| \w+ \| ([^|]*) \|", section, re.M))

@@ -4,7 +4,8 @@
 
 Parameters come from ubepsim.sweep.params.PARAMS, result columns from
 ubepsim.sweep.result_fields.RESULTS (with config_id, whose help is its property's docstring),
-timeline phases from kernels/layout.py (where results and phases are declared), hardware keys from ubepsim.sweep.profile.FIELDS with the built-in profile's values. A test holds
+timeline phases from kernels/layout.py (where results and phases are declared), hardware keys
+from ubepsim.sweep.profile.FIELDS with the built-in profile's values. A test holds
 docs/reference.md equal to `reference()`.
 """
 

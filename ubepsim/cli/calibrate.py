@@ -42,7 +42,7 @@ PAPER_COMMAND = "ubepsim calibrate --paper --out ubepsim/profiles/cm384.toml"
                    "Figure 14 panel; a measurement file folds on its source column, or on "
                    "group.")
 @workers_option("; with --cv, the processes the fits run in, one thread each")
-@click.option("--max-evaluations", type=int, default=400, show_default=True,
+@click.option("--max-evaluations", type=int, default=100, show_default=True,
               help="Model evaluations per least-squares run at most.")
 def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out: Path | None,
               paper: bool, check: bool, cv: bool, threads: int | None,

@@ -28,7 +28,7 @@ from typing import Callable
 from ..kernels.layout import DIE_PORT, NIC
 from ..sweep.profile import HOP_CLASSES
 from .programs import Entry
-from .state import COPY, Aiv, Die, Run, Store
+from .state import COPY, Die, Run, Store
 from .sync import syncall
 
 # Event kinds, in the order a tie in time is broken: what each event's key holds after its time

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-import numpy as np
 
 from ..kernels.layout import N_PORTS, N_TIERS
 from ..sweep.costs import COST_INDEX, lower

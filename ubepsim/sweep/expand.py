@@ -2,12 +2,12 @@
 
 The expansion is the cartesian product of the axes (file order, first axis slowest, the seeds
 innermost), then the filter drops points, then points that differ from an earlier one only in a
-parameter their protocol, routing or op does not read (`params.GATED`: that parameter is
-recorded at its default) are dropped as the same configuration. Everything is checked before any work: the
-cross-parameter rules with `params.check_rules` over whole columns of a chunk of points at a
-time, the kernel's time limit (`kernel_io.check_time_bound`) on the grid's corner and, only if
-that fails, on every point, so a million-point grid expands and validates in about a second.
-The points are then built on demand, a batch at a time, from the axes and the kept indices.
+parameter their protocol, routing or op does not read (`params.GATED`: that parameter is recorded at
+its default) are dropped as the same configuration. Everything is checked before any work: the
+cross-parameter rules with `params.check_rules` over whole columns of a chunk of points at a time,
+the kernel's time limit (`kernel_io.check_time_bound`) on the grid's corner and, only if that fails,
+on every point, so a million-point grid expands and validates in about a second. The points are then
+built on demand, a batch at a time, from the axes and the kept indices.
 """
 
 from __future__ import annotations

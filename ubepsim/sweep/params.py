@@ -154,7 +154,8 @@ PARAMS: tuple[Param, ...] = (
     Param("routing", str, "uniform", "Routing generator: uniform, zipf, hot, trace."),
     Param("zipf_s", float, 1.0, "Zipf exponent of expert popularity.", 0.0, 16.0),
     Param("hot_experts", int, 8, "Number of hot experts.", 1, 1 << 20),
-    Param("hot_share", float, 0.5, "The hot experts' share of the routing weight. A token's topk experts are distinct draws, so at most hot_experts of its "
+    Param("hot_share", float, 0.5, "The hot experts' share of the routing weight. A token's "
+          "topk experts are distinct draws, so at most hot_experts of its "
           "copies go to hot experts and their share of copies is below hot_share when topk is "
           "large next to hot_experts (1 hot expert, 0.9, top-8: 0.125).", 0.0, 1.0),
     Param("trace", Path, "", "Routing trace, Parquet with columns rank, token, k, expert "

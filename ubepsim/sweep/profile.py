@@ -201,7 +201,7 @@ def _resolve(doc: dict[str, Any], where: str, key: str, source: str | None,
              seen: tuple[str, ...]) -> dict[str, Any]:
     """A profile document's values: its [hardware] keys, and those it takes from built-in
     profiles ([takes]); every key must come from one of them."""
-    what = f"a profile file holds one [hardware] table and a [takes] table"
+    what = "a profile file holds one [hardware] table and a [takes] table"
     if set(doc) - set(TABLES):
         raise InputError(key, f"{where}: unknown key(s) outside [hardware]: "
                          f"{', '.join(sorted(set(doc) - set(TABLES)))}; {what}", source)
