@@ -100,7 +100,7 @@ def test_a_grid_holds_at_most_max_points_counted_before_expanding(tmp_path, monk
 def test_expansion_in_chunks_gives_the_same_points_and_fingerprint(tmp_path, monkeypatch):
     """The product is expanded and checked a chunk at a time, and only the kept points'
     indices are held: the chunk size changes nothing (bsp's cumsum_aivs = 2 points, one
-    configuration with its cumsum_aivs = 1 points, are dropped across chunks), and any batch is
+    configuration with its cumsum_aivs = 1 points, the default, are dropped across chunks), and any batch is
     the same slice."""
     path = grid_of(tmp_path, "[grid]\nbatch = [8, 16, 32]\ntopk = { range = [1, 8] }\n"
                    "protocol = ['bsp', 'ubep']\ncumsum_aivs = [1, 2]\n",

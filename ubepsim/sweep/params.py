@@ -143,7 +143,7 @@ PARAMS: tuple[Param, ...] = (
     Param("dtype", str, "bf16", "Token element type: bf16 (2 B), fp8 (1 B + fp32 scale per "
           "128 elements), int8 (1 B + one fp32 scale per token)."),
     Param("aivs", int, None, "AIVs per die (default: the profile's).", 2, 4096),
-    Param("cumsum_aivs", int, 2, "AIVs in UBEP's CalCumSum group (the rest send tokens; under "
+    Param("cumsum_aivs", int, 1, "AIVs in UBEP's CalCumSum group (the rest send tokens; under "
           "bsp every AIV runs every phase).", 1, 4095),
     Param("protocol", str, "ubep", "bsp (CANN EP, SyncAll between phases) or ubep "
           "(kernel decomposition, point-to-point signals)."),
