@@ -15,7 +15,7 @@ from ubepsim.sweep.params import NAMES, Op
 from ubepsim.sweep.profile import FIELDS, load_profile
 from ubepsim.sweep.result_fields import RESULT_NAMES
 
-SMALL = ("--ranks", 8, "--batch", 4, "--topk", 2, "--aivs", 8, "--cumsum-aivs", 2)
+SMALL = ("--ranks", 8, "--batch", 4, "--topk", 2, "--aivs", 8, "--cumsum-aivs", 1)
 
 
 def test_run_prints_every_result():
@@ -72,8 +72,8 @@ def test_timeline_has_a_row_per_die_aiv_and_phase(tmp_path):
     assert code == 0, err
     row = json.loads(out)
     tl = pl.read_parquet(path)
-    # ubep: 2 CalCumSum AIVs with 3 phases, 6 token AIVs with 4, on each of 8 dies
-    assert tl.height == 8 * (2 * 3 + 6 * 4)
+    # ubep: 1 CalCumSum AIV with 3 phases, 7 token AIVs with 4, on each of 8 dies
+    assert tl.height == 8 * (1 * 3 + 7 * 4)
     assert set(tl["role"]) == {"cumsum", "token"}
     assert (tl["end_us"] >= tl["start_us"]).all()
     assert tl["end_us"].max() == pytest.approx(row["latency_us"])

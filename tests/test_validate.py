@@ -89,7 +89,7 @@ def test_every_point_and_claim_names_its_setup(checks):
                       f"{r} ranks", f"{run['batch']} tokens", f"top-{run['topk']}",
                       f"{run['hidden']} {run['dtype']}", f"{run['aivs']} AIVs"):
             assert value in setup, (value, setup)
-    for a in numbers.FIG3B_EFFICIENCY:
+    for a in list(numbers.FIG3B_EFFICIENCY)[1:]:      # the first, 8 AIVs, is the reference
         setup = points[f"Figure 3(b): Token-Sending efficiency, {a} AIVs"]
         assert f"{numbers.FIG3B_RANKS} ranks" in setup and f" {a} AIVs" in setup, setup
 
