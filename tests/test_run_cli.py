@@ -466,6 +466,8 @@ def test_a_profile_names_the_keys_it_takes_from_a_built_in_one(tmp_path):
     assert got.aiv_store_gbps == load_profile().aiv_store_gbps
     for text, named in (("[takes]\ncm384 = [\"egress_gbps\"]\n[hardware]\negress_gbps = 1.0\n",
                          "hardware.egress_gbps: is set here and taken"),
+                        ("[takes]\ncm384 = [\"latency_ns\"]\n[hardware.latency_ns]\n"
+                         "two_hop = 1.0\n", "hardware.latency_ns.two_hop: is set here and taken"),
                         ("[takes]\nnowhere = \"*\"\n[hardware]\n", "takes.nowhere"),
                         ("[takes]\ncm384 = [\"egress_gpbs\"]\n[hardware]\n", "egress_gpbs")):
         listed.write_text(text)

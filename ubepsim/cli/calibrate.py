@@ -117,7 +117,7 @@ def _paper(out: Path | None, check: bool, threads: int | None, max_evaluations: 
     from ..paper import cm384
     from ..sweep.profile import load_profile
 
-    click.echo(f"refitting cm384: {', '.join(cm384.PAPER_KEYS)} (some minutes on 2 cores)",
+    click.echo(f"refitting cm384: {', '.join(cm384.PAPER_KEYS)} (about half an hour on 2 cores)",
                err=True)
     result = cm384.calibrate_paper(threads=threads, max_evaluations=max_evaluations,
                                    progress=_progress)

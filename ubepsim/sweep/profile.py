@@ -242,6 +242,9 @@ def _resolve(doc: dict[str, Any], where: str, key: str, source: str | None,
             else:
                 values[field] = copy.deepcopy(taken[field])
     twice = sorted(k for k in hardware if k in values and k != "latency_ns")
+    if isinstance(hardware.get("latency_ns"), dict):
+        twice += sorted(f"latency_ns.{h}" for h in hardware["latency_ns"]
+                        if h in values["latency_ns"])
     if twice:
         raise InputError(f"hardware.{twice[0]}", "is set here and taken in [takes] too; "
                          "give it once", where)
