@@ -1,4 +1,4 @@
-"""The fabric's queues against Python's: the ingress ports' binary heaps (two sharing one
+"""The fabric's queues against Python's: the ingress ports' 4-ary heaps (two sharing one
 bucket from its two ends, as a die's port and its NIC do) against heapq, and the AIVs' sorted
 event rings against a sorted list, on sequences of pushes and pops built to hit their edges
 (ties of time, wrap-around, a ring filled to the brim)."""
