@@ -12,7 +12,7 @@ from collections import namedtuple
 BSP, UBEP = 0, 1
 SW, TFF, DC, SP = 0, 1, 2, 3
 EXPERT_BLOCK, BALANCED, HOMOGENIZED, TOKEN_ORDER = 0, 1, 2, 3
-UNIFORM, ZIPF, HOT, TRACE = 0, 1, 2, 3
+UNIFORM, ZIPF, HOT, TRACE, LOGNORMAL = 0, 1, 2, 3, 4
 DISPATCH, COMBINE, LAYER = 0, 1, 2
 # The ops that give a result or run a phase.
 ALL_OPS, WITH_DISPATCH, WITH_COMBINE = (DISPATCH, COMBINE, LAYER), (DISPATCH, LAYER), \

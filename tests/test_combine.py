@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 
 from test_twin import PROFILES, differences, random_configs, twins  # noqa: F401 (a fixture)
+from test_twin import ROUTINGS
 # test_twin's checks, run here on this file's configurations: the kernel checks the twin's
 # latency bound; costs.time_bound is above every time of every op; every AIV's phase
 # boundaries (a layer's dispatch's, then its combine's) are the twin's
@@ -34,7 +35,7 @@ def combine_modes(i):
     return dict(op=OPS[i % 3], protocol=["bsp", "ubep"][(i // 3) % 2],
                 sync=["sw", "tff", "dc", "sp"][(i // 6) % 4],
                 schedule=["expert_block", "balanced", "homogenized"][(i // 24) % 3],
-                routing=["uniform", "zipf", "hot", "trace"][(i // 72) % 4])
+                routing=ROUTINGS[(i // 72) % len(ROUTINGS)])
 
 
 def combine_draws(rnd):
@@ -58,7 +59,7 @@ def test_random_configurations_cover_every_op_protocol_sync_and_schedule(configs
     assert len({(v["op"], v["protocol"], v["sync"], v["schedule"]) for v in asked}) == 72
     assert all(c.op.name == v["op"] and c.protocol.name == v["protocol"]
                for (c, _), v in zip(configs, asked))
-    assert {v["routing"] for v in asked} == {"uniform", "zipf", "hot", "trace"}
+    assert {v["routing"] for v in asked} == set(ROUTINGS)
     assert {c.combine_dtype.name for c, _ in configs if c.op.name != "dispatch"} == \
         {"bf16", "int8"}
     assert {p for _, p in configs} == set(PROFILES)

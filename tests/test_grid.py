@@ -339,7 +339,7 @@ BAD = [
     # (grid body, key named in the error, a fragment of the message)
     ("[grid]\nbatch = [8]\n[extra]\n", "extra", "allowed: sweep, grid, zip, profile"),
     ("[grid]\nbatchsize = [8]\n", "grid.batchsize", "unknown parameter; allowed: ranks"),
-    ("[grid]\nseeds = [1]\n", "grid.seeds", "expert_ns_per_copy (the seeds are the [sweep] seeds axis)"),
+    ("[grid]\nseeds = [1]\n", "grid.seeds", f"{NAMES[-1]} (the seeds are the [sweep] seeds axis)"),
     ("[grid]\nbatch = ['8']\n", "grid.batch", "expected an integer"),
     ("[grid]\nbatch = [true]\n", "grid.batch", "expected an integer, got true"),  # TOML's spelling
     ("[grid]\nranks = 16.0\n", "grid.ranks", "expected an integer, got 16.0: TOML writes "

@@ -128,9 +128,9 @@ def test_flat_fabric_has_no_two_hop_copies():
 def test_hot_routing_gives_hot_experts_their_share():
     cfg = make_config({"ranks": 8, "experts": 64, "batch": 2000, "topk": 1, "routing": "hot",
                        "hot_experts": 4, "hot_share": 0.6}, 48)
-    from ubepsim.sweep.workload import expert_cdf, popularity_order
+    from ubepsim.sweep.workload import config_cdf, popularity_order
     hot = set(popularity_order(cfg.seed, cfg.workload_key, 64)[:4].tolist())
-    cdf = list(expert_cdf(2, 64, 1.0, 4, 0.6, cfg.seed, cfg.workload_key))
+    cdf = list(config_cdf(cfg))
     experts = [e for t in route_die(cfg, 0, cdf) for e in t]
     share = np.mean([e in hot for e in experts])
     assert share == pytest.approx(0.6, abs=0.04)
@@ -139,12 +139,61 @@ def test_hot_routing_gives_hot_experts_their_share():
 def test_zipf_routing_is_skewed_and_tokens_have_distinct_experts():
     cfg = make_config({"ranks": 4, "experts": 32, "batch": 500, "topk": 6, "routing": "zipf",
                        "zipf_s": 1.5}, 48)
-    from ubepsim.sweep.workload import expert_cdf
-    cdf = list(expert_cdf(1, 32, 1.5, 8, 0.5, cfg.seed, cfg.workload_key))
+    from ubepsim.sweep.workload import config_cdf
+    cdf = list(config_cdf(cfg))
     tokens = route_die(cfg, 0, cdf)
     assert all(len(set(t)) == 6 for t in tokens)
     counts = np.bincount([e for t in tokens for e in t], minlength=32)
     assert counts.max() > 4 * np.median(counts)
+
+
+def _weights(values):
+    from ubepsim.sweep.workload import config_cdf
+    cfg = make_config(values, 48)
+    return cfg, np.diff(np.concatenate([[0.0], config_cdf(cfg)]))
+
+
+def test_lognormal_weights_have_their_sigma_and_routing_follows_them():
+    for sigma in (0.5, 2.0):
+        _, w = _weights({"ranks": 64, "experts": 4096, "routing": "lognormal",
+                         "lognormal_sigma": sigma})
+        assert np.std(np.log(w)) == pytest.approx(sigma, rel=0.05)
+    cfg, w = _weights({"ranks": 4, "experts": 32, "batch": 3000, "topk": 1,
+                       "routing": "lognormal", "lognormal_sigma": 1.0})
+    cdf = list(np.cumsum(w))
+    counts = np.bincount([t[0] for t in route_die(cfg, 0, cdf)], minlength=32)
+    assert np.corrcoef(counts, w)[0, 1] > 0.95
+    flat = _weights({"ranks": 4, "experts": 32, "routing": "lognormal",
+                     "lognormal_sigma": 0.0})[1]
+    assert np.allclose(flat, flat[0])
+
+
+def test_hot_ranks_put_the_hot_experts_on_whole_dies():
+    per_die = 4
+    hot_dies = {}
+    for placement in ("ranks", "spread"):
+        cfg, w = _weights({"ranks": 16, "experts": 16 * per_die, "routing": "hot",
+                           "hot_experts": 8, "hot_share": 0.5, "hot_placement": placement})
+        hot = np.flatnonzero(w > 2 * w.min())
+        assert len(hot) == 8
+        hot_dies[placement] = set((hot // per_die).tolist())
+    assert len(hot_dies["ranks"]) == 2            # 8 hot experts fill two dies of 4
+    assert len(hot_dies["spread"]) > 2
+
+
+@pytest.mark.parametrize("protocol", ["bsp", "ubep"])
+@pytest.mark.parametrize("op", ["dispatch", "combine"])
+def test_a_hot_rank_costs_more_than_the_same_heat_spread(protocol, op):
+    """Megatron's W2 against W3: the same hot experts, on two dies or over the layout. Under a
+    hot rank two dies take half of every copy: their ingress ports queue in dispatch, their
+    egress ports in combine."""
+    out = {p: model.simulate(make_config(
+        {"ranks": 64, "experts": 256, "batch": 32, "topk": 8, "routing": "hot",
+         "hot_experts": 8, "hot_share": 0.5, "hot_placement": p, "protocol": protocol,
+         "op": op}, 48), load_profile()) for p in ("ranks", "spread")}
+    assert out["ranks"]["latency_us"] > 1.2 * out["spread"]["latency_us"]
+    if op == "dispatch":
+        assert out["ranks"]["ingress_queue_us"] > out["spread"]["ingress_queue_us"]
 
 
 def test_sentinel_collisions_cost_a_timeout():

@@ -64,11 +64,14 @@ def write_trace(path, ranks, batch, topk, experts, seed):
     pl.DataFrame(rows).write_parquet(path)
 
 
+ROUTINGS = ["uniform", "zipf", "hot", "lognormal", "trace"]
+
+
 def dispatch_modes(i):
     """Configuration i's modes: cycled through so that every combination shows up."""
     return dict(protocol=["bsp", "ubep"][i % 2], sync=["sw", "tff", "dc", "sp"][(i // 2) % 4],
                 schedule=["expert_block", "balanced", "homogenized"][(i // 8) % 3],
-                routing=["uniform", "zipf", "hot", "trace"][(i // 24) % 4])
+                routing=ROUTINGS[(i // 24) % len(ROUTINGS)])
 
 
 def random_configs(n, seed, trace_dir, modes=dispatch_modes, extra=None):
@@ -84,6 +87,8 @@ def random_configs(n, seed, trace_dir, modes=dispatch_modes, extra=None):
                  aivs=rnd.randint(2, 9), hidden=rnd.choice([1, 7, 100, 240, 480, 1000]),
                  dtype=rnd.choice(["bf16", "fp8", "int8"]), **modes(i),
                  zipf_s=rnd.choice([0.5, 1.2, 3.0]), hot_share=rnd.choice([0.2, 0.9]),
+                 hot_placement=rnd.choice(["spread", "ranks"]),
+                 lognormal_sigma=rnd.choice([0.3, 1.0, 2.5]),
                  seed=rnd.randint(0, 3), **(extra(rnd) if extra else {}))
         v["topk"] = rnd.randint(1, min(6, experts))
         v["cumsum_aivs"] = rnd.randint(1, v["aivs"] - 1)
@@ -175,7 +180,9 @@ def test_sync_variants_on_one_schedule_equal_each_alone(configs):
 def test_random_configurations_cover_every_mode(configs, twins):
     seen = {(c.protocol.name, c.sync.name, c.schedule.name) for c, _ in configs}
     assert len(seen) == 2 * 4 * 3
-    assert {c.routing.name for c, _ in configs} == {"uniform", "zipf", "hot", "trace"}
+    assert {c.routing.name for c, _ in configs} == set(ROUTINGS)
+    assert {c.hot_placement.name for c, _ in configs if c.routing.name == "hot"} == \
+        {"spread", "ranks"}
     assert {p for _, p in configs} == set(PROFILES)
     # every fabric's hop classes occur, and only those its shape has: three_hop past the
     # 8-die domains of three_tier, no intra_npu on the flat fabric, no two_hop within 16 dies

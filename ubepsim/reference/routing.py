@@ -4,7 +4,7 @@ trace."""
 from __future__ import annotations
 
 from ..sweep.params import Config, Routing
-from ..sweep.workload import expert_cdf, read_trace
+from ..sweep.workload import config_cdf, read_trace
 from .rng import ROUTING, stream, unit
 
 MAX_REJECTS = 8   # redraws for a distinct expert before the exact fallback draw
@@ -61,6 +61,5 @@ def route(cfg: Config) -> list[list[list[int]]]:
         trace = read_trace(cfg.trace, cfg.ranks, cfg.batch, cfg.topk, cfg.experts)
         return [[list(map(int, trace[s, t])) for t in range(cfg.batch)]
                 for s in range(cfg.ranks)]
-    cdf = list(expert_cdf(int(cfg.routing), cfg.experts, cfg.zipf_s, cfg.hot_experts,
-                          cfg.hot_share, cfg.seed, cfg.workload_key))
+    cdf = list(config_cdf(cfg))
     return [route_die(cfg, s, cdf) for s in range(cfg.ranks)]

@@ -20,7 +20,7 @@ from ..kernels import layout as k
 from .params import Op, Routing, workload_keys
 from .profile import BUILTIN, Profile, load_profile
 from .result_fields import RESULT_NAMES, RESULTS
-from .workload import expert_cdf, read_trace
+from .workload import cdf_key, expert_cdf, read_trace
 
 # The results computed on the host (units layout.BYTES and GBPS), in the order they are
 # computed, each from the kernel's results (in their units), the parameters and the costs.
@@ -72,9 +72,8 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
                 trace_end += len(arr)
             params[i, k.P_TRACE] = trace_at[tkey]
             continue
-        ckey = (int(routing[i]), int(cols["experts"][i]), float(cols["zipf_s"][i]),
-                int(cols["hot_experts"][i]), float(cols["hot_share"][i]),
-                int(cols["seed"][i]), int(wkeys[i]))
+        ckey = cdf_key(routing[i], cols["experts"][i], cols["ranks"][i], cols["seed"][i],
+                       wkeys[i], lambda name: cols[name][i])
         if ckey not in cdf_at:
             cdf = expert_cdf(*ckey)
             cdf_at[ckey] = (cdf_end, len(cdf))

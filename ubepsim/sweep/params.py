@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import InputError
+from . import routings
 
 
 class Protocol(enum.IntEnum):
@@ -50,11 +51,13 @@ class Schedule(enum.IntEnum):
     token_order = 3   # equal contiguous slices of the copies in token order (CANN's SplitToCore)
 
 
-class Routing(enum.IntEnum):
-    uniform = 0
-    zipf = 1
-    hot = 2
-    trace = 3
+# uniform, the generators of routings.GENERATORS, and trace
+Routing = enum.IntEnum("Routing", routings.CODES)
+
+
+class HotPlacement(enum.IntEnum):
+    spread = 0  # the hot experts drawn over the layout (Megatron's W1, W3)
+    ranks = 1   # the hot experts on whole dies, a die's experts together (W2)
 
 
 class Dtype(enum.IntEnum):
@@ -82,6 +85,7 @@ ENUMS: dict[str, type[enum.IntEnum]] = {
     "dtype": Dtype,
     "op": Op,
     "combine_dtype": CombineDtype,
+    "hot_placement": HotPlacement,
 }
 
 
@@ -151,7 +155,8 @@ PARAMS: tuple[Param, ...] = (
           "(token-flag fusion), dc (data-for-checksum), sp (sentinel polling)."),
     Param("schedule", str, "homogenized", "Token-to-AIV schedule: expert_block, balanced, "
           "homogenized."),
-    Param("routing", str, "uniform", "Routing generator: uniform, zipf, hot, trace."),
+    Param("routing", str, "uniform", "Routing generator: uniform, zipf, hot, lognormal, "
+          "trace."),
     Param("zipf_s", float, 1.0, "Zipf exponent of expert popularity.", 0.0, 16.0),
     Param("hot_experts", int, 8, "Number of hot experts.", 1, 1 << 20),
     Param("hot_share", float, 0.5, "The hot experts' share of the routing weight. A token's "
@@ -177,6 +182,10 @@ PARAMS: tuple[Param, ...] = (
     Param("expert_ns_per_copy", float, 0.0, "The experts' time per token copy their die "
           "received, beside expert_fixed_us: hot experts make their die late.",
           0.0, 1e6),
+    Param("hot_placement", str, "spread", "Where the hot experts live: spread (drawn over "
+          "the layout) or ranks (on whole dies, a die's experts together: hot ranks)."),
+    Param("lognormal_sigma", float, 1.0, "Sigma of the log-normal expert weights: each "
+          "expert's weight is exp(sigma * z), z a standard normal drawn per expert.", 0.0, 8.0),
 )
 
 PARAM_BY_NAME = {p.name: p for p in PARAMS}
@@ -185,10 +194,11 @@ NAMES = tuple(p.name for p in PARAMS)
 # Parameters that decide routing: the generator is keyed by them, so protocols, schedules and sync
 # variants compared at the same seed see the same token copies.
 WORKLOAD_NAMES = ("ranks", "batch", "topk", "experts", "routing", "zipf_s", "hot_experts",
-                  "hot_share", "trace", "seed")
+                  "hot_share", "trace", "seed", "hot_placement", "lognormal_sigma")
 # Parameters added after 0.7.0, which enter a config_id only where they differ from their
 # default (stable_id): every configuration 0.7.0 could express keeps its id.
-LATER_NAMES = ("op", "combine_dtype", "expert_fixed_us", "expert_ns_per_copy")
+LATER_NAMES = ("op", "combine_dtype", "expert_fixed_us", "expert_ns_per_copy", "hot_placement",
+               "lognormal_sigma")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,9 +243,9 @@ WITH_DISPATCH = (Op.dispatch, Op.layer)
 # bsp's combine is CANN's V1, whose split and signals are its own (docs/model.md, "Combine").
 GATED: dict[str, Gate] = {
     "cumsum_aivs": _gate({"protocol": (Protocol.ubep,), "op": WITH_DISPATCH}),
-    "zipf_s": _gate({"routing": (Routing.zipf,)}),
-    "hot_experts": _gate({"routing": (Routing.hot,)}),
-    "hot_share": _gate({"routing": (Routing.hot,)}),
+    # a generator's parameters: its signature's (routings.py)
+    **{name: _gate({"routing": tuple(Routing[r] for r in readers)})
+       for name, readers in routings.readers().items()},
     "dtype": _gate({"op": WITH_DISPATCH}),
     "sync": _gate({"op": WITH_DISPATCH}, {"protocol": (Protocol.ubep,)}),
     "schedule": _gate({"op": WITH_DISPATCH}, {"protocol": (Protocol.ubep,)}),
@@ -270,6 +280,8 @@ class Config:
     combine_dtype: CombineDtype = CombineDtype.bf16
     expert_fixed_us: float = 0.0
     expert_ns_per_copy: float = 0.0
+    hot_placement: HotPlacement = HotPlacement.spread
+    lognormal_sigma: float = 1.0
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values, enums as their names: the form of TOML, JSON and Parquet."""

@@ -1,51 +1,103 @@
 """Workload inputs the kernels consume: expert popularity weights and routing traces.
 
 Routing itself is drawn inside the kernels (per die, from the counter-based generator); this module
-prepares what they need: the cumulative popularity weights of zipf and hot routing, and the routing
-array of a trace.
+prepares what they need: the cumulative popularity weights of a generated routing (routings.py),
+and the routing array of a trace.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 from pathlib import Path
 
 import numpy as np
+import scipy.special
 
 from ..errors import InputError
 from ..kernels import rng
-from ..kernels.layout import TRACE, UNIFORM, ZIPF
+from . import routings
+from .params import ENUMS, Routing
 
 TRACE_COLUMNS = ("rank", "token", "k", "expert")
 
 
 def popularity_order(seed: int, workload_key: int, experts: int) -> np.ndarray:
     """Experts from most to least popular: a permutation drawn once per (seed, workload)."""
-    key = np.uint64(rng.stream(seed, workload_key, 0, rng.DOMAIN_POPULARITY))
-    draws = np.array([rng.unit(key, e) for e in range(experts)])
-    return np.argsort(draws, kind="stable")
+    return _order(seed, workload_key, 0, experts)
+
+
+def _order(seed: int, workload_key: int, which: int, n: int) -> np.ndarray:
+    """A permutation of n drawn once per (seed, workload), one stream of the popularity domain
+    per use (0: the experts, 1: the dies)."""
+    return np.argsort(_units(seed, workload_key, which, n), kind="stable")
+
+
+def _units(seed: int, workload_key: int, which: int, n: int) -> np.ndarray:
+    key = np.uint64(rng.stream(seed, workload_key, which, rng.DOMAIN_POPULARITY))
+    return np.array([rng.unit(key, e) for e in range(n)])
+
+
+def drawn_inputs(experts: int, ranks: int, seed: int, workload_key: int,
+                 reads: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """What a generator reads per expert (routings.INPUTS), drawn per (seed, workload)."""
+    out = {}
+    if "rank" in reads:
+        out["rank"] = _rank_of(popularity_order(seed, workload_key, experts))
+    if "die_rank" in reads:
+        # the dies in a drawn order, each die's experts (experts / ranks, by id) together
+        per_die = experts // ranks
+        dies = _order(seed, workload_key, 1, ranks)
+        out["die_rank"] = _rank_of((dies[:, None] * per_die + np.arange(per_die)).ravel())
+    if "normal" in reads:
+        # a draw of exactly 0 would be an infinite weight's opposite: the least unit above it
+        units = np.maximum(_units(seed, workload_key, 2, experts), rng.TWO_M53)
+        out["normal"] = scipy.special.ndtri(units)
+    return out
+
+
+def _rank_of(order: np.ndarray) -> np.ndarray:
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank
+
+
+def cdf_key(routing: int, experts: int, ranks: int, seed: int, workload_key: int,
+            value) -> tuple:
+    """The key of a configuration's popularity weights: what expert_cdf reads. `value(name)`
+    gives a parameter's value (an enum as its code or member)."""
+    name = Routing(routing).name
+    reads = routings.parameters(name) if name in routings.GENERATORS else ()
+    values = tuple((p, _plain(p, value(p))) for p in reads)
+    return (int(routing), int(experts), int(ranks), int(seed), int(workload_key), values)
+
+
+def config_cdf(cfg) -> np.ndarray:
+    """A configuration's (params.Config) cumulative popularity weights."""
+    return expert_cdf(*cdf_key(cfg.routing, cfg.experts, cfg.ranks, cfg.seed, cfg.workload_key,
+                               lambda name: getattr(cfg, name)))
+
+
+def _plain(name: str, v):
+    """A parameter's value as a generator reads it: an enum by name, a number as Python's."""
+    if name in ENUMS:
+        return ENUMS[name](int(v)).name
+    return v.item() if isinstance(v, np.generic) else v
 
 
 @functools.lru_cache(maxsize=4096)
-def expert_cdf(routing: int, experts: int, zipf_s: float, hot_experts: int, hot_share: float,
-               seed: int, workload_key: int) -> np.ndarray:
-    """Cumulative popularity weights in expert-id order (empty for uniform and trace routing).
-
-    `routing` is the kernel's code (kernels/layout.py). zipf: the r-th most popular expert has
-    weight 1 / (r + 1)^zipf_s. hot: the `hot_experts` most popular share `hot_share` of the
-    weight evenly, the others the rest.
-    """
-    if routing in (UNIFORM, TRACE):
+def expert_cdf(routing: int, experts: int, ranks: int, seed: int, workload_key: int,
+               values: tuple) -> np.ndarray:
+    """Cumulative popularity weights in expert-id order (empty for uniform and trace routing):
+    the generator of routings.GENERATORS at its parameters' values ((name, value) pairs, enums
+    by name; cdf_key builds them)."""
+    name = Routing(routing).name
+    if name not in routings.GENERATORS:
         return np.zeros(0)
-    rank = np.empty(experts, dtype=np.int64)
-    rank[popularity_order(seed, workload_key, experts)] = np.arange(experts)
-    if routing == ZIPF:
-        weights = 1.0 / (rank + 1.0) ** zipf_s
-    else:
-        cold = experts - hot_experts
-        weights = np.where(rank < hot_experts, hot_share / hot_experts,
-                           (1.0 - hot_share) / cold if cold else 0.0)
-    return np.cumsum(weights)
+    fn = routings.GENERATORS[name][1]
+    reads = tuple(p for p in inspect.signature(fn).parameters if p in routings.INPUTS)
+    inputs = drawn_inputs(experts, ranks, seed, workload_key, reads)
+    return np.cumsum(routings.weights(name, inputs, dict(values)))
 
 
 def read_trace(path: str, ranks: int, batch: int, topk: int, experts: int,
