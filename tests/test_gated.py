@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from conftest import run_cli, write_grid
+from test_twin import write_trace
 from ubepsim.kernels import layer, layout
 from ubepsim.sweep import kernel_io, model
 from ubepsim.sweep.grid import load_grid
@@ -80,22 +81,24 @@ def _other(name):
     p = PARAM_BY_NAME[name]
     if p.choices:
         return next(c for c in p.choices if c != p.default)
-    return 0.9 if name == "hot_share" else p.default + 1
+    return {"hot_share": 0.9, "zero_experts": 0.25}.get(name, p.default + 1)
 
 
-def test_an_unread_parameter_is_recorded_at_its_default():
+def test_an_unread_parameter_is_recorded_at_its_default(tmp_path):
     """Every combination of the values its gate reads: where none of the gate's clauses holds
     the parameter is recorded at its default (one config_id with the default's), elsewhere it
     keeps its value."""
+    trace = tmp_path / "trace.parquet"
+    write_trace(trace, SMALL["ranks"], SMALL["batch"], SMALL["topk"], 16, 0)
     for name, gate in GATED.items():
         default = PARAM_BY_NAME[name].default
         value = _other(name)
-        # (a trace routing needs a file: the other routings tell as much)
-        combos = itertools.product(*([c for c in PARAM_BY_NAME[g].choices if c != "trace"]
-                                     for g in gate.gates))
+        combos = itertools.product(*(PARAM_BY_NAME[g].choices for g in gate.gates))
         reads = set()
         for combo in combos:
             at = dict(zip(gate.gates, combo)) | {"experts": 16, "topk": 2}
+            if at.get("routing") == "trace":
+                at["trace"] = str(trace)
             read = any(all(at[g] in [r.name for r in readers] for g, readers in clause)
                        for clause in gate.clauses)
             reads.add(read)

@@ -181,6 +181,27 @@ def test_hot_ranks_put_the_hot_experts_on_whole_dies():
     assert len(hot_dies["spread"]) > 2
 
 
+@pytest.mark.parametrize("routing", ["uniform", "zipf", "hot", "lognormal"])
+def test_zero_load_takes_whole_dies_and_the_experts_of_least_weight(routing):
+    per_die = 4
+    base = {"ranks": 16, "experts": 16 * per_die, "batch": 400, "topk": 4, "routing": routing}
+    w = _weights(base)[1] if routing != "uniform" else np.ones(16 * per_die)
+    zero = {}
+    for key, value in (("zero_ranks", 2), ("zero_experts", 0.25)):
+        zw = _weights({**base, key: value})[1]
+        zero[key] = zw == 0
+        # the others keep their weights
+        assert np.allclose(zw[~zero[key]], w[~zero[key]])
+    dies = zero["zero_ranks"].reshape(16, per_die)
+    assert dies.all(axis=1).sum() == 2 and dies.sum() == 2 * per_die      # two whole dies
+    assert zero["zero_experts"].sum() == 16                                # a quarter of 64
+    assert w[zero["zero_experts"]].max() <= w[~zero["zero_experts"]].min() * (1 + 1e-9)
+    cfg, zw = _weights({**base, "zero_ranks": 2, "zero_experts": 0.25})
+    assert np.array_equal(zw == 0, zero["zero_ranks"] | zero["zero_experts"])
+    routed = {e for t in route_die(cfg, 3, list(np.cumsum(zw))) for e in t}
+    assert routed and not routed & set(np.flatnonzero(zw == 0).tolist())
+
+
 @pytest.mark.parametrize("protocol", ["bsp", "ubep"])
 @pytest.mark.parametrize("op", ["dispatch", "combine"])
 def test_a_hot_rank_costs_more_than_the_same_heat_spread(protocol, op):

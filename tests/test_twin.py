@@ -89,6 +89,8 @@ def random_configs(n, seed, trace_dir, modes=dispatch_modes, extra=None):
                  zipf_s=rnd.choice([0.5, 1.2, 3.0]), hot_share=rnd.choice([0.2, 0.9]),
                  hot_placement=rnd.choice(["spread", "ranks"]),
                  lognormal_sigma=rnd.choice([0.3, 1.0, 2.5]),
+                 # zero load on some: dies that receive nothing, experts without tokens
+                 zero_experts=rnd.choice([0.0, 0.0, 0.3]), zero_ranks=rnd.choice([0, 0, 1, 2]),
                  seed=rnd.randint(0, 3), **(extra(rnd) if extra else {}))
         v["topk"] = rnd.randint(1, min(6, experts))
         v["cumsum_aivs"] = rnd.randint(1, v["aivs"] - 1)
@@ -183,6 +185,8 @@ def test_random_configurations_cover_every_mode(configs, twins):
     assert {c.routing.name for c, _ in configs} == set(ROUTINGS)
     assert {c.hot_placement.name for c, _ in configs if c.routing.name == "hot"} == \
         {"spread", "ranks"}
+    assert any(c.zero_experts > 0 for c, _ in configs)
+    assert any(c.zero_ranks > 0 for c, _ in configs)
     assert {p for _, p in configs} == set(PROFILES)
     # every fabric's hop classes occur, and only those its shape has: three_hop past the
     # 8-die domains of three_tier, no intra_npu on the flat fabric, no two_hop within 16 dies

@@ -61,7 +61,10 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
     trace_at: dict[tuple, int] = {}
     cdf_end, trace_end = 0, 0
     routing = np.asarray(cols["routing"])
-    for i in np.flatnonzero(routing != Routing.uniform):
+    # plain uniform routing reads no weights (its rows keep an empty cdf)
+    weighted = (routing != Routing.uniform) | (np.asarray(cols["zero_experts"]) > 0) | \
+        (np.asarray(cols["zero_ranks"]) > 0)
+    for i in np.flatnonzero(weighted):
         if routing[i] == Routing.trace:
             tkey = (str(cols["trace"][i]), *(int(cols[x][i]) for x in
                                              ("ranks", "batch", "topk", "experts")))

@@ -186,19 +186,24 @@ PARAMS: tuple[Param, ...] = (
           "the layout) or ranks (on whole dies, a die's experts together: hot ranks)."),
     Param("lognormal_sigma", float, 1.0, "Sigma of the log-normal expert weights: each "
           "expert's weight is exp(sigma * z), z a standard normal drawn per expert.", 0.0, 8.0),
+    Param("zero_experts", float, 0.0, "The share of experts that get no tokens: those of "
+          "least weight (under uniform routing, drawn).", 0.0, 1.0),
+    Param("zero_ranks", int, 0, "Dies whose experts get no tokens, drawn.", 0, 16383),
 )
 
 PARAM_BY_NAME = {p.name: p for p in PARAMS}
 MAX_COPIES = 1 << 26
 NAMES = tuple(p.name for p in PARAMS)
 # Parameters that decide routing: the generator is keyed by them, so protocols, schedules and sync
-# variants compared at the same seed see the same token copies.
+# variants compared at the same seed see the same token copies. The zero-load keys are not among
+# them: they take experts' tokens away, not the draws, so a configuration and its zero-load
+# variant share their popularity order, die order and streams, and compare paired.
 WORKLOAD_NAMES = ("ranks", "batch", "topk", "experts", "routing", "zipf_s", "hot_experts",
                   "hot_share", "trace", "seed", "hot_placement", "lognormal_sigma")
 # Parameters added after 0.7.0, which enter a config_id only where they differ from their
 # default (stable_id): every configuration 0.7.0 could express keeps its id.
 LATER_NAMES = ("op", "combine_dtype", "expert_fixed_us", "expert_ns_per_copy", "hot_placement",
-               "lognormal_sigma")
+               "lognormal_sigma", *routings.ZERO_LOAD)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,6 +251,9 @@ GATED: dict[str, Gate] = {
     # a generator's parameters: its signature's (routings.py)
     **{name: _gate({"routing": tuple(Routing[r] for r in readers)})
        for name, readers in routings.readers().items()},
+    # zero load: on every drawn routing (a trace carries its own)
+    **{name: _gate({"routing": tuple(r for r in Routing if r is not Routing.trace)})
+       for name in routings.ZERO_LOAD},
     "dtype": _gate({"op": WITH_DISPATCH}),
     "sync": _gate({"op": WITH_DISPATCH}, {"protocol": (Protocol.ubep,)}),
     "schedule": _gate({"op": WITH_DISPATCH}, {"protocol": (Protocol.ubep,)}),
@@ -282,6 +290,8 @@ class Config:
     expert_ns_per_copy: float = 0.0
     hot_placement: HotPlacement = HotPlacement.spread
     lognormal_sigma: float = 1.0
+    zero_experts: float = 0.0
+    zero_ranks: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values, enums as their names: the form of TOML, JSON and Parquet."""
@@ -547,6 +557,16 @@ def check_rules(cols: dict[str, np.ndarray], source: str | None = None,
         np.where(c["hot_share"] < 1, cold, 0)
     fail("hot_share", hot & (c["topk"] > with_traffic), lambda v: f"{v('hot_share')} leaves "
          f"fewer experts with traffic than topk ({v('topk')})")
+    # zero load: at least topk experts keep some (the hot experts' rule's count, less every
+    # expert the zero-load keys could take)
+    drawn = routing != Routing.trace
+    fail("zero_ranks", drawn & (c["zero_ranks"] >= c["ranks"]), lambda v: f"{v('zero_ranks')} "
+         f"must be below ranks ({v('ranks')}); some die must hold experts with tokens")
+    loaded = np.where(hot, with_traffic, c["experts"]) - \
+        routings.zero_count(c["zero_experts"], c["experts"]) - \
+        c["zero_ranks"] * (c["experts"] // c["ranks"])
+    fail("zero_experts", drawn & (loaded < c["topk"]), lambda v: f"{v('zero_experts')} with "
+         f"zero_ranks {v('zero_ranks')} leaves fewer experts with tokens than topk ({v('topk')})")
     has_trace = np.array([bool(t) for t in c["trace"].ravel()])
     fail("trace", (routing == Routing.trace) & ~has_trace,
          lambda v: "routing = trace needs a trace file")

@@ -53,6 +53,26 @@ GENERATORS: dict[str, tuple[int, Callable[..., np.ndarray]]] = {
     "hot": (2, hot),
     "lognormal": (4, lognormal),
 }
+# Zero load (Megatron-LM PR 7488's W5), on top of uniform routing and every generator: the
+# `zero_ranks` last dies of the drawn die order (their experts) and a `zero_experts` share of the
+# experts, those of least weight (on a tie the later in the popularity order), get no tokens.
+ZERO_LOAD = ("zero_experts", "zero_ranks")
+
+
+def zero_count(share, experts):
+    """How many experts a `zero_experts` share leaves without load (scalars or arrays)."""
+    return np.floor(np.asarray(share) * np.asarray(experts) + 0.5).astype(np.int64)
+
+
+def zeroed(weights, rank, die_rank, ranks, zero_experts, zero_ranks):
+    """Which experts get no load: the `zero_experts` share of least weight (on a tie, the later
+    in the popularity order `rank`), and those of the last `zero_ranks` dies of the die order."""
+    experts = rank.shape[0]
+    out = die_rank >= (ranks - zero_ranks) * (experts // ranks)
+    out[np.lexsort((-rank, weights))[:zero_count(zero_experts, experts)]] = True
+    return out
+
+
 # every routing by its code (a Parquet enum's index is its code)
 CODES = dict(sorted({"uniform": 0, "trace": 3, **{name: code for name, (code, _) in
                                                    GENERATORS.items()}}.items(),

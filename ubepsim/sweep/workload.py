@@ -68,6 +68,8 @@ def cdf_key(routing: int, experts: int, ranks: int, seed: int, workload_key: int
     gives a parameter's value (an enum as its code or member)."""
     name = Routing(routing).name
     reads = routings.parameters(name) if name in routings.GENERATORS else ()
+    if name != "trace":
+        reads += routings.ZERO_LOAD
     values = tuple((p, _plain(p, value(p))) for p in reads)
     return (int(routing), int(experts), int(ranks), int(seed), int(workload_key), values)
 
@@ -88,16 +90,25 @@ def _plain(name: str, v):
 @functools.lru_cache(maxsize=4096)
 def expert_cdf(routing: int, experts: int, ranks: int, seed: int, workload_key: int,
                values: tuple) -> np.ndarray:
-    """Cumulative popularity weights in expert-id order (empty for uniform and trace routing):
-    the generator of routings.GENERATORS at its parameters' values ((name, value) pairs, enums
-    by name; cdf_key builds them)."""
+    """Cumulative popularity weights in expert-id order (empty for trace routing and uniform
+    without zero load): the generator of routings.GENERATORS at its parameters' values ((name,
+    value) pairs, enums by name; cdf_key builds them), the zero-load experts' weights 0."""
     name = Routing(routing).name
-    if name not in routings.GENERATORS:
+    values = dict(values)
+    zero = name != "trace" and (values["zero_experts"] > 0 or values["zero_ranks"] > 0)
+    if name not in routings.GENERATORS and not zero:
         return np.zeros(0)
-    fn = routings.GENERATORS[name][1]
-    reads = tuple(p for p in inspect.signature(fn).parameters if p in routings.INPUTS)
+    reads = ("rank", "die_rank") if zero else ()
+    if name in routings.GENERATORS:
+        fn = routings.GENERATORS[name][1]
+        reads += tuple(p for p in inspect.signature(fn).parameters if p in routings.INPUTS)
     inputs = drawn_inputs(experts, ranks, seed, workload_key, reads)
-    return np.cumsum(routings.weights(name, inputs, dict(values)))
+    w = (routings.weights(name, inputs, values) if name in routings.GENERATORS
+         else np.ones(experts))
+    if zero:
+        w = np.where(routings.zeroed(w, inputs["rank"], inputs["die_rank"], ranks,
+                                     values["zero_experts"], values["zero_ranks"]), 0.0, w)
+    return np.cumsum(w)
 
 
 def read_trace(path: str, ranks: int, batch: int, topk: int, experts: int,
