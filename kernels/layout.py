@@ -70,8 +70,8 @@ globals().update({f"B_{p.name.upper()}": i for i, p in enumerate(PHASES)})
 N_BUCKETS = len(PHASES)
 
 # A result's unit: US, cycles in the kernel's row, reported in microseconds; COUNT, a count in
-# the kernel's row; BYTES and GBPS are computed on the host (kernel_io.HOST_RESULTS).
-US, COUNT, BYTES, GBPS = "us", "count", "bytes", "GB/s"
+# the kernel's row; BYTES, GBPS and RATIO are computed on the host (kernel_io.HOST_RESULTS).
+US, COUNT, BYTES, GBPS, RATIO = "us", "count", "bytes", "GB/s", "ratio"
 KERNEL_UNITS = (US, COUNT)
 # (name, unit, help, the ops that give it: elsewhere it is 0)
 Result = namedtuple("Result", ("name", "unit", "help", "ops"), defaults=(ALL_OPS,))
@@ -97,6 +97,16 @@ RESULTS = (
     Result("wait_us", US, "mean time an AIV spends waiting in SyncAll, fences and polls"),
     Result("ingress_queue_us", US, "longest a store waited in an ingress port's queue, from "
            "its arrival until the port began taking it: the hottest receiver's queue"),
+    Result("slowest_die", COUNT, "the die that finishes last (the lowest-numbered on a tie): "
+           "the straggler, latency_us its finish"),
+    Result("median_die_us", US, "the median over dies of the time each die finishes: the "
+           "straggler's lead is latency_us minus this"),
+    Result("recv_max_mean", RATIO, "the most token copies one die takes in against the mean: "
+           "dispatch's copies to its experts, combine's own tokens' copies back (a layer: its "
+           "dispatch's)"),
+    Result("send_max_mean", RATIO, "the most token copies one die sends against the mean: "
+           "dispatch's its tokens' copies, combine's the copies its experts took (a layer: its "
+           "combine's)"),
     *(Result(f"phase_{p.name}_us", US, f"critical path: {p.help}", ops=p.ops) for p in PHASES),
     Result("dispatch_us", US, "critical path: the dispatch of the die that finishes last, until "
            "its last AIV finished it (a dispatch's latency; in a layer, that die's dispatch, "
@@ -111,10 +121,11 @@ RESULTS = (
            "copies) whose payload matched the sentinel (sp)"),
 )
 # The output row: a slot per result in a kernel unit, in the order above, O_<NAME> (the name
-# without _us), then what only the host's invariant checks read: copy stores sent, copies taken
-# once, copies read before they were visible, the latency bound.
+# without _us), then what only the host reads: copy stores sent, copies taken once, copies read
+# before they were visible, the latency bound (its invariant checks); the most token copies a die
+# takes in and sends (its ratios).
 OUTPUTS = (*(r.name.removesuffix("_us") for r in RESULTS if r.unit in KERNEL_UNITS),
-           "sent", "delivered", "violations", "bound")
+           "sent", "delivered", "violations", "bound", "recv_max", "send_max")
 globals().update({f"O_{name.upper()}": i for i, name in enumerate(OUTPUTS)})
 N_OUT = len(OUTPUTS)
 O_COPIES_HOP0 = OUTPUTS.index(f"copies_{HOP_CLASSES[0]}")   # then one per hop class, in order

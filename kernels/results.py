@@ -15,7 +15,8 @@ from .layout import (C_COPY_EGRESS, C_COPY_INGRESS, C_COPY_ISSUE, C_EXPERT, C_IN
                      O_DISPATCH, O_EXPERT, O_LATENCY, O_LATENCY_MEAN, O_PHASE0, O_PHASE_CUMSUM,
                      O_PHASE_INIT, O_PHASE_REDUCE, O_PHASE_REORDER, O_PHASE_SEND, O_PHASE_SYNC,
                      O_QSEARCH_STEPS, O_SEND_MAX_AIV, O_SEND_MEAN_AIV, O_SEND_SPREAD_AIV, O_SENT,
-                     O_SENTINEL_COLLISIONS, O_VIOLATIONS, O_WAIT)
+                     O_SENTINEL_COLLISIONS, O_VIOLATIONS, O_WAIT, O_SLOWEST_DIE, O_MEDIAN_DIE,
+                     O_RECV_MAX, O_SEND_MAX)
 
 
 @njit(inline="always")
@@ -143,13 +144,28 @@ def aiv_stats(acc, aivs):
 
 
 @njit(inline="always")
+def busiest(ecnt, R):
+    """The most token copies routed to one die's experts (ecnt: schedule.receive_counts)."""
+    EL = (ecnt.shape[0] - 1) // R
+    most = 0
+    for d in range(R):
+        most = max(most, ecnt[(d + 1) * EL] - ecnt[d * EL])
+    return most
+
+
+@njit(inline="always")
 def write_row(out, ends, acc, n_aivs, copies_hop, qsteps, copies, sent, delivered, violations,
-              collisions, bound, queued):
+              collisions, bound, queued, recv_max, send_max):
     """The columns every op writes alike: ends[d], when die d is done; acc: aiv_stats'; n_aivs:
-    the AIVs of every die."""
+    the AIVs of every die; recv_max, send_max: the most token copies a die takes in and
+    sends."""
     latency = ends.max()
     out[O_LATENCY] = latency
     out[O_LATENCY_MEAN] = ends.sum() / ends.shape[0]
+    out[O_SLOWEST_DIE] = critical(ends)
+    out[O_MEDIAN_DIE] = np.median(ends)
+    out[O_RECV_MAX] = recv_max
+    out[O_SEND_MAX] = send_max
     out[O_COPIES_TOTAL] = copies
     for h in range(N_HOPS):
         out[O_COPIES_HOP0 + h] = copies_hop[h]
@@ -196,10 +212,12 @@ def result_row(out, aivs, ends, sched, c, ubep, copies, sent, delivered, violati
     out[O_EXPERT] = out[O_COMBINE] = 0
     acc = new_stats()
     aiv_stats(acc, aivs)
+    R = ends.shape[0]
     write_row(out, ends, acc, aivs.wait.size, sched.copies_hop, sched.qsteps_max, copies, sent,
               delivered, violations, collisions,
               latency_bound(c, sched.copies_hop, sched.max_out * c[C_COPY_EGRESS],
-                            sched.max_in * c[C_COPY_INGRESS]), queued)
+                            sched.max_in * c[C_COPY_INGRESS]), queued,
+              busiest(sched.ecnt, R), copies // R)
 
 
 @njit
@@ -215,8 +233,10 @@ def combine_row(out, aivs, ends, starts, rsched, c, ubep, K, copies, sent, deliv
     out[O_COMBINE] = ends[crit] - starts[crit]
     acc = new_stats()
     aiv_stats(acc, aivs)
+    R = ends.shape[0]
     write_row(out, ends, acc, aivs.wait.size, rsched.copies_hop, rsched.qsteps_max, copies, sent,
-              delivered, violations, collisions, bound_of_return(c, rsched, K), queued)
+              delivered, violations, collisions, bound_of_return(c, rsched, K), queued,
+              copies // R, busiest(rsched.ecnt, R))
 
 
 @njit(inline="always")
@@ -245,6 +265,7 @@ def layer_row(out, daivs, dends, sched, caivs, ends, starts, experts, rsched, c,
     first = latency_bound(c, sched.copies_hop, sched.max_out * c[C_COPY_EGRESS],
                           sched.max_in * c[C_COPY_INGRESS]) + c[C_EXPERT] + c[C_INIT] + \
         K * c[C_REDUCE_COPY] + c[C_REDUCE_TOKEN]
+    most = busiest(sched.ecnt, ends.shape[0])     # taken in by dispatch, sent by combine
     write_row(out, ends, acc, daivs.wait.size, sched.copies_hop,
               max(sched.qsteps_max, rsched.qsteps_max), copies, sent, delivered, violations,
-              collisions, max(first, bound_of_return(c, rsched, K)), queued)
+              collisions, max(first, bound_of_return(c, rsched, K)), queued, most, most)

@@ -203,6 +203,29 @@ def test_zero_load_takes_whole_dies_and_the_experts_of_least_weight(routing):
 
 
 @pytest.mark.parametrize("protocol", ["bsp", "ubep"])
+def test_the_results_name_the_straggler_and_the_loads(protocol):
+    """Under a hot rank the hot dies take most copies in dispatch and send them back in
+    combine: the load columns are those counted from the routing itself, and dispatch's last
+    die is a hot one."""
+    from ubepsim.reference.routing import route
+    values = {"ranks": 32, "experts": 128, "batch": 16, "topk": 4, "routing": "hot",
+              "hot_experts": 4, "hot_share": 0.6, "hot_placement": "ranks",
+              "protocol": protocol}
+    cfg = make_config(values, 48)
+    taken = np.bincount([e // 4 for die in route(cfg) for t in die for e in t], minlength=32)
+    ratio = taken.max() / taken.mean()
+    hot = set(np.flatnonzero(taken == taken.max()).tolist())
+    out = {op: model.simulate(make_config({**values, "op": op}, 48), load_profile())
+           for op in ("dispatch", "combine")}
+    assert out["dispatch"]["recv_max_mean"] == pytest.approx(ratio) and ratio > 3
+    assert out["combine"]["send_max_mean"] == pytest.approx(ratio)
+    assert out["dispatch"]["send_max_mean"] == out["combine"]["recv_max_mean"] == 1.0
+    assert out["dispatch"]["slowest_die"] in hot
+    for row in out.values():
+        assert row["median_die_us"] < row["latency_us"]
+
+
+@pytest.mark.parametrize("protocol", ["bsp", "ubep"])
 @pytest.mark.parametrize("op", ["dispatch", "combine"])
 def test_a_hot_rank_costs_more_than_the_same_heat_spread(protocol, op):
     """Megatron's W2 against W3: the same hot experts, on two dies or over the layout. Under a

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import statistics
+from collections import Counter
+
 from ..sweep.profile import HOP_CLASSES
 from ..sweep.result_fields import PHASE_NAMES, phase_column
 from .schedule import Schedule
@@ -91,7 +94,7 @@ def result_row(run: Run, plan: Schedule, dies: list[Die]) -> dict:
     bound = latency_bound(run.c, plan.copies_hop, plan.max_out * run.c["copy_egress"],
                           plan.max_in * run.c["copy_ingress"])
     return _row(run, ends, phases(run, dies[crit]), (ends[crit], 0, 0), [dies], plan,
-                run.c["token_bytes"], plan.qsteps_max, bound)
+                run.c["token_bytes"], plan.qsteps_max, bound, _loads(plan))
 
 
 def combine_row(run: Run, plan: Schedule, dies: list[Die], starts: list[int]) -> dict:
@@ -100,7 +103,7 @@ def combine_row(run: Run, plan: Schedule, dies: list[Die], starts: list[int]) ->
     crit = _critical(ends)
     return _row(run, ends, combine_phases(run, dies[crit], starts[crit]),
                 (0, 0, ends[crit] - starts[crit]), [dies], plan, run.c["return_bytes"],
-                plan.qsteps_max, _return_bound(run, plan), returned=dies)
+                plan.qsteps_max, _return_bound(run, plan), _loads(plan), returned=dies)
 
 
 def layer_row(run: Run, plan: Schedule, dispatched: list[Die], returns: Schedule,
@@ -123,13 +126,21 @@ def layer_row(run: Run, plan: Schedule, dispatched: list[Die], returns: Schedule
                 (dispatched[crit].end(), experts[crit], ends[crit] - starts[crit]),
                 [dispatched, combined], plan, c["token_bytes"] + c["return_bytes"],
                 max(plan.qsteps_max, returns.qsteps_max),
-                max(first, _return_bound(run, returns)), returned=combined)
+                max(first, _return_bound(run, returns)),
+                (_loads(plan)[0], _loads(returns)[1]), returned=combined)
 
 
 def _return_bound(run: Run, plan: Schedule) -> int:
     c = run.c
     return return_bound(c, plan.copies_hop, plan.max_out * c["return_egress"],
                         plan.max_in * c["return_ingress"], run.cfg.topk)
+
+
+def _loads(plan: Schedule) -> tuple[int, int]:
+    """The most token copies one die takes in and the most one die sends, on a schedule (a
+    return schedule's copies go back to their sources)."""
+    taken = Counter(d for die in plan.dies for d in die.dests)
+    return max(taken.values(), default=0), max(len(die.dests) for die in plan.dies)
 
 
 def _critical(ends: list[int]) -> int:
@@ -139,7 +150,7 @@ def _critical(ends: list[int]) -> int:
 
 def _row(run: Run, ends: list[int], times: dict[str, int], split: tuple[int, int, int],
          kernels: list[list[Die]], plan: Schedule, copy_bytes: int, qsteps: int, bound: int,
-         returned: list[Die] | None = None) -> dict:
+         loads: tuple[int, int], returned: list[Die] | None = None) -> dict:
     """A row from the kernels' dies (dispatch's, combine's, or both in a layer's order): the
     latency (ends: each die's end), the phases on the critical path (times), its split into
     dispatch, experts and combine, the per-AIV send latencies and waits of every kernel."""
@@ -164,6 +175,10 @@ def _row(run: Run, ends: list[int], times: dict[str, int], split: tuple[int, int
         "wait_us": sum(waits) / len(waits) / clock,
         "ingress_queue_us": max([st.queued for dies in kernels for die in dies
                                  for st in die.stores] + [0]) / clock,
+        "slowest_die": _critical(ends),
+        "median_die_us": statistics.median(ends) / clock,
+        "recv_max_mean": loads[0] * R / sum(plan.copies_hop),
+        "send_max_mean": loads[1] * R / sum(plan.copies_hop),
         **{phase_column(p): times[p] / clock for p in PHASE_NAMES},
         "dispatch_us": split[0] / clock, "expert_us": split[1] / clock,
         "combine_us": split[2] / clock,

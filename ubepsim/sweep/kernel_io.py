@@ -35,9 +35,16 @@ def _bytes_per_rank(res, cols, costs):
                                                                   dtype=np.int64) * copy_bytes
 
 
+def _max_mean(slot):
+    """A die's most token copies (the kernel's output `slot`) against the mean over dies."""
+    return lambda res, cols, costs: res[slot] * np.asarray(cols["ranks"]) / res["copies_total"]
+
+
 HOST_RESULTS = {
     "bytes_per_rank": _bytes_per_rank,
     "bw_gbps": lambda res, cols, costs: res["bytes_per_rank"] / (res["latency_us"] * 1000.0),
+    "recv_max_mean": _max_mean("recv_max"),
+    "send_max_mean": _max_mean("send_max"),
 }
 
 
@@ -170,6 +177,7 @@ def result_columns(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.ndarr
     clock = profile.values["clock_ghz"] * 1000.0   # cycles per microsecond
     res = {f.name: out[:, f.slot] / clock if f.unit == k.US else out[:, f.slot].astype(np.int64)
            for f in RESULTS if f.slot is not None}
+    res["recv_max"], res["send_max"] = out[:, k.O_RECV_MAX], out[:, k.O_SEND_MAX]
     for name, compute in HOST_RESULTS.items():
         res[name] = compute(res, cols, costs)
     return {name: res[name] for name in RESULT_NAMES}

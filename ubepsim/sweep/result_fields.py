@@ -15,14 +15,15 @@ from .params import Op
 
 # A unit's Parquet type: the kernel's cycles and the bandwidth are reported as floats (us,
 # GB/s), counts and bytes as integers.
-DTYPES = {layout.US: "f8", layout.GBPS: "f8", layout.COUNT: "i8", layout.BYTES: "i8"}
+DTYPES = {layout.US: "f8", layout.GBPS: "f8", layout.RATIO: "f8", layout.COUNT: "i8",
+          layout.BYTES: "i8"}
 
 
 @dataclasses.dataclass(frozen=True)
 class ResultField:
     name: str
     dtype: str                 # "f8" or "i8"
-    unit: str                  # layout.US, COUNT (the kernel's), BYTES or GBPS (the host's)
+    unit: str                  # layout.US, COUNT (the kernel's), BYTES, GBPS or RATIO (the host's)
     ops: tuple[Op, ...]        # the ops that give it; elsewhere it is 0
     help: str
     slot: int | None           # its column of the kernel's output row; None: the host's
