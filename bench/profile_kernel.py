@@ -10,6 +10,10 @@ which perf looks up the names of JIT code (one line per function: start, size, n
 runs bench_sweep's fixed sample of sweeps/million.toml on one thread --repeat times. The samples
 of the first compilation land in libllvmlite and Python, apart from the kernel's.
 
+--config JSON profiles one configuration instead (its parameters, as `ubepsim run` takes them),
+run --repeat times: one configuration's instruction-level profile is cleaner than the sample's,
+whose costliest points dominate anyway.
+
 --dump DIR also writes each kernel function's machine code (NAME.bin) with its start address,
 for an instruction-level view: `objdump -D -b binary -m i386:x86-64 --adjust-vma=START NAME.bin`
 beside the sample addresses of `perf script -F ip,sym`.
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import ctypes
+import json
 import os
 import re
 import shutil
@@ -37,9 +42,12 @@ import numba  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sweep import MILLION, PER_SETTING, stratified_sample  # noqa: E402
 
+import polars as pl  # noqa: E402
+
 from ubepsim.kernels import layer  # noqa: E402
 from ubepsim.sweep.grid import load_grid  # noqa: E402
 from ubepsim.sweep.model import simulate_table  # noqa: E402
+from ubepsim.sweep.params import SCHEMA, make_config  # noqa: E402
 
 MAX_SIZE = 1 << 20   # no function is this long: a longer gap holds code not ours
 
@@ -81,10 +89,16 @@ def main() -> None:
                     help="sample configurations per setting of the cost axes (as bench_sweep)")
     ap.add_argument("--repeat", type=int, default=10, help="runs of the sample")
     ap.add_argument("--dump", type=Path, help="write each kernel function's machine code here")
+    ap.add_argument("--config", type=json.loads, help="profile this configuration instead of "
+                    "the sample (a JSON object of parameters)")
     args = ap.parse_args()
     numba.set_num_threads(1)
     grid = load_grid(MILLION)
-    sample = stratified_sample(grid, args.per_setting)
+    if args.config is not None:
+        row = make_config(args.config, grid.profile.aivs).as_dict()
+        sample = pl.DataFrame([row], schema=SCHEMA)
+    else:
+        sample = stratified_sample(grid, args.per_setting)
     t = time.perf_counter()
     simulate_table(sample[:16], grid.profile, threads=1)      # compiles the kernel
     print(f"compiled in {time.perf_counter() - t:.1f} s", flush=True)
