@@ -47,6 +47,11 @@ def data(tmp_path_factory):
         "sync": sweep_rows(d, "payload", [
             {**base, "ranks": r, "hidden": h, "sync": y}
             for r in (4, 8) for h in (8, 64, 512) for y in ("sw", "tff", "dc", "sp")]),
+        "skew": sweep_rows(d, "skew", [
+            {**base, "ranks": r, "experts": 4 * r, "batch": 16, "op": op, "protocol": p,
+             "routing": "lognormal", "lognormal_sigma": sigma, "seed": s}
+            for r in (4, 8) for op in ("dispatch", "combine") for p in ("bsp", "ubep")
+            for sigma in (0.0, 1.0, 2.0) for s in (0, 1)]),
     }
     timelines = []
     for schedule, protocol in (("expert_block", "bsp"), ("balanced", "ubep"),
@@ -87,7 +92,7 @@ def data(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("kind", ["heatmap", "breakdown", "aiv", "sync", "timeline"])
+@pytest.mark.parametrize("kind", ["heatmap", "breakdown", "aiv", "sync", "skew", "timeline"])
 def test_each_kind_writes_a_png(tmp_path, data, kind):
     inputs = data[kind] if isinstance(data[kind], list) else [data[kind]]
     target = tmp_path / f"{kind}.png"
@@ -178,6 +183,8 @@ def test_default_output_name(tmp_path, monkeypatch, data):
     (lambda d: (d["no_latency"], "--kind", "heatmap"), ["DATASET", "latency_us", "null"]),
     (lambda d: (d["sync"], "--kind", "sync", "--where", "hidden = 64"),
      ["DATASET", "several hidden"]),
+    (lambda d: (d["skew"], "--kind", "skew", "--where", "lognormal_sigma = 0"),
+     ["DATASET", "several skews"]),
     (lambda d: (d["heatmap"], "--kind", "heatmap", "--where", ""), ["--where", "empty"]),
     (lambda d: (d["heatmap"], "--kind", "heatmap", "--where", " "), ["--where", "empty"]),
 ])
@@ -221,6 +228,26 @@ def test_label_titles_timeline_figures(tmp_path, monkeypatch, data, kind):
                            "--out", tmp_path / "t.png")
     assert code == 0, err
     assert any(t.startswith("Foo") for t in titles), titles
+
+
+def test_skew_draws_each_ops_latency_against_its_busiest_port(data):
+    """A line per op and protocol, its points the busiest die's load in the op's direction
+    (dispatch: taken in; combine: sent) and the latency, averaged over seeds, in load order."""
+    from ubepsim.paper import plot as figures
+    frame = figures.read_results([data["skew"]], "skew", None)
+    fig = figures.skew(frame)
+    ax = fig.axes[0]                                  # 4 ranks
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert set(lines) == {f"{op}, {p}" for op in ("dispatch", "combine")
+                          for p in ("bsp", "ubep")}
+    rows = frame.filter((pl.col("ranks") == 4) & (pl.col("op") == "combine")
+                        & (pl.col("protocol") == "bsp"))
+    want = rows.group_by("lognormal_sigma").agg(pl.col("send_max_mean").mean(),
+                                                pl.col("latency_us").mean()).sort("send_max_mean")
+    x, y = lines["combine, bsp"].get_data()
+    assert list(x) == pytest.approx(want["send_max_mean"].to_list())
+    assert list(y) == pytest.approx(want["latency_us"].to_list())
+    assert list(x) == sorted(x) and x[-1] > x[0]
 
 
 def test_every_phase_has_its_own_colour():

@@ -19,7 +19,9 @@ from ..paper.plot import KINDS, TIMELINE_KINDS
                    "size, a panel per rank count (Figure 14; sweep results). breakdown: "
                    "stacked phase times per protocol (Figures 3(a), 8; sweep results). sync: "
                    "latency against payload per Data-as-Flag variant (Figure 10; sweep "
-                   "results). aiv: each AIV's send phase (until it issued its last store), a "
+                   "results). skew: latency against the busiest die's load over the mean, a "
+                   "line per op and protocol (sweep results over skews, sweeps/skew.toml). "
+                   "aiv: each AIV's send phase (until it issued its last store), a "
                    "panel per timeline (Figure "
                    "9; one or more timelines). timeline: Gantt chart of one die's AIVs (one "
                    "timeline).")
@@ -37,10 +39,10 @@ def plot(datasets: tuple[str, ...], kind: str, out: Path | None, where: str | No
          die: int | None, labels: tuple[str, ...]) -> None:
     """Write a PNG figure of DATASET.
 
-    Sweep results (`ubepsim sweep`: a directory or Parquet files) feed heatmap, breakdown and
-    sync: seeds are averaged, and a parameter that is not an axis of the figure must hold one
-    value (choose it with --where). Timelines (`ubepsim run --timeline FILE.parquet`) feed aiv
-    (several, e.g. one per schedule) and timeline (one).
+    Sweep results (`ubepsim sweep`: a directory or Parquet files) feed heatmap, breakdown,
+    sync and skew: seeds are averaged, and a parameter that is not an axis of the figure must
+    hold one value (choose it with --where). Timelines (`ubepsim run --timeline
+    FILE.parquet`) feed aiv (several, e.g. one per schedule) and timeline (one).
 
     Example: ubepsim plot results/fig14_cumsum_groups --kind heatmap --out fig14.png
     """
@@ -79,6 +81,6 @@ def plot(datasets: tuple[str, ...], kind: str, out: Path | None, where: str | No
         for d in datasets:
             warn_about(d)
         fig = {"heatmap": figures.heatmap, "breakdown": figures.breakdown,
-               "sync": figures.sync}[kind](frame)
+               "sync": figures.sync, "skew": figures.skew}[kind](frame)
     figures.save(fig, out)
     click.echo(f"wrote {out}")

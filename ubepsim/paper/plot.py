@@ -2,7 +2,8 @@
 
 Two inputs:
 - sweep results (`ubepsim sweep`: one row per configuration) for `heatmap` (Figure 14),
-  `breakdown` (Figures 3(a), 8) and `sync` (Figure 10); seeds are averaged, and every other
+  `breakdown` (Figures 3(a), 8), `sync` (Figure 10) and `skew` (latency against the busiest
+  die's load); seeds are averaged, and every other
   parameter must either be an axis of the figure or hold one value (filter with a SQL WHERE);
 - timelines (`ubepsim run --timeline`: one row per die, AIV and phase) for `aiv` (Figure 9)
   and `timeline` (a Gantt chart of one die's AIVs).
@@ -22,7 +23,7 @@ from ..sweep.files import replacing
 from ..sweep.params import ENUMS, GATED, NAMES, Op, Sync, columns
 from ..sweep.result_fields import EXPERT_COLUMN, PHASES, phase_column
 
-KINDS = ("heatmap", "breakdown", "aiv", "sync", "timeline")
+KINDS = ("heatmap", "breakdown", "aiv", "sync", "skew", "timeline")
 TIMELINE_KINDS = ("aiv", "timeline")
 # A timeline's columns and the type each holds, as `ubepsim run --timeline` writes them.
 TIMELINE_COLUMNS = {"die": "integer", "aiv": "integer", "role": "string", "phase": "string",
@@ -44,7 +45,14 @@ NEEDS = {
     "heatmap": ("ranks", "batch", "cumsum_aivs", "latency_us"),
     "breakdown": ("protocol", *(phase_column(p.name) for p in PHASES), EXPERT_COLUMN),
     "sync": ("ranks", "sync", "batch", "topk", "bytes_per_rank", "latency_us"),
+    "skew": ("ranks", "protocol", "op", "recv_max_mean", "send_max_mean", "latency_us"),
 }
+# skew: each op's load on its busiest die, the ports that carry it (dispatch: a receiver's
+# ingress; combine: a returner's egress; a layer: the same die's, taken in by its dispatch)
+SKEW_LOAD = {"dispatch": "recv_max_mean", "combine": "send_max_mean", "layer": "recv_max_mean"}
+# ... and the parameters that make the skew, free to vary along a line
+SKEW_KNOBS = ("routing", "zipf_s", "hot_experts", "hot_share", "hot_placement",
+              "lognormal_sigma", "zero_experts", "zero_ranks", "trace")
 
 
 def _pyplot():
@@ -284,6 +292,15 @@ def breakdown_parts(frame: pl.DataFrame) -> list[tuple[str, str, str]]:
     return parts
 
 
+def rank_panels(frame: pl.DataFrame, width: float):
+    """A figure with a panel per rank count, side by side: (figure, [(axes, ranks, the frame's
+    rows at those ranks)])."""
+    ranks = sorted(frame["ranks"].unique())
+    fig, axes = _pyplot().subplots(1, len(ranks), figsize=(width * len(ranks), 3.8),
+                                   squeeze=False, layout="constrained")
+    return fig, [(ax, r, frame.filter(pl.col("ranks") == r)) for ax, r in zip(axes[0], ranks)]
+
+
 def sync(frame: pl.DataFrame):
     """Latency against payload per token, one line per Data-as-Flag variant, one panel per
     rank count (Figure 10)."""
@@ -301,12 +318,8 @@ def sync(frame: pl.DataFrame):
     single_valued(frame, ("ranks", "sync", "hidden", "dtype"), "sync")
     mean = frame.group_by("ranks", "sync", "payload").agg(pl.col("latency_us").mean()) \
         .sort("ranks", "sync", "payload")
-    ranks = sorted(mean["ranks"].unique())
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, len(ranks), figsize=(4.2 * len(ranks), 3.8), squeeze=False,
-                             layout="constrained")
-    for ax, r in zip(axes[0], ranks):
-        sub = mean.filter(pl.col("ranks") == r)
+    fig, panels = rank_panels(mean, 4.2)
+    for ax, r, sub in panels:
         present = set(sub["sync"].unique())
         for s in [v.name for v in Sync if v.name in present]:   # the paper's order
             line = sub.filter(pl.col("sync") == s)
@@ -316,8 +329,39 @@ def sync(frame: pl.DataFrame):
         ax.set_xlabel("payload per token (bytes)")
         ax.grid(alpha=0.3)
     op = frame["op"][0] if "op" in frame.columns else Op.dispatch.name   # single-valued
-    axes[0][0].set_ylabel(f"{op} latency (us)")
-    axes[0][-1].legend(title="sync")
+    panels[0][0].set_ylabel(f"{op} latency (us)")
+    panels[-1][0].legend(title="sync")
+    return fig
+
+
+def skew(frame: pl.DataFrame):
+    """Latency against the busiest die's load over the mean, one line per protocol and op, one
+    panel per rank count: how an op's latency follows its hottest port (docs/model.md,
+    "Workload")."""
+    frame = frame.with_columns(load=pl.when(pl.col("op") == "combine")
+                               .then(pl.col(SKEW_LOAD["combine"]))
+                               .otherwise(pl.col(SKEW_LOAD["dispatch"])))
+    axes = ("ranks", "protocol", "op", *SKEW_KNOBS)
+    single_valued(frame, axes, "skew")
+    mean = frame.group_by([a for a in axes if a in frame.columns]).agg(
+        pl.col("load").mean(), pl.col("latency_us").mean())
+    points = mean.group_by("ranks", "protocol", "op").agg(pl.col("load").n_unique())
+    if points["load"].max() < 2:      # a line needs two skews at least
+        raise InputError("DATASET", "--kind skew draws latency against the busiest die's load, "
+                         "a line per op and protocol over several skews, but every line has "
+                         "one; give sweep results over several skews (sweeps/skew.toml)")
+    fig, panels = rank_panels(mean, 4.6)
+    for ax, r, sub in panels:
+        for (protocol, op), line in sorted(sub.group_by("protocol", "op"),
+                                           key=lambda g: (g[0][1], g[0][0])):
+            line = line.sort("load")
+            ax.plot(line["load"], line["latency_us"], marker="o",
+                    linestyle="-" if op == "dispatch" else "--", label=f"{op}, {protocol}")
+        ax.set_title(f"{r} ranks")
+        ax.set_xlabel("busiest die's copies / mean (dispatch: taken in; combine: sent)")
+        ax.grid(alpha=0.3)
+    panels[0][0].set_ylabel("latency (us)")
+    panels[-1][0].legend()
     return fig
 
 
