@@ -1,17 +1,20 @@
 """Kernel speed: nanoseconds per token copy on one core, and the speed-up over the twin.
 
     python bench/bench_kernel.py [--ranks 256 --batch 128 --topk 8 --experts 256] [--repeat 7]
+    python bench/bench_kernel.py --no-twin --skew '{"routing": "lognormal", "lognormal_sigma": 1}'
 
 For each protocol: the kernel's time for one configuration (one thread, after JIT warm-up, kernel
 only: inputs are prepared once), the best of --repeat runs (other load on the machine only ever
 slows a run down, so the best is the least disturbed; the median is printed beside it), and the
 plain-Python twin's time for the same configuration, measured in the same run. Prints one line
-per protocol.
+per protocol. --skew JSON adds parameters (a routing's) and times the skewed configuration beside
+the uniform one, alternating, with their ratio: the per-copy cost of skew at the same copies.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 
@@ -48,6 +51,8 @@ def main() -> None:
     ap.add_argument("--experts", type=int, default=256)
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--no-twin", action="store_true", help="skip the twin (slow)")
+    ap.add_argument("--skew", type=json.loads, default=None,
+                    help="parameters of a skewed routing (JSON), timed beside uniform's")
     args = ap.parse_args()
     numba.set_num_threads(1)
     profile = load_profile()
@@ -60,6 +65,13 @@ def main() -> None:
         k, median = kernel_seconds(cfg, profile, args.repeat)
         line = (f"{protocol:5s} kernel {k * 1e3:8.2f} ms  {k / copies * 1e9:7.1f} ns/copy"
                 f"  (median {median / copies * 1e9:.1f})")
+        if args.skew is not None:
+            skewed = make_config({**cfg.as_dict(), **args.skew}, profile.aivs)
+            s, s_median = kernel_seconds(skewed, profile, args.repeat)
+            k, median = kernel_seconds(cfg, profile, args.repeat)    # again, after it
+            line = (f"{protocol:5s} uniform {k / copies * 1e9:7.1f} ns/copy, skewed "
+                    f"{s / copies * 1e9:7.1f} (medians {median / copies * 1e9:.1f}, "
+                    f"{s_median / copies * 1e9:.1f}): {s / k:.2f}x")
         if not args.no_twin:
             t = time.perf_counter()
             reference.simulate(cfg, profile)
