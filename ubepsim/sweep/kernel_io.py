@@ -20,7 +20,7 @@ from ..kernels import layout as k
 from .params import Op, Routing, workload_keys
 from .profile import BUILTIN, Profile, load_profile
 from .result_fields import RESULT_NAMES, RESULTS
-from .workload import cdf_key, expert_cdf, read_trace
+from .workload import cdf_key, expert_cdf, has_weights, read_trace
 
 # The results computed on the host (units layout.BYTES and GBPS), in the order they are
 # computed, each from the kernel's results (in their units), the parameters and the costs.
@@ -69,9 +69,8 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
     cdf_end, trace_end = 0, 0
     routing = np.asarray(cols["routing"])
     # plain uniform routing reads no weights (its rows keep an empty cdf)
-    weighted = (routing != Routing.uniform) | (np.asarray(cols["zero_experts"]) > 0) | \
-        (np.asarray(cols["zero_ranks"]) > 0)
-    for i in np.flatnonzero(weighted):
+    for i in np.flatnonzero((routing == Routing.trace) | has_weights(
+            routing, cols["zero_experts"], cols["zero_ranks"])):
         if routing[i] == Routing.trace:
             tkey = (str(cols["trace"][i]), *(int(cols[x][i]) for x in
                                              ("ranks", "batch", "topk", "experts")))

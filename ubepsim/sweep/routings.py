@@ -11,6 +11,7 @@ params.PARAMS, and its docs and tests. `uniform` draws each expert alike (no wei
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 
@@ -79,10 +80,29 @@ CODES = dict(sorted({"uniform": 0, "trace": 3, **{name: code for name, (code, _)
                     key=lambda item: item[1]))
 
 
+@functools.cache
+def _arguments(name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A generator's arguments, split: (its INPUTS, its model parameters)."""
+    args = tuple(inspect.signature(GENERATORS[name][1]).parameters)
+    return tuple(a for a in args if a in INPUTS), tuple(a for a in args if a not in INPUTS)
+
+
+def inputs(name: str) -> tuple[str, ...]:
+    """What a generator reads of the workload's draws (INPUTS)."""
+    return _arguments(name)[0]
+
+
 def parameters(name: str) -> tuple[str, ...]:
     """The model parameters a generator reads: its arguments that are not INPUTS."""
-    return tuple(p for p in inspect.signature(GENERATORS[name][1]).parameters
-                 if p not in INPUTS)
+    return _arguments(name)[1]
+
+
+@functools.cache
+def reads(name: str) -> tuple[str, ...]:
+    """The parameters a routing's weights read: its generator's, and zero load's unless it is
+    a trace (which carries its own loads)."""
+    return (parameters(name) if name in GENERATORS else ()) + \
+        (ZERO_LOAD if name != "trace" else ())
 
 
 def readers() -> dict[str, tuple[str, ...]]:
@@ -94,10 +114,9 @@ def readers() -> dict[str, tuple[str, ...]]:
     return {p: tuple(names) for p, names in out.items()}
 
 
-def weights(name: str, inputs: dict[str, np.ndarray], values: dict) -> np.ndarray:
-    """Every expert's weight under generator `name`, from the drawn inputs and the parameters'
-    values (enums by name)."""
-    fn = GENERATORS[name][1]
-    args = {p: inputs[p] if p in INPUTS else values[p]
-            for p in inspect.signature(fn).parameters}
-    return np.asarray(fn(**args), dtype=np.float64)
+def weights(name: str, drawn: dict[str, np.ndarray], values: dict) -> np.ndarray:
+    """Every expert's weight under generator `name`, from the workload's draws and the
+    parameters' values (enums by name)."""
+    return np.asarray(GENERATORS[name][1](**{p: drawn[p] for p in inputs(name)},
+                                          **{p: values[p] for p in parameters(name)}),
+                      dtype=np.float64)

@@ -8,7 +8,6 @@ and the routing array of a trace.
 from __future__ import annotations
 
 import functools
-import inspect
 from pathlib import Path
 
 import numpy as np
@@ -66,12 +65,17 @@ def cdf_key(routing: int, experts: int, ranks: int, seed: int, workload_key: int
             value) -> tuple:
     """The key of a configuration's popularity weights: what expert_cdf reads. `value(name)`
     gives a parameter's value (an enum as its code or member)."""
-    name = Routing(routing).name
-    reads = routings.parameters(name) if name in routings.GENERATORS else ()
-    if name != "trace":
-        reads += routings.ZERO_LOAD
-    values = tuple((p, _plain(p, value(p))) for p in reads)
+    values = tuple((p, _plain(p, value(p))) for p in routings.reads(Routing(routing).name))
     return (int(routing), int(experts), int(ranks), int(seed), int(workload_key), values)
+
+
+def has_weights(routing, zero_experts, zero_ranks):
+    """Whether a routing draws by weights (arrays or scalars; routing by code): a generator's,
+    or uniform's with zero load. A trace draws nothing, plain uniform reads no weights."""
+    routing = np.asarray(routing)
+    return (routing != Routing.trace) & ((routing != Routing.uniform) |
+                                         (np.asarray(zero_experts) > 0) |
+                                         (np.asarray(zero_ranks) > 0))
 
 
 def config_cdf(cfg) -> np.ndarray:
@@ -95,13 +99,12 @@ def expert_cdf(routing: int, experts: int, ranks: int, seed: int, workload_key: 
     value) pairs, enums by name; cdf_key builds them), the zero-load experts' weights 0."""
     name = Routing(routing).name
     values = dict(values)
-    zero = name != "trace" and (values["zero_experts"] > 0 or values["zero_ranks"] > 0)
-    if name not in routings.GENERATORS and not zero:
+    if name == "trace" or not has_weights(routing, values["zero_experts"], values["zero_ranks"]):
         return np.zeros(0)
+    zero = values["zero_experts"] > 0 or values["zero_ranks"] > 0
     reads = ("rank", "die_rank") if zero else ()
     if name in routings.GENERATORS:
-        fn = routings.GENERATORS[name][1]
-        reads += tuple(p for p in inspect.signature(fn).parameters if p in routings.INPUTS)
+        reads += routings.inputs(name)
     inputs = drawn_inputs(experts, ranks, seed, workload_key, reads)
     w = (routings.weights(name, inputs, values) if name in routings.GENERATORS
          else np.ones(experts))
