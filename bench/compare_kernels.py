@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import atexit
 import importlib.util
+import inspect
 import shutil
 import statistics
 import sys
@@ -107,10 +108,14 @@ def common_slots(dispatch) -> tuple[list[int], list[int]]:
     layout = sys.modules.get(dispatch.__name__.rsplit(".", 1)[0] + ".layout")
     if layout is None:
         return list(range(N_OUT)), list(range(N_OUT))
-    pairs = {(getattr(our_layout, RENAMED_SLOTS.get(name, name)), i)
-             for name, i in vars(layout).items()
+    # an old name means its new one only in a layout without the new one (O_SEND_MAX was
+    # send_max_aiv's slot before it was the busiest sender's)
+    slots = vars(layout)
+    renamed = {old: new for old, new in RENAMED_SLOTS.items() if new not in slots}
+    pairs = {(getattr(our_layout, renamed.get(name, name)), i)
+             for name, i in slots.items()
              if name.startswith("O_") and name not in ("O_COPIES_HOP0", "O_PHASE0")
-             and isinstance(i, int) and hasattr(our_layout, RENAMED_SLOTS.get(name, name))}
+             and isinstance(i, int) and hasattr(our_layout, renamed.get(name, name))}
     pairs |= {(our_layout.O_COPIES_HOP0 + h, layout.O_COPIES_HOP0 + h)
               for h in range(layout.N_HOPS)}
     ours, theirs = zip(*sorted(pairs))
@@ -133,12 +138,15 @@ def main() -> None:
     # rows (and the comparison checks that it does)
     profile = dataclasses.replace(grid.profile, values={
         **grid.profile.values, **{k: FIELDS[k].vanish for k in MECHANISMS}})
-    params, costs, chances, cdf, trace = kernel_io.prepare(
-        columns(sample), profile)
+    params, costs, chances, *shared = kernel_io.prepare(columns(sample), profile)
     order = kernel_io.kernel_order(params)        # as the model hands rows to the kernel
     sample = sample[order]
     kernels = {"A": batch_kernel(ours), "B": batch_kernel(theirs)}
-    inputs = {side: (params[order], costs[order][:, cols], chances[order], cdf, trace)
+    # a kernel from before tokens per die takes no batches (the sample's are all equal)
+    takes = {side: len(shared) if "batch_values" in inspect.signature(k).parameters else 2
+             for side, k in kernels.items()}
+    inputs = {side: (params[order], costs[order][:, cols], chances[order],
+                     *shared[:takes[side]])
               for side, cols in (("A", list(range(len(COSTS)))), ("B", cost_columns(theirs)))}
     outs = {side: np.zeros((sample.height, n)) for side, n in
             (("A", N_OUT), ("B", getattr(sys.modules.get(theirs.__name__.rsplit(".", 1)[0]
