@@ -31,14 +31,14 @@ from ubepsim.sweep.profile import load_profile
 
 def kernel_seconds(config, profile, repeat: int) -> tuple[float, float]:
     """(best, median) of `repeat` timed runs."""
-    params, costs, chances, cdf, trace = kernel_io.prepare(config.columns(), profile)
+    params, costs, chances, *shared = kernel_io.prepare(config.columns(), profile)
     out = np.zeros((1, N_OUT))
     memory.keep_freed_memory()
-    simulate_batch(params, costs, chances, cdf, trace, out)    # warm-up (JIT)
+    simulate_batch(params, costs, chances, *shared, out)    # warm-up (JIT)
     times = []
     for _ in range(repeat):
         t = time.perf_counter()
-        simulate_batch(params, costs, chances, cdf, trace, out)
+        simulate_batch(params, costs, chances, *shared, out)
         times.append(time.perf_counter() - t)
     return min(times), statistics.median(times)
 

@@ -36,9 +36,9 @@ def inputs(sample, op: str, profile):
     cols = columns(sample)
     cols["op"] = np.full(sample.height, Op[op].value)
     # the sample's points made configurations of `op` (what it does not read at its defaults)
-    params, costs, chances, cdf, trace = kernel_io.prepare(canonical(cols), profile)
+    params, costs, chances, *shared = kernel_io.prepare(canonical(cols), profile)
     order = kernel_io.kernel_order(params)
-    return params[order], costs[order], chances[order], cdf, trace
+    return params[order], costs[order], chances[order], *shared
 
 
 def main() -> None:

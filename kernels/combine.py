@@ -9,7 +9,7 @@ import numpy as np
 from .fabric import fabric, return_kinds
 from .jit import njit
 from .layout import (B_SYNC, C_INIT, C_VCOUNT, N_BUCKETS, N_CMARKS, N_MARKS, N_PHASES, N_PORTS,
-                     P_AIVS, P_BATCH, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK, SW,
+                     P_AIVS, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK, SW,
                      THEN_FENCE, THEN_NONE, UBEP, STO_WIDTH, Aivs, Stores)
 from .programs import init_phase, status_programs, token_programs
 from .reduce import reduce
@@ -18,18 +18,21 @@ from .sync import NO_SIGNAL, effects, signal_stores
 
 
 @njit
-def new_return_stores(R, M, fx, ubep):
+def new_return_stores(cfirst, fx, ubep):
     """Every store of a combine, destination-major (layout.Stores): each destination's bucket
-    holds its own M copies coming back, each with at most one signal store (fx: sync.Effects),
-    and under bsp a status from every die. copy_ref is indexed by the dispatch copy, s * M + i
-    (its slot at its source s); count_signal[d * R + s] is the status die d polls for s."""
+    holds its own copies coming back (die d's: cfirst[d] .. cfirst[d + 1]), each with at most
+    one signal store (fx: sync.Effects), and under bsp a status from every die. copy_ref is
+    indexed by the dispatch copy (cfirst[s] + its slot at its source s); count_signal[d * R +
+    s] is the status die d polls for s."""
+    R = cfirst.shape[0] - 1
     per_copy = 2 if fx.copy_signal != NO_SIGNAL else 1
-    per_die = M * per_copy + (0 if ubep else R)
-    bstart = np.arange(R + 1) * per_die
+    bstart = np.empty(R + 1, np.int64)
+    for d in range(R + 1):
+        bstart[d] = cfirst[d] * per_copy + (0 if ubep else d * R)
     bfill = bstart[:R].copy()
-    n = R * per_die
-    return Stores(np.empty((n, STO_WIDTH), np.int64), bstart, bfill,
-                  np.empty((R * M, 2), np.int32), np.empty(0 if ubep else R * R, np.int32))
+    return Stores(np.empty((bstart[R], STO_WIDTH), np.int64), bstart, bfill,
+                  np.empty((cfirst[R], 2), np.int32),
+                  np.empty(0 if ubep else R * R, np.int32))
 
 
 @njit(inline="always")
@@ -40,12 +43,12 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
     returned copy). If marks_out has shape [ranks, aivs, ...], writes every AIV's phase
     boundaries after its first N_MARKS. Returns (aivs, ends, sent, delivered, violations,
     collisions, queued), as dispatch.dispatch_stages."""
-    R, B, K, E, A = p[P_RANKS], p[P_BATCH], p[P_TOPK], p[P_EXPERTS], p[P_AIVS]
+    R, E, A = p[P_RANKS], p[P_EXPERTS], p[P_AIVS]
     ubep = p[P_PROTOCOL] == UBEP
     # ubep: the Data-as-Flag variant on every copy; bsp: V1's copies carry no signal, its
     # statuses are flags behind their AIV's fence, read out, never verified or re-armed (sw)
     fx = effects(p[P_SYNC] if ubep else SW, ubep)
-    M = B * K
+    N = rsched.cfirst[R]
     EL = E // R
     ecnt = rsched.ecnt
 
@@ -53,7 +56,7 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
                 np.zeros((R, A), np.int64), np.full((R, A), -1, np.int64),
                 np.full((R, A), -1, np.int64), np.empty((R, A, N_CMARKS), np.int64),
                 np.empty((R, A), np.int64))
-    stores = new_return_stores(R, M, fx, ubep)
+    stores = new_return_stores(rsched.cfirst, fx, ubep)
     _, _, bfill, copy_ref, count_signal = stores
     aoff, xdest, xslot = rsched.aoff, rsched.xdest, rsched.xslot
 
@@ -61,8 +64,8 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
     # own fence (PipeBarrier<PIPE_ALL>), a status to each destination it owns
     cur_sig = np.empty(R, np.int64)
     seen_dest = np.full(R, -1, np.int64)
-    prog = np.empty(2 * R * M + R * R, np.int64)
-    pre = np.empty(2 * R * M + R * R, np.int32)
+    prog = np.empty(2 * N + R * R, np.int64)
+    pre = np.empty(2 * N + R * R, np.int32)
     pb = np.zeros((R * A, N_PHASES, 2), np.int64)
     no_count = np.array([-1, 0, 1])
     n = 0
@@ -78,8 +81,8 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
     sent, queued = fabric(R, c, return_kinds(c, fx, ubep), rsched.hops, stores, prog, pre, pb,
                           1 if ubep else 2, THEN_NONE if ubep else THEN_FENCE, np.int64(0),
                           np.int64(B_SYNC), aivs, egress_free, ingress_free)
-    delivered, violations, collisions, ends = reduce(p, c, chance[2], fx, effects(SW, False),
-                                                     aivs, stores, ubep)
+    delivered, violations, collisions, ends = reduce(p, rsched.cfirst, c, chance[2], fx,
+                                                     effects(SW, False), aivs, stores, ubep)
     if marks_out.shape[0] == R:
         marks_out[:, :, N_MARKS:N_MARKS + N_CMARKS] = aivs.marks
     return aivs, ends, sent, delivered, violations, collisions, queued
@@ -94,26 +97,28 @@ def combine(p, c, chance, rsched, out, marks_out):
     aivs, ends, sent, delivered, violations, collisions, queued = combine_stages(
         p, c, chance, rsched, starts, np.zeros((R, N_PORTS), np.int64),
         np.zeros((R, N_PORTS), np.int64), marks_out)
-    combine_row(out, aivs, ends, starts, rsched, c, p[P_PROTOCOL] == UBEP, p[P_TOPK],
-                R * p[P_BATCH] * p[P_TOPK], sent, delivered, violations, collisions, queued)
+    combine_row(out, aivs, ends, starts, rsched, c, p[P_PROTOCOL] == UBEP, p[P_TOPK], sent,
+                delivered, violations, collisions, queued)
 
 
-def working_bytes(ranks, batch, topk, experts, aivs, ubep, sync):
+def working_bytes(ranks, batch, topk, experts, aivs, ubep, sync, batch_max):
     """The bytes combine allocates beside the routing, as numbers or numpy columns: its arrays
     whose sizes grow with the configuration (keep in step with the allocations of
     return_schedule, combine_stages and the stages they run), a die's scratch at its largest
-    (every copy a die can receive: each token sends at most min(topk, experts per die) there).
-    Left out: what stays under a megabyte at every size. Measured against the resident set:
-    bench/bench_memory.py."""
+    (every copy a die can receive: each token sends at most min(topk, experts per die) there;
+    its bucket at batch_max tokens, the most a die holds). Left out: what stays under a
+    megabyte at every size. Measured against the resident set: bench/bench_memory.py."""
     R, B, K, E, A = (np.asarray(x, dtype=np.int64) for x in (ranks, batch, topk, experts, aivs))
     M = B * K
     most = R * B * np.minimum(K, E // R)            # the most copies one die returns
     own_copy, _ = signal_stores(np.asarray(sync), np.asarray(ubep))
-    per_die = M * (1 + own_copy) + np.where(np.asarray(ubep), 0, R)   # a die's bucket
+    bsp_statuses = np.where(np.asarray(ubep), 0, R)
+    per_die = M * (1 + own_copy) + bsp_statuses     # a die's bucket, on average
     return (16 * R * per_die             # Stores.arr, Stores.vis
             + 8 * R * M                  # copy_ref (int32 pairs)
             + 16 * R * M                 # receive order (ref_of, src_of), xdest, xslot (int32)
             + 5 * R * R                  # statuses (int32), hop classes (int8)
             + 8 * R * A * (N_BUCKETS + N_CMARKS + 8)   # per-AIV state, marks, Init
             + 8 * 5 * most               # the schedule's per-die scratch, a die's program
-            + 16 * per_die)              # the ingress sort's keys and buffer
+            # the ingress sort's keys and buffer, at the fullest bucket
+            + 16 * (np.asarray(batch_max) * K * (1 + own_copy) + bsp_statuses))

@@ -18,8 +18,8 @@ from .fabric import fabric, kind_table
 from .jit import njit
 from .layout import (B_CUMSUM, B_SYNC, C_COPY_COUNT, C_COUNT_CHAIN, C_IDS_LOAD, C_INIT,
                      C_INIT_LOAD, C_VCOUNT, C_VECTOR_BYTES, C_VECTOR_OP, N_BUCKETS, N_MARKS,
-                     N_PHASES, N_PORTS, P_AIVS, P_BATCH, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS,
-                     P_SYNC, P_TOPK, STO_WIDTH, THEN_NONE, THEN_SYNCALL, UBEP, Aivs, Stores)
+                     N_PHASES, N_PORTS, P_AIVS, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS,
+                     P_SYNC, STO_WIDTH, THEN_NONE, THEN_SYNCALL, UBEP, Aivs, Stores)
 from .programs import count_programs, init_phase, token_programs
 from .receive import receive
 from .results import result_row
@@ -27,7 +27,7 @@ from .sync import NO_SIGNAL, effects, signal_stores
 
 
 @njit
-def new_stores(sched, R, M, EL, fx):
+def new_stores(sched, R, EL, fx):
     """Every store's slot, destination-major (layout.Stores), sized before the dies issue them:
     each destination's bucket holds its copies, each with at most one signal store (fx:
     sync.Effects), and every source's count message with its own. Receivers read their own
@@ -43,9 +43,10 @@ def new_stores(sched, R, M, EL, fx):
         bfill[d] = x
         x += (ecnt[(d + 1) * EL] - ecnt[d * EL]) * per_copy + R * per_count
     bstart[R] = x
-    max_stores = R * M * per_copy + R * R * per_count
+    copies = sched.cfirst[R]
+    max_stores = copies * per_copy + R * R * per_count
     return Stores(np.empty((max_stores, STO_WIDTH), np.int64), bstart, bfill,
-                  np.empty((R * M, 2), np.int32), np.empty(R * R, np.int32))
+                  np.empty((copies, 2), np.int32), np.empty(R * R, np.int32))
 
 
 @njit(inline="always")
@@ -57,18 +58,18 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     boundaries into its first N_MARKS. Returns (aivs, ends, sent, delivered, violations,
     collisions, queued): every AIV's state (layout.Aivs), when each die's last AIV is done, the
     counts result_row takes, and the longest wait in an ingress port's queue."""
-    R, B, K, E, A = p[P_RANKS], p[P_BATCH], p[P_TOPK], p[P_EXPERTS], p[P_AIVS]
+    R, E, A = p[P_RANKS], p[P_EXPERTS], p[P_AIVS]
     ubep = p[P_PROTOCOL] == UBEP
     fx = effects(p[P_SYNC], ubep)      # the Data-as-Flag variant, decoded once
     C = p[P_CUMSUM] if ubep else 0
-    M = B * K
     EL = E // R
+    cfirst = sched.cfirst
 
     aivs = Aivs(np.zeros((R, A), np.int64), np.zeros((R, A, N_BUCKETS), np.int64),
                 np.zeros((R, A), np.int64), np.full((R, A), -1, np.int64),
                 np.full((R, A), -1, np.int64), np.empty((R, A, N_MARKS), np.int64),
                 np.empty((R, A), np.int64))
-    stores = new_stores(sched, R, M, EL, fx)
+    stores = new_stores(sched, R, EL, fx)
     _, _, bfill, copy_ref, count_signal = stores
     aoff, xdest, xslot = sched.aoff, sched.xdest, sched.xslot
 
@@ -76,8 +77,8 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     # then after a SyncAll its SendFlag & Count on every AIV (Figure 2)
     cur_sig = np.empty(R, np.int64)    # dc: per destination, the checksum an AIV sends there
     seen_dest = np.full(R, -1, np.int64)
-    prog = np.empty(R * (2 * M + 2 * R), np.int64)
-    pre = np.empty(R * (2 * M + 2 * R), np.int32)
+    prog = np.empty(2 * cfirst[R] + 2 * R * R, np.int64)
+    pre = np.empty(2 * cfirst[R] + 2 * R * R, np.int32)
     pb = np.zeros((R * A, N_PHASES, 2), np.int64)
     # the send loop's count of each copy's predecessors to its expert (CANN), or none
     count = np.array([c[C_COUNT_CHAIN] if c[C_COPY_COUNT] else -1, c[C_VECTOR_OP],
@@ -87,7 +88,7 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
         first = pb[s * A:(s + 1) * A, 0]
         n = count_programs(s, prog, pre, n, first, C, bfill, count_signal, fx.count_signal)
         n = token_programs(s, prog, pre, n, first, C, aoff, xdest, xslot, sched.xcopy, count,
-                           bfill, copy_ref, fx.copy_signal, seen_dest, cur_sig, s * M)
+                           bfill, copy_ref, fx.copy_signal, seen_dest, cur_sig, cfirst[s])
         if not ubep:
             n = count_programs(s, prog, pre, n, pb[s * A:(s + 1) * A, 1], A, bfill,
                                count_signal, fx.count_signal)
@@ -114,17 +115,18 @@ def dispatch(p, c, chance, sched, out, marks_out):
     aivs, ends, sent, delivered, violations, collisions, queued = dispatch_stages(
         p, c, chance, sched, np.zeros((R, N_PORTS), np.int64),
         np.zeros((R, N_PORTS), np.int64), marks_out)
-    result_row(out, aivs, ends, sched, c, p[P_PROTOCOL] == UBEP, R * p[P_BATCH] * p[P_TOPK],
-               sent, delivered, violations, collisions, queued)
+    result_row(out, aivs, ends, sched, c, p[P_PROTOCOL] == UBEP, sent, delivered, violations,
+               collisions, queued)
 
 
-def working_bytes(ranks, batch, topk, experts, aivs, ubep, sync):
+def working_bytes(ranks, batch, topk, experts, aivs, ubep, sync, batch_max):
     """The bytes a dispatch allocates for a configuration, as numbers or numpy
     columns: its arrays whose sizes grow with the configuration (keep in step with the
-    allocations of the stages), the ingress sort's at their largest (every copy a die can
-    receive sent to one die). Left out: what stays under a megabyte at every size (per-AIV
-    event state, kind tables, radix counts), and the comparison sort's buffers that only
-    absurdly slow profiles need. Measured against the resident set: bench/bench_memory.py."""
+    allocations of the stages), a die's scratch at batch_max tokens (the most a die holds),
+    the ingress sort's at their largest (every copy a die can receive sent to one die). Left
+    out: what stays under a megabyte at every size (per-AIV event state, kind tables, radix
+    counts), and the comparison sort's buffers that only absurdly slow profiles need.
+    Measured against the resident set: bench/bench_memory.py."""
     R, B, K, E, A = (np.asarray(x, dtype=np.int64) for x in (ranks, batch, topk, experts, aivs))
     M = B * K
     own_copy, own_count = signal_stores(np.asarray(sync), np.asarray(ubep))
@@ -135,5 +137,6 @@ def working_bytes(ranks, batch, topk, experts, aivs, ubep, sync):
             + 20 * R * M                # experts_of, copy_ref, the AIV lists (int32)
             + 5 * R * R                 # count_signal (int32), hop classes (int8)
             + 8 * R * A * (N_MARKS + 13)   # per-AIV state across passes, marks, Init
-            + 8 * (10 * M + 16 * R + 5 * E)   # per-die scratch, programs, expert tables
+            + 8 * (10 * np.asarray(batch_max) * K + 16 * R + 5 * E)   # per-die scratch,
+            # programs, expert tables
             + 16 * bucket)              # the ingress sort's keys and buffer

@@ -14,11 +14,11 @@ from .combine import combine, combine_stages
 from .dispatch import dispatch, dispatch_stages
 from .jit import njit
 from .layout import (C_EXPERT, C_EXPERT_COPY, C_NPU_DIES, C_TIER1_DIES, COMBINE, LAYER, DISPATCH,
-                     EXPERT_SHIFT, N_PARAMS, N_PORTS, N_TIERS, P_BATCH, P_CDF_LEN, P_CDF_START,
+                     EXPERT_SHIFT, N_PARAMS, N_PORTS, N_TIERS, P_CDF_LEN, P_CDF_START,
                      P_EXPERTS, P_OP, P_PROTOCOL, P_RANKS, P_ROUTING, P_SYNC, P_TOPK, P_TRACE,
                      TRACE, UBEP)
 from .results import layer_row
-from .routing import route
+from .routing import copy_starts, route
 from .schedule import return_schedule, schedule
 
 
@@ -43,11 +43,9 @@ def layer(p, c, chance, sched, rsched, out, marks_out):
         starts[d] = dends[d] + experts[d]
     caivs, ends, sent, delivered, violations, collisions, queued = combine_stages(
         p, c, chance, rsched, starts, egress_free, ingress_free, marks_out)
-    K = p[P_TOPK]
     layer_row(out, daivs, dends, sched, caivs, ends, starts, experts, rsched, c,
-              p[P_PROTOCOL] == UBEP, K, R * p[P_BATCH] * K, dsent + sent,
-              ddelivered + delivered, dviolations + violations, dcollisions + collisions,
-              max(dqueued, queued))
+              p[P_PROTOCOL] == UBEP, p[P_TOPK], dsent + sent, ddelivered + delivered,
+              dviolations + violations, dcollisions + collisions, max(dqueued, queued))
 
 
 # What the schedules read besides the parameters (all of them but sync): the fabric's shape.
@@ -83,14 +81,17 @@ def runs_of(params, costs):
 
 
 @njit(inline="always")
-def routed(p, cdf_values, trace_values):
-    """Row p's routing (routing.route) from its slices of the batch's weights and traces."""
+def routed(p, cdf_values, trace_values, batch_values):
+    """Row p's routing (routing.route) and where each die's copies start in it
+    (routing.copy_starts), from its slices of the batch's weights, traces and tokens per
+    die."""
+    cfirst = copy_starts(p, batch_values)
     cdf = cdf_values[p[P_CDF_START]:p[P_CDF_START] + p[P_CDF_LEN]]
     if p[P_ROUTING] == TRACE:
-        tr = trace_values[p[P_TRACE]:p[P_TRACE] + p[P_RANKS] * p[P_BATCH] * p[P_TOPK]]
+        tr = trace_values[p[P_TRACE]:p[P_TRACE] + cfirst[p[P_RANKS]]]
     else:
         tr = trace_values[0:0]
-    return route(p, cdf, tr)
+    return route(p, cdf, tr, cfirst), cfirst
 
 
 # One batch kernel per op, so that an op is compiled only when a batch first holds it: row i
@@ -100,34 +101,38 @@ def routed(p, cdf_values, trace_values):
 # configuration whose timeline is asked for, else empty.
 
 @njit(parallel=True)
-def dispatch_batch(params, costs, chances, cdf_values, trace_values, out, marks_out):
+def dispatch_batch(params, costs, chances, cdf_values, trace_values, batch_values, out,
+                   marks_out):
     starts, runs = runs_of(params, costs)
     for r in numba.prange(runs):
         lo = starts[r]
-        sched = schedule(params[lo], costs[lo], routed(params[lo], cdf_values, trace_values))
+        experts_of, cfirst = routed(params[lo], cdf_values, trace_values, batch_values)
+        sched = schedule(params[lo], costs[lo], experts_of, cfirst)
         for i in range(lo, starts[r + 1]):
             dispatch(params[i], costs[i], chances[i], sched, out[i], marks_out)
 
 
 @njit(parallel=True)
-def combine_batch(params, costs, chances, cdf_values, trace_values, out, marks_out):
+def combine_batch(params, costs, chances, cdf_values, trace_values, batch_values, out,
+                  marks_out):
     starts, runs = runs_of(params, costs)
     for r in numba.prange(runs):
         lo = starts[r]
-        rsched = return_schedule(params[lo], costs[lo],
-                                 routed(params[lo], cdf_values, trace_values))
+        experts_of, cfirst = routed(params[lo], cdf_values, trace_values, batch_values)
+        rsched = return_schedule(params[lo], costs[lo], experts_of, cfirst)
         for i in range(lo, starts[r + 1]):
             combine(params[i], costs[i], chances[i], rsched, out[i], marks_out)
 
 
 @njit(parallel=True)
-def layer_batch(params, costs, chances, cdf_values, trace_values, out, marks_out):
+def layer_batch(params, costs, chances, cdf_values, trace_values, batch_values, out,
+                marks_out):
     starts, runs = runs_of(params, costs)
     for r in numba.prange(runs):
         lo = starts[r]
-        experts_of = routed(params[lo], cdf_values, trace_values)
-        sched = schedule(params[lo], costs[lo], experts_of)
-        rsched = return_schedule(params[lo], costs[lo], experts_of)
+        experts_of, cfirst = routed(params[lo], cdf_values, trace_values, batch_values)
+        sched = schedule(params[lo], costs[lo], experts_of, cfirst)
+        rsched = return_schedule(params[lo], costs[lo], experts_of, cfirst)
         for i in range(lo, starts[r + 1]):
             layer(params[i], costs[i], chances[i], sched, rsched, out[i], marks_out)
 
@@ -135,9 +140,11 @@ def layer_batch(params, costs, chances, cdf_values, trace_values, out, marks_out
 BATCH = {DISPATCH: dispatch_batch, COMBINE: combine_batch, LAYER: layer_batch}
 
 
-def simulate_batch(params, costs, chances, cdf_values, trace_values, out, marks_out=None):
+def simulate_batch(params, costs, chances, cdf_values, trace_values, batch_values, out,
+                   marks_out=None):
     """Many configurations, each row through its op's batch kernel (BATCH: compiled when
-    first asked for); row i of `out` from row i of the inputs only. marks_out: every AIV's
+    first asked for); row i of `out` from row i of the inputs only (kernel_io.prepare makes
+    them). marks_out: every AIV's
     phase boundaries of a batch of one configuration (kernels of any op write dispatch's, then
     combine's), else None."""
     marks = np.zeros((0, 0, 0), np.int64) if marks_out is None else marks_out
@@ -145,9 +152,9 @@ def simulate_batch(params, costs, chances, cdf_values, trace_values, out, marks_
     for op, kernel in BATCH.items():
         rows = np.flatnonzero(ops == op)
         if rows.size == params.shape[0]:
-            kernel(params, costs, chances, cdf_values, trace_values, out, marks)
+            kernel(params, costs, chances, cdf_values, trace_values, batch_values, out, marks)
         elif rows.size:
             part = np.zeros((rows.size, out.shape[1]))
-            kernel(params[rows], costs[rows], chances[rows], cdf_values, trace_values, part,
-                   marks)
+            kernel(params[rows], costs[rows], chances[rows], cdf_values, trace_values,
+                   batch_values, part, marks)
             out[rows] = part

@@ -194,9 +194,12 @@ COMBINE_TIMELINE = {BSP: ("init", "send", "status_send", "status_poll", "syncall
 LAYER_GAP = "expert"
 
 # Columns of the parameter matrix (ubepsim.sweep.kernel_io.prepare builds it).
+# P_BATCHES: where the row's tokens per die start in the batches array, or EQUAL_BATCHES (every
+# die holds P_BATCH).
 (P_RANKS, P_BATCH, P_TOPK, P_EXPERTS, P_AIVS, P_CUMSUM, P_PROTOCOL, P_SYNC, P_SCHEDULE,
- P_ROUTING, P_SEED, P_WKEY, P_CDF_START, P_CDF_LEN, P_TRACE, P_OP) = range(16)
-N_PARAMS = 16
+ P_ROUTING, P_SEED, P_WKEY, P_CDF_START, P_CDF_LEN, P_TRACE, P_OP, P_BATCHES) = range(17)
+N_PARAMS = 17
+EQUAL_BATCHES = -1
 
 # Columns of the cost matrix (ubepsim.sweep.costs.lower fills them by these names): integer
 # cycles, bytes or blocks per configuration. Column "x" is C_X below, made from this tuple so
@@ -283,16 +286,20 @@ MAX_TIME = 1 << (63 - SRC_BITS - 1)
 # Stage results. Numba builds and unpacks these in compiled code (the classes are module
 # globals), so a stage hands its arrays on by name rather than by position.
 
-# schedule.schedule: what a configuration's sync variants share. R ranks, M copies per die,
-# NS token AIVs. ecnt[e]: where expert e's received copies start in receive order (expert,
-# source, copy); hops[s * R + d]: the hop class from die s to die d; xdest, xslot[s * M + x]:
-# die s's AIV lists, position by position: the copy's destination, its slot in the receive
-# order, and (dispatch) its index at its die, token x topk + k; aoff[s * (NS + 1) + j]: where
-# token AIV j's list starts; loads, searches[s * NS + j]: its Init's token loads and VectorCount
-# steps; copies_hop[h]: copies of hop class h; max_in, max_out: the most remote copies into one
-# die and out of one die; qsteps_max: the longest quaternary search.
-Schedule = namedtuple("Schedule", ("ecnt", "hops", "xdest", "xslot", "xcopy", "aoff", "loads",
-                                   "searches", "copies_hop", "max_in", "max_out", "qsteps_max"))
+# schedule.schedule: what a configuration's sync variants share. R ranks, NS token AIVs;
+# cfirst[s]: where die s's token copies start (routing.copy_starts; a die's copies are its
+# tokens', token x topk + k, in die order). ecnt[e]: where expert e's received copies start in
+# receive order (expert, source, copy); hops[s * R + d]: the hop class from die s to die d;
+# xdest, xslot[cfirst[s] + x]: die s's AIV lists, position by position: the copy's
+# destination, its slot in the receive order, and (dispatch) its index at its die;
+# aoff[s * (NS + 1) + j]: where token AIV j's list starts; loads, searches[s * NS + j]: its
+# Init's token loads and VectorCount steps; copies_hop[h]: copies of hop class h; max_in,
+# max_out: the most remote copies into one die and out of one die; qsteps_max: the longest
+# quaternary search. The return schedule is one of these over the received copies (ecnt's
+# order), xslot holding the dispatch copy each returns.
+Schedule = namedtuple("Schedule", ("cfirst", "ecnt", "hops", "xdest", "xslot", "xcopy", "aoff",
+                                   "loads", "searches", "copies_hop", "max_in", "max_out",
+                                   "qsteps_max"))
 
 # Every AIV's state across the stages, [die, aiv]: its clock, its time per bucket (B_*), its
 # waiting, its first copy's issue and last copy's ack (its send latency), its phase marks.

@@ -8,17 +8,17 @@ from . import rng
 from .jit import njit, u
 from .layout import (B_REDUCE, C_POLL, C_REDUCE_COPY, C_REDUCE_COPY_LAST, C_REDUCE_SPLIT,
                      C_REDUCE_TOKEN, C_REDUCE_TOKEN_LAST, C_RETURN_RESET, C_RETURN_VERIFY,
-                     C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_BATCH, P_SEED, P_TOPK, P_WKEY, TAKEN,
+                     C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_SEED, P_TOPK, P_WKEY, TAKEN,
                      ARR, VIS)
 from .receive import close_step, poll, poll_counts, seen
 from .sync import syncall
 
 
 @njit(inline="always")
-def reduce_tokens(p, aivs, stores, c, fx, chance, ubep):
+def reduce_tokens(p, cfirst, aivs, stores, c, fx, chance, ubep):
     """Every die's reduction: each AIV its share of the die's tokens (bsp's split: a part of
     one token's hidden dimension, when c's reduce_split > 1), each token's topk copies read
-    (copy_ref[d * M + t * topk + k]) once visible; under ubep each copy's signal polled and
+    (copy_ref[cfirst[d] + t * topk + k]) once visible; under ubep each copy's signal polled and
     checked first (fx: sync.Effects), and the sentinel re-armed after use. Returns (delivered,
     violations, collisions): copies taken for the first time from their die's bucket, copies
     read before they were visible, sentinel collisions."""
@@ -26,8 +26,7 @@ def reduce_tokens(p, aivs, stores, c, fx, chance, ubep):
     sto, copy_ref = stores.sto, stores.copy_ref
     bstart, bfill = stores.bstart, stores.bfill
     R, A = t_aiv.shape
-    B, K = p[P_BATCH], p[P_TOPK]
-    M = B * K
+    K = p[P_TOPK]
     split = c[C_REDUCE_SPLIT]
     period = c[C_POLL]
     inv_period = 1.0 / period
@@ -38,6 +37,7 @@ def reduce_tokens(p, aivs, stores, c, fx, chance, ubep):
     for d in range(R):
         skey = rng.stream(p[P_SEED], p[P_WKEY], d, rng.DOMAIN_COMBINE_SENTINEL)
         b_lo, b_hi = bstart[d], bfill[d]
+        B = (cfirst[d + 1] - cfirst[d]) // K   # the die's tokens
         for a in range(A):
             if split > 1:
                 # V1's hidden split: AIV a takes part a mod split of token a / split
@@ -53,7 +53,7 @@ def reduce_tokens(p, aivs, stores, c, fx, chance, ubep):
             t = t_aiv[d, a]
             polled = 0
             for tok in range(t_lo, t_hi):
-                g0 = d * M + tok * K
+                g0 = cfirst[d] + tok * K
                 if ubep:
                     for k in range(K):
                         data_sid = copy_ref[u(g0 + k), 0]
@@ -83,7 +83,7 @@ def reduce_tokens(p, aivs, stores, c, fx, chance, ubep):
 
 
 @njit(inline="always")
-def reduce(p, c, chance, fx, status_fx, aivs, stores, ubep):
+def reduce(p, cfirst, c, chance, fx, status_fx, aivs, stores, ubep):
     """Every die's receivers in combine: under bsp (CANN's V1) each AIV polls its share of the
     sources' statuses (WaitDispatch, read out as status_fx says), then SyncAll, then the
     reduction; under ubep the reduction with its polls. A die's receivers touch nothing of
@@ -95,7 +95,8 @@ def reduce(p, c, chance, fx, status_fx, aivs, stores, ubep):
         poll_counts(p, aivs, stores, c, status_fx, 0.0, A, 0)
         for d in range(R):
             syncall(d, 0, c[C_SYNCALL], t_aiv, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks)
-    delivered, violations, collisions = reduce_tokens(p, aivs, stores, c, fx, chance, ubep)
+    delivered, violations, collisions = reduce_tokens(p, cfirst, aivs, stores, c, fx, chance,
+                                                      ubep)
     ends = np.zeros(R, np.int64)
     for d in range(R):
         for a in range(A):

@@ -5,6 +5,7 @@ for a dispatch (`result_row`), a combine (`combine_row`) or a layer (`layer_row`
 import numpy as np
 
 from .jit import njit
+from .routing import most_copies
 from .layout import (C_COPY_EGRESS, C_COPY_INGRESS, C_COPY_ISSUE, C_EXPERT, C_INIT, C_COPY_LOAD,
                      C_IDS_LOAD, C_INIT_LOAD, C_LAT_LOCAL, C_LOCAL_COPY, C_RETURN_QUANT,
                      C_REDUCE_COPY, C_REDUCE_TOKEN, C_RETURN_EGRESS, C_RETURN_INGRESS,
@@ -201,11 +202,11 @@ def new_stats():
 
 
 @njit
-def result_row(out, aivs, ends, sched, c, ubep, copies, sent, delivered, violations,
-               collisions, queued):
-    """Writes out[N_OUT]: every result of a dispatch. copies: token copies of the
-    configuration; sent, delivered, violations: copy stores the egress ports served, copies the
-    receivers took once, copies read before visible (for the host's invariant checks)."""
+def result_row(out, aivs, ends, sched, c, ubep, sent, delivered, violations, collisions,
+               queued):
+    """Writes out[N_OUT]: every result of a dispatch. sent, delivered, violations: copy stores
+    the egress ports served, copies the receivers took once, copies read before visible (for
+    the host's invariant checks)."""
     crit = critical(ends)
     phases(out, aivs, crit, ends[crit], ubep, c)
     out[O_DISPATCH] = ends[crit]
@@ -213,16 +214,16 @@ def result_row(out, aivs, ends, sched, c, ubep, copies, sent, delivered, violati
     acc = new_stats()
     aiv_stats(acc, aivs)
     R = ends.shape[0]
-    write_row(out, ends, acc, aivs.wait.size, sched.copies_hop, sched.qsteps_max, copies, sent,
-              delivered, violations, collisions,
+    write_row(out, ends, acc, aivs.wait.size, sched.copies_hop, sched.qsteps_max,
+              sched.cfirst[R], sent, delivered, violations, collisions,
               latency_bound(c, sched.copies_hop, sched.max_out * c[C_COPY_EGRESS],
                             sched.max_in * c[C_COPY_INGRESS]), queued,
-              busiest(sched.ecnt, R), copies // R)
+              busiest(sched.ecnt, R), most_copies(sched.cfirst))
 
 
 @njit
-def combine_row(out, aivs, ends, starts, rsched, c, ubep, K, copies, sent, delivered,
-                violations, collisions, queued):
+def combine_row(out, aivs, ends, starts, rsched, c, ubep, K, sent, delivered, violations,
+                collisions, queued):
     """Writes out[N_OUT]: every result of a combine on its return schedule (rsched), die d
     started at starts[d]."""
     crit = critical(ends)
@@ -234,9 +235,10 @@ def combine_row(out, aivs, ends, starts, rsched, c, ubep, K, copies, sent, deliv
     acc = new_stats()
     aiv_stats(acc, aivs)
     R = ends.shape[0]
-    write_row(out, ends, acc, aivs.wait.size, rsched.copies_hop, rsched.qsteps_max, copies, sent,
-              delivered, violations, collisions, bound_of_return(c, rsched, K), queued,
-              copies // R, busiest(rsched.ecnt, R))
+    write_row(out, ends, acc, aivs.wait.size, rsched.copies_hop, rsched.qsteps_max,
+              rsched.cfirst[R], sent, delivered, violations, collisions,
+              bound_of_return(c, rsched, K), queued, most_copies(rsched.cfirst),
+              busiest(rsched.ecnt, R))
 
 
 @njit(inline="always")
@@ -247,7 +249,7 @@ def bound_of_return(c, rsched, K):
 
 @njit
 def layer_row(out, daivs, dends, sched, caivs, ends, starts, experts, rsched, c, ubep, K,
-              copies, sent, delivered, violations, collisions, queued):
+              sent, delivered, violations, collisions, queued):
     """Writes out[N_OUT]: every result of a layer. The critical path runs through the die that
     ends its combine last: its dispatch (dends: when each die's dispatch ended), its experts'
     time and its combine, each split into its phases (added up, expert time apart)."""
@@ -265,7 +267,9 @@ def layer_row(out, daivs, dends, sched, caivs, ends, starts, experts, rsched, c,
     first = latency_bound(c, sched.copies_hop, sched.max_out * c[C_COPY_EGRESS],
                           sched.max_in * c[C_COPY_INGRESS]) + c[C_EXPERT] + c[C_INIT] + \
         K * c[C_REDUCE_COPY] + c[C_REDUCE_TOKEN]
-    most = busiest(sched.ecnt, ends.shape[0])     # taken in by dispatch, sent by combine
+    # a die takes in and sends, over both ops, its received copies and its own
+    most = max(busiest(sched.ecnt, ends.shape[0]), most_copies(sched.cfirst))
     write_row(out, ends, acc, daivs.wait.size, sched.copies_hop,
-              max(sched.qsteps_max, rsched.qsteps_max), copies, sent, delivered, violations,
-              collisions, max(first, bound_of_return(c, rsched, K)), queued, most, most)
+              max(sched.qsteps_max, rsched.qsteps_max), sched.cfirst[ends.shape[0]], sent,
+              delivered, violations, collisions, max(first, bound_of_return(c, rsched, K)),
+              queued, most, most)

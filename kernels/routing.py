@@ -8,7 +8,8 @@ import numpy as np
 
 from . import rng
 from .jit import njit
-from .layout import P_BATCH, P_EXPERTS, P_RANKS, P_ROUTING, P_SEED, P_TOPK, P_WKEY, TRACE
+from .layout import (EQUAL_BATCHES, P_BATCH, P_BATCHES, P_EXPERTS, P_RANKS, P_ROUTING, P_SEED,
+                     P_TOPK, P_WKEY, TRACE)
 
 MAX_REJECTS = 8   # redraws for a distinct expert before the exact fallback draw
 
@@ -84,17 +85,40 @@ def _free(e, chosen, k, cdf, weighted):
 
 
 @njit
-def route(p, cdf, trace):
-    """Every die's experts, [ranks * batch * topk]: die s's tokens from s * batch * topk, each
-    token's top-k in a row."""
-    R, B, K, E = p[P_RANKS], p[P_BATCH], p[P_TOPK], p[P_EXPERTS]
-    M = B * K
-    experts_of = np.empty(R * M, np.int32)
+def copy_starts(p, batches):
+    """Where each die's token copies start, [ranks + 1] (cfirst[ranks]: every copy): die s
+    holds P_BATCH tokens, or batches[P_BATCHES + s] (layout.EQUAL_BATCHES), topk copies
+    each. Every stage indexes a die's copies by these, in die order."""
+    R, B, K = p[P_RANKS], p[P_BATCH], p[P_TOPK]
+    cfirst = np.empty(R + 1, np.int64)
+    cfirst[0] = 0
+    at = p[P_BATCHES]
+    for s in range(R):
+        cfirst[s + 1] = cfirst[s] + (B if at == EQUAL_BATCHES else batches[at + s]) * K
+    return cfirst
+
+
+@njit(inline="always")
+def most_copies(cfirst):
+    """The most token copies one die holds (cfirst: copy_starts)."""
+    most = 0
+    for s in range(cfirst.shape[0] - 1):
+        most = max(most, cfirst[s + 1] - cfirst[s])
+    return most
+
+
+@njit
+def route(p, cdf, trace, cfirst):
+    """Every die's experts, [cfirst[ranks]]: die s's tokens from cfirst[s] (copy_starts),
+    each token's top-k in a row."""
+    R, K, E = p[P_RANKS], p[P_TOPK], p[P_EXPERTS]
+    experts_of = np.empty(cfirst[R], np.int32)
     if p[P_ROUTING] == TRACE:
         experts_of[:] = trace
     else:
         chosen = np.empty(K, np.int64)
         for s in range(R):
             key = rng.stream(p[P_SEED], p[P_WKEY], s, rng.DOMAIN_ROUTING)
-            route_die(experts_of[s * M:(s + 1) * M], key, B, K, E, cdf, chosen)
+            route_die(experts_of[cfirst[s]:cfirst[s + 1]], key, (cfirst[s + 1] - cfirst[s]) // K,
+                      K, E, cdf, chosen)
     return experts_of

@@ -19,8 +19,9 @@ Nothing here reads `sync`, so a batch computes one schedule for a configuration'
 import numpy as np
 
 from .jit import njit, u
+from .routing import most_copies
 from .layout import (BALANCED, C_NPU_DIES, C_TIER1_DIES, EXPERT_BLOCK, HOMOGENIZED, N_HOPS,
-                     N_TIERS, P_AIVS, P_BATCH, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SCHEDULE,
+                     N_TIERS, P_AIVS, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SCHEDULE,
                      P_TOPK, TOKEN_ORDER, UBEP, Schedule)
 
 
@@ -300,14 +301,15 @@ def receive_counts(experts_of, E):
 
 
 @njit
-def schedule(p, c, experts_of):
-    """Each die's copies (experts_of: routing.route) dealt to its token AIVs: the stage's
-    result, layout.Schedule. Of the costs it reads only the hop classes' die counts."""
-    R, B, K, E, A = p[P_RANKS], p[P_BATCH], p[P_TOPK], p[P_EXPERTS], p[P_AIVS]
+def schedule(p, c, experts_of, cfirst):
+    """Each die's copies (experts_of: routing.route, die s's from cfirst[s]) dealt to its
+    token AIVs: the stage's result, layout.Schedule. Of the costs it reads only the hop
+    classes' die counts."""
+    R, K, E, A = p[P_RANKS], p[P_TOPK], p[P_EXPERTS], p[P_AIVS]
     ubep = p[P_PROTOCOL] == UBEP
     sched = p[P_SCHEDULE]
     NS = A - (p[P_CUMSUM] if ubep else 0)
-    M = B * K
+    M = most_copies(cfirst)             # the per-die scratch's size
     EL = E // R
     # tables, so that the per-copy passes divide nothing: each expert's die, each copy's token
     die_of = np.empty(E, np.int64)
@@ -321,9 +323,10 @@ def schedule(p, c, experts_of):
     rcur = ecnt[:E].copy()
 
     hops = hop_classes(c, R)
-    xdest = np.empty(R * M, np.int32)
-    xslot = np.empty(R * M, np.int32)
-    xcopy = np.empty(R * M, np.int32)
+    N = cfirst[R]
+    xdest = np.empty(N, np.int32)
+    xslot = np.empty(N, np.int32)
+    xcopy = np.empty(N, np.int32)
     aoff_all = np.empty(R * (NS + 1), np.int64)
     loads = np.empty(R * NS, np.int64)
     searches = np.empty(R * NS, np.int64)
@@ -345,33 +348,35 @@ def schedule(p, c, experts_of):
     classes = np.zeros((3, N_HOPS + 1), np.int64)
 
     for s in range(R):
-        base = s * M
+        base = cfirst[s]
+        n = cfirst[s + 1] - base
         walk(dkey, hops, s, sched == HOMOGENIZED, EL, classes)
-        count_keys(experts_of, base, die_of, dkey, key_c, cnt, fill)
-        slices(sched, aoff, cnt, place, M, NS, E, aoff_all, s * (NS + 1))
-        deal_copies(experts_of, base, key_c, fill, place, sched, die_of, token_of, rcur, key_at,
-                    xdest, xslot, xcopy, xtoken)
+        count_keys(experts_of, base, die_of, dkey, key_c[:n], cnt, fill)
+        slices(sched, aoff, cnt, place, n, NS, E, aoff_all, s * (NS + 1))
+        deal_copies(experts_of, base, key_c[:n], fill, place, sched, die_of, token_of, rcur,
+                    key_at, xdest, xslot, xcopy, xtoken)
         qsteps_max = max(qsteps_max, init_work(aoff, xtoken, key_at, qsteps_of, sched, loads,
                                                searches, s * NS))
-        max_out = max(max_out, M - hop_counts(hops, s, dkey, cnt, EL, copies_hop, into))
-    return Schedule(ecnt, hops, xdest, xslot, xcopy, aoff_all, loads, searches, copies_hop,
-                    into.max(), max_out, qsteps_max)
+        max_out = max(max_out, n - hop_counts(hops, s, dkey, cnt, EL, copies_hop, into))
+    return Schedule(cfirst, ecnt, hops, xdest, xslot, xcopy, aoff_all, loads, searches,
+                    copies_hop, into.max(), max_out, qsteps_max)
 
 
 @njit
-def receive_order(experts_of, ecnt, M):
-    """Per received copy g, in receive order: the dispatch copy it is, s * M + i (copy i of
-    source die s); and its source s, the die combine returns it to."""
+def receive_order(experts_of, ecnt, cfirst):
+    """Per received copy x, in receive order: the dispatch copy g it is (copy g - cfirst[s]
+    of source die s); and its source s, the die combine returns it to."""
     n = experts_of.shape[0]
     rcur = ecnt[:ecnt.shape[0] - 1].copy()
     ref_of = np.empty(n, np.int32)
     src_of = np.empty(n, np.int32)
-    for g in range(n):
-        e = experts_of[g]
-        x = rcur[e]
-        rcur[e] = x + 1
-        ref_of[x] = g
-        src_of[x] = g // M
+    for s in range(cfirst.shape[0] - 1):
+        for g in range(cfirst[s], cfirst[s + 1]):
+            e = experts_of[g]
+            x = rcur[e]
+            rcur[e] = x + 1
+            ref_of[x] = g
+            src_of[x] = s
     return ref_of, src_of
 
 
@@ -391,21 +396,20 @@ def deal_returns(src_of, ref_of, base, key_c, fill, place, sched, key_at, xdest,
 
 
 @njit
-def return_schedule(p, c, experts_of):
+def return_schedule(p, c, experts_of, cfirst):
     """Combine's schedule (docs/model.md, "Combine"), a layout.Schedule: each die's returned
     copies (the copies it received, in receive order from ecnt[die's first expert]) dealt to
     all its AIVs, keyed by their destination's place in the die's walk, a die being its own
     key (one expert per destination); xslot holds the dispatch copy each one is. bsp is CANN's
     V1, which splits by destination rank: expert_block on the plain walk."""
-    R, B, K, E, A = p[P_RANKS], p[P_BATCH], p[P_TOPK], p[P_EXPERTS], p[P_AIVS]
+    R, E, A = p[P_RANKS], p[P_EXPERTS], p[P_AIVS]
     sched = p[P_SCHEDULE] if p[P_PROTOCOL] == UBEP else EXPERT_BLOCK
-    M = B * K
     EL = E // R
     ecnt = receive_counts(experts_of, E)
-    ref_of, src_of = receive_order(experts_of, ecnt, M)
+    ref_of, src_of = receive_order(experts_of, ecnt, cfirst)
     hops = hop_classes(c, R)
-    xdest = np.empty(R * M, np.int32)
-    xslot = np.empty(R * M, np.int32)
+    xdest = np.empty(cfirst[R], np.int32)
+    xslot = np.empty(cfirst[R], np.int32)
     aoff_all = np.empty(R * (A + 1), np.int64)
     searches = np.empty(R * A, np.int64)
     copies_hop = np.zeros(N_HOPS, np.int64)
@@ -436,6 +440,6 @@ def return_schedule(p, c, experts_of):
             searches[d * A + j], steps = slice_search(aoff, key_at, qsteps_of, sched, j)
             qsteps_max = max(qsteps_max, steps)
         max_out = max(max_out, n - hop_counts(hops, d, dkey, cnt, 1, copies_hop, into))
-    return Schedule(ecnt, hops, xdest, xslot, np.zeros(0, np.int32), aoff_all,
+    return Schedule(cfirst, ecnt, hops, xdest, xslot, np.zeros(0, np.int32), aoff_all,
                     np.zeros(R * A, np.int64), searches, copies_hop, into.max(), max_out,
                     qsteps_max)

@@ -24,6 +24,7 @@ from test_twin import (test_kernel_and_twin_check_the_same_bound,  # noqa: F401
 from ubepsim.reference.state import C_BSP_POLLED, C_BSP_STATUS, C_BSP_SYNCALL, C_SENT, INIT
 from ubepsim.sweep import model
 from ubepsim.sweep.result_fields import PHASE_NAMES, RESULTS, phase_column
+from ubepsim.sweep.workload import config_batches
 
 N_CONFIGS = 360
 CHUNK = 40
@@ -120,14 +121,15 @@ def test_every_copy_returns_to_its_source_exactly_once(configs, twins):
         if cfg.op.name == "dispatch":
             continue
         d = twins(i)["_detail"]
-        M = cfg.batch * cfg.topk
+        batches = config_batches(cfg)
         back = Counter()
         for src, stores in enumerate(d["returns"]):
             for st in stores:
                 if st["kind"] == "copy":
                     assert st["src"] == src and st["costs"] == "return"
                     back[st["dst"], st["ref"]] += 1
-        assert sorted(back) == [(s, x) for s in range(cfg.ranks) for x in range(M)] and \
+        assert sorted(back) == [(s, x) for s in range(cfg.ranks)
+                                for x in range(batches[s] * cfg.topk)] and \
             set(back.values()) == {1}, (cfg, prof)
 
 
@@ -145,7 +147,7 @@ def test_no_token_is_reduced_before_all_its_copies_are_visible(configs, twins):
                     key = (st["dst"], st["ref"] // K)
                     ready[key] = max(ready.get(key, 0), st["visible"])
         for s, reduced in enumerate(d["reduced"]):
-            assert {t for t, _ in reduced} == set(range(cfg.batch))
+            assert {t for t, _ in reduced} == set(range(config_batches(cfg)[s]))
             for t, start in reduced:
                 assert start >= ready[s, t], (cfg, prof, s, t)
 
@@ -160,8 +162,8 @@ def test_v1_sends_a_status_to_each_die_after_its_aivs_stores_completed(configs, 
         for s, stores in enumerate(d["returns"]):
             statuses = [st for st in stores if st["kind"] == "flag"]
             if cfg.protocol.name == "ubep":   # a flag per copy under sw, else none
-                assert len(statuses) == (cfg.batch * cfg.topk * 0 + sum(
-                    x["kind"] == "copy" for x in stores) if cfg.sync.name == "sw" else 0)
+                assert len(statuses) == (sum(x["kind"] == "copy" for x in stores)
+                                         if cfg.sync.name == "sw" else 0)
                 continue
             assert sorted(st["dst"] for st in statuses) == list(range(cfg.ranks))
             for st in statuses:

@@ -26,11 +26,11 @@ def kernel_row(cfg, **poke):
     """The kernel's output row for cfg, with params (P_*) or cost (C_*) columns overwritten
     after canonicalization: what the kernel itself reads, bypassing the recording at
     defaults."""
-    params, costs, chances, cdf, trace = kernel_io.prepare(cfg.columns(), load_profile())
+    params, costs, chances, *shared = kernel_io.prepare(cfg.columns(), load_profile())
     for col, value in poke.items():
         (params if col.startswith("P_") else costs)[0, getattr(layout, col)] = value
     out = np.zeros((1, layout.N_OUT))
-    layer.simulate_batch(params, costs, chances, cdf, trace, out)
+    layer.simulate_batch(params, costs, chances, *shared, out)
     return out[0]
 
 
@@ -81,7 +81,9 @@ def _other(name):
     p = PARAM_BY_NAME[name]
     if p.choices:
         return next(c for c in p.choices if c != p.default)
-    return {"hot_share": 0.9, "zero_experts": 0.25}.get(name, p.default + 1)
+    given = {"hot_share": 0.9, "zero_experts": 0.25, "zero_token_share": 0.5,
+             "batches": "1,2,3,4,5,6,7,8"}
+    return given[name] if name in given else p.default + 1
 
 
 def test_an_unread_parameter_is_recorded_at_its_default(tmp_path):
@@ -97,6 +99,8 @@ def test_an_unread_parameter_is_recorded_at_its_default(tmp_path):
         reads = set()
         for combo in combos:
             at = dict(zip(gate.gates, combo)) | {"experts": 16, "topk": 2}
+            if at.get("batch_spread") == "list" and name != "batches":
+                at["batches"] = "2" + ",1" * (SMALL["ranks"] - 1)
             if at.get("routing") == "trace":
                 at["trace"] = str(trace)
             read = any(all(at[g] in [r.name for r in readers] for g, readers in clause)

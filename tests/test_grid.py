@@ -364,6 +364,11 @@ BAD = [
     ("[grid]\nbatch = [8, 8]\n", "grid.batch", "appears twice"),
     ("[grid]\nbatch = [0]\n", "grid.batch", "below the minimum 1"),
     ("[grid]\nbatch = [[8]]\n", "grid.batch", "nested list"),
+    ("[grid]\nranks = 4\ntopk = 2\nbatch_spread = 'list'\nbatches = [1, 2]\n", "batches",
+     "2 entries; batch_spread = list takes one per rank (4)"),
+    ("[grid]\nbatches = [[1, 'x']]\n", "grid.batches", "expected integers of at least 0"),
+    ("[grid]\nbatches = { range = [1, 2] }\n", "grid.batches", "expected a list of integers"),
+    ("[grid]\nbatch_cv = -1.0\n", "grid.batch_cv", "below the minimum 0"),
     ("[grid]\nseed = [1, 2]\n", "grid.seed", "[sweep] seeds"),
     ("[grid]\nranks = [4]\n[[zip]]\nranks = [8]\nexperts = [8]\n", "zip[0].ranks",
      "already an axis at grid.ranks"),
@@ -552,3 +557,32 @@ def test_the_documented_example_is_complete_and_its_size_is_as_documented(tmp_pa
     code, stdout, stderr = run_cli("sweep", write_grid(tmp_path, example), "--dry-run")
     assert code == 0, stderr
     assert stdout.strip() in doc.splitlines()   # the whole line, not a prefix of it
+
+
+def test_a_list_parameter_is_one_value_and_a_list_of_lists_an_axis(tmp_path):
+    g = load_grid(grid_of(tmp_path, """
+        [grid]
+        ranks = 4
+        topk = 2
+        batch_spread = "list"
+        batches = [[8, 0, 4, 4], "1,1,1,1"]
+        """))
+    assert g.points["batches"].to_list() == ["8,0,4,4", "1,1,1,1"]
+    for d in ("one", "unread"):
+        (tmp_path / d).mkdir()
+    one = load_grid(grid_of(tmp_path / "one", """
+        [grid]
+        ranks = 4
+        topk = 2
+        batch_spread = "list"
+        batches = [8, 0, 4, 4]
+        """))
+    assert one.points["batches"].to_list() == ["8,0,4,4"]
+    # not read without batch_spread = list: recorded at its default, one configuration
+    unread = load_grid(grid_of(tmp_path / "unread", """
+        [grid]
+        ranks = 4
+        topk = 2
+        batches = [[8, 0, 4, 4], [1, 1, 1, 1]]
+        """))
+    assert unread.size == 1 and unread.points["batches"].to_list() == [""]

@@ -164,10 +164,10 @@ def run(kernel, protocol, op="dispatch"):
     """A configuration's output row through `kernel` (a layer module), and its host check."""
     profile = load_profile()
     cols = config(protocol, op=op).columns()
-    params, costs, chances, cdf, trace = kernel_io.prepare(cols, profile)
+    params, costs, chances, *shared = kernel_io.prepare(cols, profile)
     out = np.zeros((1, N_OUT))
     with np.errstate(over="ignore"):   # uncompiled, the generator's uint64 products wrap
-        kernel.simulate_batch(params, costs, chances, cdf, trace, out)
+        kernel.simulate_batch(params, costs, chances, *shared, out)
     return out[0], lambda: kernel_io.result_columns(out, cols, costs, profile)
 
 

@@ -131,7 +131,7 @@ def test_hot_routing_gives_hot_experts_their_share():
     from ubepsim.sweep.workload import config_cdf, popularity_order
     hot = set(popularity_order(cfg.seed, cfg.workload_key, 64)[:4].tolist())
     cdf = list(config_cdf(cfg))
-    experts = [e for t in route_die(cfg, 0, cdf) for e in t]
+    experts = [e for t in route_die(cfg, 0, cdf, cfg.batch) for e in t]
     share = np.mean([e in hot for e in experts])
     assert share == pytest.approx(0.6, abs=0.04)
 
@@ -141,7 +141,7 @@ def test_zipf_routing_is_skewed_and_tokens_have_distinct_experts():
                        "zipf_s": 1.5}, 48)
     from ubepsim.sweep.workload import config_cdf
     cdf = list(config_cdf(cfg))
-    tokens = route_die(cfg, 0, cdf)
+    tokens = route_die(cfg, 0, cdf, cfg.batch)
     assert all(len(set(t)) == 6 for t in tokens)
     counts = np.bincount([e for t in tokens for e in t], minlength=32)
     assert counts.max() > 4 * np.median(counts)
@@ -161,7 +161,7 @@ def test_lognormal_weights_have_their_sigma_and_routing_follows_them():
     cfg, w = _weights({"ranks": 4, "experts": 32, "batch": 3000, "topk": 1,
                        "routing": "lognormal", "lognormal_sigma": 1.0})
     cdf = list(np.cumsum(w))
-    counts = np.bincount([t[0] for t in route_die(cfg, 0, cdf)], minlength=32)
+    counts = np.bincount([t[0] for t in route_die(cfg, 0, cdf, cfg.batch)], minlength=32)
     assert np.corrcoef(counts, w)[0, 1] > 0.95
     flat = _weights({"ranks": 4, "experts": 32, "routing": "lognormal",
                      "lognormal_sigma": 0.0})[1]
@@ -198,7 +198,7 @@ def test_zero_load_takes_whole_dies_and_the_experts_of_least_weight(routing):
     assert w[zero["zero_experts"]].max() <= w[~zero["zero_experts"]].min() * (1 + 1e-9)
     cfg, zw = _weights({**base, "zero_ranks": 2, "zero_experts": 0.25})
     assert np.array_equal(zw == 0, zero["zero_ranks"] | zero["zero_experts"])
-    routed = {e for t in route_die(cfg, 3, list(np.cumsum(zw))) for e in t}
+    routed = {e for t in route_die(cfg, 3, list(np.cumsum(zw)), cfg.batch) for e in t}
     assert routed and not routed & set(np.flatnonzero(zw == 0).tolist())
 
 
@@ -380,3 +380,85 @@ def test_per_source_costs_make_a_small_calcumsum_group_dearer(key):
     off = load_profile(overrides=_vanished())
     on = load_profile(overrides={**_vanished(), key: 1000})
     assert extra(on) > extra(off) + 1.0   # us: 64 sources' worth, not a poll's jitter
+
+
+# --- tokens per die (batch_spread) -----------------------------------------------------------
+
+def _batches(values):
+    from ubepsim.sweep.workload import config_batches
+    cfg = make_config(values, 48)
+    return cfg, np.array(config_batches(cfg))
+
+
+def test_each_spread_keeps_batch_as_the_mean_and_spreads_as_stated():
+    ranks, batch = 512, 64
+    base = {"ranks": ranks, "batch": batch, "topk": 1}
+    for values in ({"batch_spread": "cv", "batch_cv": 0.5}, {"batch_spread": "cv", "batch_cv": 2.0},
+                   {"batch_spread": "zero", "zero_token_share": 0.3}):
+        _, b = _batches({**base, **values})
+        assert b.sum() == ranks * batch and b.min() >= 0
+    for cv in (0.5, 1.0):
+        _, b = _batches({**base, "batch_spread": "cv", "batch_cv": cv})
+        assert b.std() / b.mean() == pytest.approx(cv, rel=0.2)
+    _, b = _batches({**base, "batch_spread": "zero", "zero_token_share": 0.3})
+    assert (b == 0).sum() == int(0.3 * ranks) and b[b > 0].max() - b[b > 0].min() <= 1
+    # a list whose mean is batch is taken as it is; another is its shape at mean batch
+    listed = [128, 0, 32, 96]
+    assert _batches({"ranks": 4, "batch": 64, "topk": 1, "batch_spread": "list",
+                     "batches": listed})[1].tolist() == listed
+    assert _batches({"ranks": 4, "batch": 32, "topk": 1, "batch_spread": "list",
+                     "batches": listed})[1].tolist() == [64, 0, 16, 48]
+    # drawn per seed, the same every time
+    one = _batches({**base, "batch_spread": "cv", "seed": 1})[1]
+    assert np.array_equal(one, _batches({**base, "batch_spread": "cv", "seed": 1})[1])
+    assert not np.array_equal(one, _batches({**base, "batch_spread": "cv", "seed": 2})[1])
+
+
+def test_a_die_draws_the_same_tokens_whatever_the_spread():
+    """The spread keys are not in the workload key: a die's first tokens are the same draws
+    under every spread, so spreads compare paired."""
+    from ubepsim.reference.routing import route
+    base = {"ranks": 8, "experts": 32, "batch": 6, "topk": 3, "routing": "zipf"}
+    equal = route(make_config(base, 48))
+    cfg, b = _batches({**base, "batch_spread": "cv", "batch_cv": 1.0})
+    ragged = route(cfg)
+    assert [len(die) for die in ragged] == b.tolist() and len(set(b.tolist())) > 1
+    for s in range(8):
+        n = min(len(equal[s]), len(ragged[s]))
+        assert ragged[s][:n] == equal[s][:n]
+
+
+def test_a_die_frame_holds_each_dies_load_and_finish():
+    from ubepsim.sweep.workload import config_batches
+    for op in ("dispatch", "combine", "layer"):
+        values = {"ranks": 16, "experts": 32, "batch": 8, "topk": 4, "op": op,
+                  "batch_spread": "cv", "batch_cv": 1.0}
+        cfg = make_config(values, 48)
+        row = model.simulate(cfg, load_profile())
+        dies = model.die_frame(cfg, load_profile())
+        assert dies["tokens"].to_list() == config_batches(cfg)
+        assert dies["copies_taken"].sum() == dies["copies_sent"].sum() == row["copies_total"]
+        assert dies["finish_us"].max() == pytest.approx(row["latency_us"])
+        assert int(dies["finish_us"].arg_max()) == row["slowest_die"]
+        assert dies["finish_us"].median() == pytest.approx(row["median_die_us"])
+        if op == "dispatch":
+            assert row["send_max_mean"] == pytest.approx(dies["copies_sent"].max() / 8 / 4)
+
+
+@pytest.mark.parametrize("protocol", ["bsp", "ubep"])
+def test_a_die_with_many_tokens_is_combines_straggler(protocol):
+    """One die holding four times the mean batch: dispatch waits for its egress port, and in
+    combine every copy comes back to it through its one ingress port, so it finishes last."""
+    ranks = 16
+    batches = [32] + [8] * (ranks - 1)             # mean 9.5: the list's shape at batch 8
+    out = {}
+    for spread in ("equal", "list"):
+        for op in ("dispatch", "combine"):
+            out[spread, op] = model.simulate(make_config(
+                {"ranks": ranks, "batch": 8, "topk": 4, "protocol": protocol, "op": op,
+                 "batch_spread": spread, "batches": batches}, 48), load_profile())
+    for op in ("dispatch", "combine"):
+        assert out["list", op]["latency_us"] > out["equal", op]["latency_us"]
+    assert out["list", "combine"]["slowest_die"] == 0
+    assert out["list", "combine"]["recv_max_mean"] > 3
+    assert out["list", "dispatch"]["send_max_mean"] > 3

@@ -296,3 +296,55 @@ def test_aiv_figure_draws_only_the_aivs_that_send():
     empty = die0.filter((pl.col("phase") == "send") & (pl.col("end_us") == pl.col("start_us")))
     assert empty.height > 0 and sends.height == 8 - empty.height
     assert (sends["send_us"] > 0).all()
+
+
+@pytest.fixture(scope="module")
+def spread_sweep(tmp_path_factory):
+    """A sweep over the batches' spreads, as `ubepsim sweep` writes it (its profile
+    recorded)."""
+    d = tmp_path_factory.mktemp("dies")
+    grid = d / "grid.toml"
+    grid.write_text('[sweep]\nname = "dies"\nseeds = [0, 1]\n[grid]\nranks = 8\nbatch = 8\n'
+                    'topk = 2\naivs = 8\nop = ["dispatch", "combine"]\n'
+                    'batch_spread = ["equal", "cv", "zero"]\n')
+    code, _, err = run_cli("sweep", grid, "--out", d / "out")
+    assert code == 0, err
+    return str(d / "out")
+
+
+def test_dies_draws_each_rows_dies_as_the_model_gives_them(tmp_path, spread_sweep):
+    from ubepsim.paper import plot as figures
+    from ubepsim.sweep.model import die_frame
+    target = tmp_path / "dies.png"
+    where = "op = 'combine' AND seed = 1"
+    code, out, err = run_cli("plot", spread_sweep, "--kind", "dies", "--where", where,
+                             "--out", target)
+    assert code == 0, err
+    assert target.read_bytes()[:8] == PNG and target.stat().st_size > 5000
+    frame = figures.read_results([spread_sweep], "dies", where)
+    series = figures.die_rows(spread_sweep, frame)
+    # a line per row, labelled by what differs, each die's finish and load the model's
+    assert [label for label, _ in series] == [
+        "batch_spread equal", "batch_spread cv, batch_cv 0.5",
+        "batch_spread zero, zero_token_share 0.25"]
+    assert frame["batch_spread"].to_list() == ["equal", "cv", "zero"]
+    for (label, dies), row in zip(series, frame.iter_rows(named=True)):
+        config = {n: v for n, v in row.items() if n in ("ranks", "batch", "topk", "aivs", "op",
+                                                       "batch_spread", "seed")}
+        assert dies.equals(die_frame(config, load_profile()))
+        assert dies["finish_us"].max() == pytest.approx(row["latency_us"])
+    fig = figures.dies(series)
+    assert len(fig.axes[0].get_lines()) == 2 * frame.height   # a line and its slowest die each
+
+
+def test_dies_refuses_too_many_rows_and_results_without_a_profile(tmp_path, data, spread_sweep):
+    code, _, err = run_cli("plot", spread_sweep, "--kind", "dies", "--out", tmp_path / "d.png")
+    assert code == 2 and "at most 6 rows; 12 match" in err
+    code, _, err = run_cli("plot", spread_sweep, "--kind", "dies", "--where", "op = 'dispatch'",
+                           spread_sweep, "--out", tmp_path / "d.png")
+    assert code == 2 and "one sweep" in err
+    # sweep_rows writes rows without the provenance `ubepsim sweep` records
+    code, _, err = run_cli("plot", data["breakdown"], "--kind", "dies", "--where", "batch = 4",
+                           "--out", tmp_path / "d.png")
+    assert code == 2 and "records no hardware profile" in err
+    assert not list(tmp_path.iterdir())

@@ -200,6 +200,16 @@ def test_run_prints_a_breakdown_that_sums_to_the_latency(op, protocol):
     (("--profile", ""), "--profile: is empty; give a built-in profile (cm384, "),
     (("--routing", "zipf", "--zipf-s", "nan"), "zipf_s (--zipf-s): expected a finite number"),
     (("--routing", "hot", "--hot-share", "inf"), "hot_share (--hot-share): expected a finite"),
+    (("--batch-spread", "cv", "--batch-cv", "-0.5"), "batch_cv (--batch-cv): -0.5 is below "
+                                                     "the minimum 0"),
+    (("--batch-spread", "zero", "--zero-token-share", "1"), "zero_token_share "
+                                                           "(--zero-token-share): 1.0 leaves no "
+                                                           "die with tokens"),
+    (("--batch-spread", "list", "--batches", "4,4,4"), "batches (--batches): 3 entries; "
+                                                       "batch_spread = list takes one per rank"),
+    (("--batch-spread", "list", "--batches", "4,-1,4,4"), "batches (--batches): expected "
+                                                          "integers of at least 0"),
+    (("--batch-spread", "uneven"), "batch_spread (--batch-spread): 'uneven' is not allowed"),
     (("--timeline", ""), "--timeline"),
     (("--timeline", "t.csv"), "--timeline: 't.csv': expected a file name ending in .parquet"),
     (("--timeline", "/proc/t.parquet"), "--timeline: cannot write in /proc"),
@@ -443,7 +453,7 @@ def test_the_documented_defaults_are_what_run_simulates():
     from ubepsim.sweep.profile import load_profile
     doc = (Path(__file__).resolve().parent.parent / "docs" / "reference.md").read_text()
     section = doc.split("## Parameters")[1].split("\n## ")[0]
-    table = dict(re.findall(r"^\| `(\w+)` \| `--[\w-]+` \| \w+ \| ([^|]*) \|", section, re.M))
+    table = dict(re.findall(r"^\| `(\w+)` \| `--[\w-]+` \| [\w ]+ \| ([^|]*) \|", section, re.M))
     ran = json.loads(run_cli("run", "--json")[1])
     assert list(table) == list(NAMES)
     words = {"one per rank": ran["ranks"], "the profile's": load_profile().aivs, "none": ""}

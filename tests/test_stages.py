@@ -90,7 +90,7 @@ def test_route_die(batch, topk, experts, seed, die, weighted, data):
         cdf = list(np.cumsum(w))
     else:
         cdf = []
-    twin = t_routing.route_die(cfg, die, cdf)
+    twin = t_routing.route_die(cfg, die, cdf, cfg.batch)
     out = np.empty(cfg.batch * cfg.topk, np.int64)
     key = stream(cfg.seed, cfg.workload_key, die, 0)
     k_routing.route_die(out, np.uint64(key), cfg.batch, cfg.topk, cfg.experts,
@@ -205,12 +205,13 @@ def test_latency_bound(lat, copies, fixed, egress, ingress):
 # --- combine -----------------------------------------------------------------------------------
 
 def kernel_inputs(cfg, profile):
-    """The kernel's parameter and cost rows of cfg, and its routing."""
+    """The kernel's parameter and cost rows of cfg, its routing and its dies' copy starts."""
     cols = cfg.columns()
-    params, costs, _, cdf, trace = kernel_io.prepare(cols, profile)
+    params, costs, _, cdf, trace, batches = kernel_io.prepare(cols, profile)
     p = params[0]
     cdf = cdf[p[layout.P_CDF_START]:p[layout.P_CDF_START] + p[layout.P_CDF_LEN]]
-    return p, costs[0], k_routing.route(p, cdf, trace[:0])
+    cfirst = k_routing.copy_starts(p, batches)
+    return p, costs[0], k_routing.route(p, cdf, trace[:0], cfirst), cfirst
 
 
 @SETTINGS
@@ -218,8 +219,10 @@ def kernel_inputs(cfg, profile):
        batch=st.integers(1, 9), topk=st.integers(1, 4), aivs=st.integers(2, 11),
        protocol=st.sampled_from(["bsp", "ubep"]),
        schedule=st.sampled_from(["expert_block", "balanced", "homogenized"]),
-       routing=st.sampled_from(["uniform", "hot"]), seed=st.integers(0, 50))
-def test_return_schedule(ranks, per_die, batch, topk, aivs, protocol, schedule, routing, seed):
+       routing=st.sampled_from(["uniform", "hot"]), seed=st.integers(0, 50),
+       spread=st.sampled_from(["equal", "cv", "zero"]))
+def test_return_schedule(ranks, per_die, batch, topk, aivs, protocol, schedule, routing, seed,
+                         spread):
     """Each die's returned copies, AIV by AIV: the destination and the dispatch copy of each,
     the search before each list, and the counts the bound takes (bsp: V1's split whatever the
     schedule)."""
@@ -227,13 +230,14 @@ def test_return_schedule(ranks, per_die, batch, topk, aivs, protocol, schedule, 
     cfg = make_config({"ranks": ranks, "experts": ranks * per_die, "batch": batch,
                        "topk": topk, "aivs": aivs, "op": "combine", "protocol": protocol,
                        "schedule": schedule, "routing": routing, "hot_experts": 1,
-                       "hot_share": 0.9, "seed": seed}, 48)
+                       "hot_share": 0.9, "seed": seed, "batch_spread": spread,
+                       "zero_token_share": 0.5}, 48)
     profile = load_profile()
-    p, c, experts_of = kernel_inputs(cfg, profile)
-    kernel = k_schedule.return_schedule(p, c, experts_of)
+    p, c, experts_of, cfirst = kernel_inputs(cfg, profile)
+    kernel = k_schedule.return_schedule(p, c, experts_of, cfirst)
     run = Run.of(cfg, profile)
     twin = t_schedule.return_schedule(run, t_routing.route(cfg))
-    M, EL = batch * topk, per_die
+    EL = per_die
     for d, die in enumerate(twin.dies):
         base = kernel.ecnt[d * EL]
         assert kernel.ecnt[(d + 1) * EL] - base == len(die.copies)
@@ -241,7 +245,7 @@ def test_return_schedule(ranks, per_die, batch, topk, aivs, protocol, schedule, 
             lo = kernel.aoff[d * (aivs + 1) + j]
             hi = kernel.aoff[d * (aivs + 1) + j + 1]
             got = [(kernel.xdest[base + x], kernel.xslot[base + x]) for x in range(lo, hi)]
-            assert got == [(die.copies[i][0], die.copies[i][0] * M + die.copies[i][1])
+            assert got == [(die.copies[i][0], cfirst[die.copies[i][0]] + die.copies[i][1])
                            for i in die.lists[j]]
             steps = die.steps[j]
             assert kernel.searches[d * aivs + j] == (0 if steps is None else steps + 1)

@@ -25,6 +25,7 @@ from ubepsim.sweep import kernel_io, model
 from ubepsim.sweep.costs import time_bound
 from ubepsim.sweep.params import config_columns, make_config
 from ubepsim.sweep.profile import HOP_CLASSES, load_profile
+from ubepsim.sweep.workload import config_batches
 from ubepsim.sweep.result_fields import PHASE_NAMES, RESULT_NAMES, phase_column
 
 PROFILES = {
@@ -91,6 +92,11 @@ def random_configs(n, seed, trace_dir, modes=dispatch_modes, extra=None):
                  lognormal_sigma=rnd.choice([0.3, 1.0, 2.5]),
                  # zero load on some: dies that receive nothing, experts without tokens
                  zero_experts=rnd.choice([0.0, 0.0, 0.3]), zero_ranks=rnd.choice([0, 0, 1, 2]),
+                 # ragged batches on some: drawn, zero-token dies, a list (1 + a draw, so
+                 # that some die holds tokens)
+                 batch_spread=rnd.choice(["equal", "equal", "cv", "zero", "list"]),
+                 batch_cv=rnd.choice([0.3, 1.0, 2.0]), zero_token_share=rnd.choice([0.2, 0.6]),
+                 batches=[1 + rnd.randint(0, 12)] + [rnd.randint(0, 12) for _ in range(ranks - 1)],
                  seed=rnd.randint(0, 3), **(extra(rnd) if extra else {}))
         v["topk"] = rnd.randint(1, min(6, experts))
         v["cumsum_aivs"] = rnd.randint(1, v["aivs"] - 1)
@@ -165,7 +171,7 @@ def test_sync_variants_on_one_schedule_equal_each_alone(configs):
         mine = [c for c, p in configs if p == prof][:12]
         variants = [{**c.as_dict(), "sync": sync} for c in mine
                     for sync in ("sw", "tff", "dc", "sp")]
-        params, costs, chances, cdf, trace = kernel_io.prepare(config_columns(variants),
+        params, costs, chances, *shared = kernel_io.prepare(config_columns(variants),
                                                                PROFILES[prof])
         # the variants of a configuration lie side by side (kernel_order): one run each
         order = kernel_io.kernel_order(params)
@@ -187,6 +193,10 @@ def test_random_configurations_cover_every_mode(configs, twins):
         {"spread", "ranks"}
     assert any(c.zero_experts > 0 for c, _ in configs)
     assert any(c.zero_ranks > 0 for c, _ in configs)
+    assert {c.batch_spread.name for c, _ in configs} == {"equal", "cv", "zero", "list"}
+    # ragged batches reach the kernel: some die holds more tokens than the mean, some none
+    ragged = [(config_batches(c), c) for c, _ in configs if c.batch_spread.name != "equal"]
+    assert any(max(b) > c.batch for b, c in ragged) and any(0 in b for b, _ in ragged)
     assert {p for _, p in configs} == set(PROFILES)
     # every fabric's hop classes occur, and only those its shape has: three_hop past the
     # 8-die domains of three_tier, no intra_npu on the flat fabric, no two_hop within 16 dies
@@ -261,9 +271,9 @@ def test_kernel_and_twin_check_the_same_bound(configs, twins):
     for prof in PROFILES:
         rows = [i for i, (_, p) in enumerate(configs) if p == prof][::4]
         cols = config_columns([configs[i][0].as_dict() for i in rows])
-        params, costs, chances, cdf, trace = kernel_io.prepare(cols, PROFILES[prof])
+        params, costs, chances, *shared = kernel_io.prepare(cols, PROFILES[prof])
         out = np.zeros((len(rows), layout.N_OUT))
-        layer.simulate_batch(params, costs, chances, cdf, trace, out)
+        layer.simulate_batch(params, costs, chances, *shared, out)
         assert out[:, layout.O_BOUND].tolist() == \
             [twins(i)["_detail"]["bound_cycles"] for i in rows]
 
@@ -285,9 +295,9 @@ def test_bad_invariant_is_reported(monkeypatch):
     cfg = make_config({"ranks": 4, "batch": 4, "topk": 2, "aivs": 4, "cumsum_aivs": 1}, 48)
     prof = PROFILES["cm384"]
     cols = cfg.columns()
-    params, costs, chances, cdf, trace = kernel_io.prepare(cols, prof)
+    params, costs, chances, *shared = kernel_io.prepare(cols, prof)
     out = np.zeros((1, layout.N_OUT))
-    layer.simulate_batch(params, costs, chances, cdf, trace, out)
+    layer.simulate_batch(params, costs, chances, *shared, out)
     out[0, layout.O_DELIVERED] -= 1
     with pytest.raises(kernel_io.KernelFailure, match="invariant"):
         kernel_io.result_columns(out, cols, costs, prof)
@@ -343,10 +353,11 @@ def test_each_die_sends_the_stores_its_protocol_and_sync_variant_call_for(config
     for i, (cfg, _) in enumerate(configs):
         R, sync = cfg.ranks, cfg.sync.name
         ubep = cfg.protocol.name == "ubep"
+        batches = config_batches(cfg)
         for s, stores in enumerate(twins(i)["_detail"]["stores"]):
             copies = [st for st in stores if st["kind"] == "copy"]
             counts = [st for st in stores if st["kind"] == "count"]
-            assert len(copies) == cfg.batch * cfg.topk
+            assert len(copies) == batches[s] * cfg.topk
             assert sorted(st["dst"] for st in counts) == list(range(R))
             if ubep:
                 assert all(st["aiv"] >= cfg.cumsum_aivs for st in copies)
@@ -445,7 +456,9 @@ def test_no_phase_ends_before_what_it_waits_for(configs, twins):
                     c["lat_local"]
                 assert all(marks[a][UBEP_OFFSETS] >= offsets for a in range(C, A))
             else:
-                acks = max(st["ack"] for st in d["stores"][dst] if st["kind"] == "copy")
+                # (a die without tokens sends no copies)
+                acks = max((st["ack"] for st in d["stores"][dst] if st["kind"] == "copy"),
+                           default=0)
                 for x, after in ((BSP_SYNCALL_1, acks),
                                  (BSP_SYNCALL_2, max(m[BSP_VERIFIED] for m in marks)),
                                  (BSP_SYNCALL_3, max(m[BSP_CUMSUM] for m in marks))):

@@ -64,6 +64,8 @@ def _parameters() -> list[str]:
             allowed = ", ".join(f"`{c}`" for c in p.choices)
         elif p.minimum is not None:
             allowed = f"{_number(p.minimum)} to {_number(p.maximum)}"
+        elif p.kind is list:
+            allowed = "integers of at least 0, one per rank"
         else:
             allowed = "a file"
         rows.append(f"| `{p.name}` | `{p.flag}` | {KINDS[p.kind]} | {default} | {allowed} | "

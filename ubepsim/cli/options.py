@@ -49,7 +49,7 @@ def model_options(lists: tuple[str, ...] = (), hidden: tuple[str, ...] = ()) -> 
 def _metavar(p) -> str:
     if p.choices:
         return "NAME"
-    return {int: "INT", float: "NUM"}.get(p.kind, "FILE")
+    return {int: "INT", float: "NUM", list: "INT,INT,..."}.get(p.kind, "FILE")
 
 
 def parse_value(name: str, text: str) -> Any:

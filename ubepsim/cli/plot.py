@@ -21,6 +21,9 @@ from ..paper.plot import KINDS, TIMELINE_KINDS
                    "latency against payload per Data-as-Flag variant (Figure 10; sweep "
                    "results). skew: latency against the busiest die's load over the mean, a "
                    "line per op and protocol (sweep results over skews, sweeps/skew.toml). "
+                   "dies: each die's finish time and the copies it takes in and sends, a line "
+                   "per row (at most 6 rows of one sweep, re-simulated on its recorded "
+                   "profile; choose them with --where). "
                    "aiv: each AIV's send phase (until it issued its last store), a "
                    "panel per timeline (Figure "
                    "9; one or more timelines). timeline: Gantt chart of one die's AIVs (one "
@@ -41,7 +44,8 @@ def plot(datasets: tuple[str, ...], kind: str, out: Path | None, where: str | No
 
     Sweep results (`ubepsim sweep`: a directory or Parquet files) feed heatmap, breakdown,
     sync and skew: seeds are averaged, and a parameter that is not an axis of the figure must
-    hold one value (choose it with --where). Timelines (`ubepsim run --timeline
+    hold one value (choose it with --where); and dies, which re-simulates a few rows die by
+    die. Timelines (`ubepsim run --timeline
     FILE.parquet`) feed aiv (several, e.g. one per schedule) and timeline (one).
 
     Example: ubepsim plot results/fig14_cumsum_groups --kind heatmap --out fig14.png
@@ -77,10 +81,16 @@ def plot(datasets: tuple[str, ...], kind: str, out: Path | None, where: str | No
         for flag, value in (("--die", die), ("--label", labels or None)):
             if value is not None:
                 raise InputError(flag, f"only for --kind aiv or timeline, not {kind}")
+        if kind == "dies" and len(datasets) != 1:
+            raise InputError("DATASET", f"--kind dies re-simulates rows of one sweep (on its "
+                             f"recorded profile), got {len(datasets)} datasets")
         frame = figures.read_results(datasets, kind, where)
         for d in datasets:
             warn_about(d)
-        fig = {"heatmap": figures.heatmap, "breakdown": figures.breakdown,
-               "sync": figures.sync, "skew": figures.skew}[kind](frame)
+        if kind == "dies":
+            fig = figures.dies(figures.die_rows(datasets[0], frame))
+        else:
+            fig = {"heatmap": figures.heatmap, "breakdown": figures.breakdown,
+                   "sync": figures.sync, "skew": figures.skew}[kind](frame)
     figures.save(fig, out)
     click.echo(f"wrote {out}")

@@ -23,7 +23,7 @@ from ..sweep.files import replacing
 from ..sweep.params import ENUMS, GATED, NAMES, Op, Sync, columns
 from ..sweep.result_fields import EXPERT_COLUMN, PHASES, phase_column
 
-KINDS = ("heatmap", "breakdown", "aiv", "sync", "skew", "timeline")
+KINDS = ("heatmap", "breakdown", "aiv", "sync", "skew", "dies", "timeline")
 TIMELINE_KINDS = ("aiv", "timeline")
 # A timeline's columns and the type each holds, as `ubepsim run --timeline` writes them.
 TIMELINE_COLUMNS = {"die": "integer", "aiv": "integer", "role": "string", "phase": "string",
@@ -46,7 +46,10 @@ NEEDS = {
     "breakdown": ("protocol", *(phase_column(p.name) for p in PHASES), EXPERT_COLUMN),
     "sync": ("ranks", "sync", "batch", "topk", "bytes_per_rank", "latency_us"),
     "skew": ("ranks", "protocol", "op", "recv_max_mean", "send_max_mean", "latency_us"),
+    "dies": ("latency_us",),
 }
+# dies: configurations re-simulated die by die, a line each
+MAX_DIE_ROWS = 6
 # skew: each op's load on its busiest die, the ports that carry it (dispatch: a receiver's
 # ingress; combine: a returner's egress; a layer: the same die's, taken in by its dispatch)
 SKEW_LOAD = {"dispatch": "recv_max_mean", "combine": "send_max_mean", "layer": "recv_max_mean"}
@@ -362,6 +365,71 @@ def skew(frame: pl.DataFrame):
         ax.grid(alpha=0.3)
     panels[0][0].set_ylabel("latency (us)")
     panels[-1][0].legend()
+    return fig
+
+
+def die_rows(dataset: str, frame: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
+    """Sweep rows re-simulated die by die (model.die_frame) on the profile the sweep recorded:
+    (label, frame) pairs, each label the parameters in which the rows differ."""
+    from ..sweep.model import die_frame
+
+    if frame.height > MAX_DIE_ROWS:
+        raise InputError("--where", f"--kind dies draws each row's dies, at most "
+                         f"{MAX_DIE_ROWS} rows; {frame.height:,} match; choose some, e.g. "
+                         f"--where \"config_id = {frame['config_id'][0]}\"")
+    profile = recorded_profile(dataset)
+    names = [n for n in NAMES if n in frame.columns]
+    differ = [n for n in names if frame[n].drop_nulls().n_unique() > 1
+              or frame[n].null_count() not in (0, frame.height)]
+    out = []
+    for row in frame.iter_rows(named=True):
+        config = {n: row[n] for n in names if row[n] is not None}
+        label = ", ".join(f"{n} {row[n]}" for n in differ if row[n] is not None)
+        out.append((label or f"config_id {row['config_id']}", die_frame(config, profile)))
+    return out
+
+
+def recorded_profile(dataset: str):
+    """The hardware profile a sweep's parts record (`ubepsim sweep` writes it with them)."""
+    import tempfile
+
+    from ..sweep.engine import dataset_files, provenance
+    from ..sweep.profile import load_profile
+
+    text = provenance(dataset_files(dataset)[0]).get("profile")
+    if not text:
+        raise InputError("DATASET", f"{dataset} records no hardware profile; --kind dies "
+                         f"re-simulates rows of what `ubepsim sweep` writes")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "profile.toml"
+        path.write_text(text)
+        return load_profile(path, key="DATASET")
+
+
+def dies(series: Sequence[tuple[str, pl.DataFrame]]):
+    """Each die's finish time (top) and the token copies it takes in and sends (bottom), a
+    line per configuration ((label, model.die_frame) pairs): where the straggler is, and
+    what load made it."""
+    plt = _pyplot()
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6.4), sharex=True,
+                                      layout="constrained")
+    for i, (label, frame) in enumerate(series):
+        colour = f"C{i}"
+        top.plot(frame["die"], frame["finish_us"], marker=".", color=colour, label=label)
+        slowest = int(frame["finish_us"].arg_max())
+        top.plot(slowest, frame["finish_us"][slowest], marker="o", markersize=9,
+                 markerfacecolor="none", color=colour)
+        bottom.plot(frame["die"], frame["copies_taken"], color=colour)
+        bottom.plot(frame["die"], frame["copies_sent"], color=colour, linestyle=":")
+    top.set_ylabel("finish (us)")
+    top.set_title("each die's finish (circled: the slowest)", fontsize=9)
+    bottom.set_ylabel("token copies")
+    bottom.set_title("taken in by its experts (solid) and sent from its tokens (dotted)",
+                     fontsize=9)
+    bottom.set_xlabel("die")
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+    top.legend(fontsize=7)
     return fig
 
 

@@ -16,7 +16,8 @@ def reduce(run: Run, dies: list[Die], s: int, returned: dict, status: DataAsFlag
     signals first (returned[i]: copy i's store and the store signalling it)."""
     c, cfg = run.c, run.cfg
     die = dies[s]
-    K, B, A = cfg.topk, cfg.batch, run.aivs
+    K, A = cfg.topk, run.aivs
+    B = len(returned) // K   # the die's tokens
     policy = run.copy_sync
     if not run.ubep:
         poll_counts(run, dies, s, die.aivs, C_BSP_POLLED, status, 0.0, 0)

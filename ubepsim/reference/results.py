@@ -127,7 +127,7 @@ def layer_row(run: Run, plan: Schedule, dispatched: list[Die], returns: Schedule
                 [dispatched, combined], plan, c["token_bytes"] + c["return_bytes"],
                 max(plan.qsteps_max, returns.qsteps_max),
                 max(first, _return_bound(run, returns)),
-                (_loads(plan)[0], _loads(returns)[1]), returned=combined)
+                tuple(map(max, _loads(plan), _loads(returns))), returned=combined)
 
 
 def _return_bound(run: Run, plan: Schedule) -> int:

@@ -4,19 +4,19 @@ trace."""
 from __future__ import annotations
 
 from ..sweep.params import Config, Routing
-from ..sweep.workload import config_cdf, read_trace
+from ..sweep.workload import config_batches, config_cdf, read_trace
 from .rng import ROUTING, stream, unit
 
 MAX_REJECTS = 8   # redraws for a distinct expert before the exact fallback draw
 
 
-def route_die(cfg: Config, die: int, cdf: list[float]) -> list[list[int]]:
-    """The experts of each of the die's tokens: `topk` distinct draws per token."""
+def route_die(cfg: Config, die: int, cdf: list[float], batch: int) -> list[list[int]]:
+    """The experts of each of the die's `batch` tokens: `topk` distinct draws per token."""
     key = stream(cfg.seed, cfg.workload_key, die, ROUTING)
     counter = 0
     weights = [cdf[0]] + [cdf[e] - cdf[e - 1] for e in range(1, len(cdf))] if cdf else []
     tokens = []
-    for _ in range(cfg.batch):
+    for _ in range(batch):
         chosen: list[int] = []
         for _ in range(cfg.topk):
             expert = -1
@@ -62,4 +62,4 @@ def route(cfg: Config) -> list[list[list[int]]]:
         return [[list(map(int, trace[s, t])) for t in range(cfg.batch)]
                 for s in range(cfg.ranks)]
     cdf = list(config_cdf(cfg))
-    return [route_die(cfg, s, cdf) for s in range(cfg.ranks)]
+    return [route_die(cfg, s, cdf, batch) for s, batch in enumerate(config_batches(cfg))]

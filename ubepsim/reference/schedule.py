@@ -193,7 +193,7 @@ def schedule(run: Run, tokens: list[list[list[int]]]) -> Schedule:
     into = [0] * run.ranks
     max_out = 0
     for s in range(run.ranks):
-        copies = [(t, k, tokens[s][t][k]) for t in range(cfg.batch) for k in range(cfg.topk)]
+        copies = [(t, k, e) for t, experts in enumerate(tokens[s]) for k, e in enumerate(experts)]
         die = schedule_die(cfg, copies, hops[s], run.senders, s)
         for (_, _, e), h in zip(copies, die.hops):
             copies_hop[h] += 1

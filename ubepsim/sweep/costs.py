@@ -13,6 +13,7 @@ from ..kernels.layout import COSTS, COUNT_CHAIN_OPS, EXPERT_SHIFT, INT32, N_HOPS
 from ..kernels.sync import COLLIDES, IN_BLOCK, POLICY, on_copies
 from .params import CombineDtype, Dtype, Op, Protocol, combine_bytes, token_bytes
 from .profile import HOP_CLASSES, Profile
+from .workload import batch_max
 
 
 def _ceil_div(a, b):
@@ -190,8 +191,10 @@ def _combine(cols, profile: Profile, m, sync, ubep, xfer, issue, fused) -> dict[
 
     # bsp (CANN's V1) splits a token's hidden dimension over aivs / batch AIVs when the batch
     # is smaller than the AIVs and the copies are not quantized: the first parts of
-    # (hidden / 32 / p) x 32 elements, the last the rest
-    batch = np.asarray(cols["batch"], dtype=np.int64)
+    # (hidden / 32 / p) x 32 elements, the last the rest. Where dies hold different batches,
+    # at the most any die holds: that die, the straggler, splits as CANN's would; one with
+    # fewer tokens splits no finer (one cost row serves every die)
+    batch = batch_max(cols)
     aivs = np.asarray(cols["aivs"], dtype=np.int64)
     split = np.where(~ubep & ~int8 & (batch < aivs), aivs // batch, 1)
     part = np.where(split > 1, (hidden // 32) // split * 32, hidden)
@@ -249,7 +252,8 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     ranks = np.asarray(cols["ranks"], dtype=np.float64)
     experts = np.asarray(cols["experts"], dtype=np.float64)
     aivs = np.asarray(cols["aivs"], dtype=np.float64)
-    m = np.asarray(cols["batch"], dtype=np.float64) * np.asarray(cols["topk"], dtype=np.float64)
+    # a die's copies at the most any die holds (workload.batch_max): every die's, as a bound
+    m = batch_max(cols).astype(np.float64) * np.asarray(cols["topk"], dtype=np.float64)
     e_local = experts / ranks
     hop = np.max([c[f"lat_{h}"] for h in HOP_CLASSES], axis=0)
 

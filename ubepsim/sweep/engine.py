@@ -64,6 +64,26 @@ def scan(dataset: str | Path, need: Sequence[str] = (), why: str = "") -> pl.Laz
     anything is computed, file by file: each is Parquet, all have the first's columns, and they
     have the columns `need` (`why` says what needs them).
     """
+    files = dataset_files(dataset)
+    first: list[str] = []
+    for f in files:
+        try:
+            names = pq.read_schema(f).names
+        except (OSError, pa.ArrowException) as e:
+            raise InputError("DATASET", f"{f} is not a Parquet file ({e})") from None
+        missing = [c for c in need if c not in names]
+        if missing:
+            raise InputError("DATASET", f"{f} has no column {missing[0]}{why}")
+        first = first or names
+        if set(names) != set(first):
+            odd = sorted(set(names) ^ set(first))[0]
+            raise InputError("DATASET", f"{f} and {files[0]} differ in their columns ({odd}); "
+                             f"the files of a dataset are parts of one table")
+    return pl.scan_parquet(files)
+
+
+def dataset_files(dataset: str | Path) -> list[Path]:
+    """The Parquet files of a results dataset, as `scan` reads them."""
     if not str(dataset).strip():
         raise InputError("DATASET", "is empty; give a sweep's output directory, a Parquet file "
                          "or a glob")
@@ -82,21 +102,7 @@ def scan(dataset: str | Path, need: Sequence[str] = (), why: str = "") -> pl.Laz
     else:
         raise InputError("DATASET", f"{dataset} does not exist; give a sweep's output "
                          f"directory, a Parquet file or a glob")
-    first: list[str] = []
-    for f in files:
-        try:
-            names = pq.read_schema(f).names
-        except (OSError, pa.ArrowException) as e:
-            raise InputError("DATASET", f"{f} is not a Parquet file ({e})") from None
-        missing = [c for c in need if c not in names]
-        if missing:
-            raise InputError("DATASET", f"{f} has no column {missing[0]}{why}")
-        first = first or names
-        if set(names) != set(first):
-            odd = sorted(set(names) ^ set(first))[0]
-            raise InputError("DATASET", f"{f} and {files[0]} differ in their columns ({odd}); "
-                             f"the files of a dataset are parts of one table")
-    return pl.scan_parquet(files)
+    return files
 
 
 def shortfall(dataset: str | Path) -> list[str]:

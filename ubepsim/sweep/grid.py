@@ -251,7 +251,17 @@ def _values(name: str, spec: Any, key: str, source: str, scalar: bool = True) ->
     A lone value is an axis of one point, except in a zipped group (`scalar` False).
     """
     forms = AXIS_FORMS if scalar else AXIS_FORMS.replace("a value, ", "")
-    if isinstance(spec, dict):
+    listed = (p := PARAM_BY_NAME.get(name)) is not None and p.kind is list
+    if listed:
+        # a list parameter's value is a list of integers or their text: a list of those is
+        # an axis
+        forms = ("a list of integers (or their text, \"256,0,64\"), or a list of such "
+                 "lists: an axis")
+        if isinstance(spec, list) and spec and all(isinstance(v, (list, str)) for v in spec):
+            spec = [",".join(map(str, v)) if isinstance(v, list) else v for v in spec]
+        elif isinstance(spec, (list, str)):
+            spec = [",".join(map(str, spec)) if isinstance(spec, list) else spec]
+    if isinstance(spec, dict) and not listed:
         values = _range(name, spec, key, source)
     elif isinstance(spec, list):
         values = spec

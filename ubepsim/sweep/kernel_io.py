@@ -17,10 +17,10 @@ import numpy as np
 from .costs import lower, time_bound
 from ..errors import InputError
 from ..kernels import layout as k
-from .params import Op, Routing, workload_keys
+from .params import BatchSpread, Op, Routing, workload_keys
 from .profile import BUILTIN, Profile, load_profile
 from .result_fields import RESULT_NAMES, RESULTS
-from .workload import cdf_key, expert_cdf, has_weights, read_trace
+from .workload import batches_key, cdf_key, die_batches, expert_cdf, has_weights, read_trace
 
 # The results computed on the host (units layout.BYTES and GBPS), in the order they are
 # computed, each from the kernel's results (in their units), the parameters and the costs.
@@ -49,7 +49,8 @@ HOST_RESULTS = {
 
 
 def prepare(cols: dict[str, np.ndarray], profile: Profile):
-    """Kernel inputs for configurations' columns: (params, costs, chances, cdf, trace)."""
+    """Kernel inputs for configurations' columns: (params, costs, chances, cdf, trace,
+    batches)."""
     n = len(cols["ranks"])
     params = np.zeros((n, k.N_PARAMS), dtype=np.int64)
     for col, name in ((k.P_RANKS, "ranks"), (k.P_BATCH, "batch"), (k.P_TOPK, "topk"),
@@ -89,8 +90,20 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
             cdf_parts.append(cdf)
             cdf_end += len(cdf)
         params[i, k.P_CDF_START], params[i, k.P_CDF_LEN] = cdf_at[ckey]
+    # Tokens per die where they are not all `batch`, shared by every row of one spread.
+    params[:, k.P_BATCHES] = k.EQUAL_BATCHES
+    batch_parts = [np.zeros(0, dtype=np.int64)]
+    batches_at: dict[tuple, int] = {}
+    batches_end = 0
+    for i in np.flatnonzero(np.asarray(cols["batch_spread"]) != BatchSpread.equal):
+        bkey = batches_key(lambda name: cols[name][i], wkeys[i])
+        if bkey not in batches_at:
+            batches_at[bkey] = batches_end
+            batch_parts.append(die_batches(*bkey))
+            batches_end += len(batch_parts[-1])
+        params[i, k.P_BATCHES] = batches_at[bkey]
     return (params, costs, chances, np.concatenate(cdf_parts),
-            np.concatenate(trace_parts).astype(np.int64))
+            np.concatenate(trace_parts).astype(np.int64), np.concatenate(batch_parts))
 
 
 

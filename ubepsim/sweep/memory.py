@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import InputError
 from ..kernels import combine, dispatch
 from .params import Op, Protocol
+from .workload import batch_max
 
 
 def working_memory(cols: dict[str, np.ndarray]) -> np.ndarray:
@@ -29,10 +30,10 @@ def working_memory(cols: dict[str, np.ndarray]) -> np.ndarray:
     op = np.asarray(cols["op"], dtype=np.int64)
     routing = 4 * np.asarray(cols["ranks"], dtype=np.int64) * np.asarray(cols["batch"]) * \
         np.asarray(cols["topk"])
-    first = dispatch.working_bytes(cols["ranks"], cols["batch"], cols["topk"], cols["experts"],
-                                   cols["aivs"], ubep, sync)
-    second = combine.working_bytes(cols["ranks"], cols["batch"], cols["topk"], cols["experts"],
-                                   cols["aivs"], ubep, sync)
+    shape = (cols["ranks"], cols["batch"], cols["topk"], cols["experts"], cols["aivs"], ubep,
+             sync, batch_max(cols))
+    first = dispatch.working_bytes(*shape)
+    second = combine.working_bytes(*shape)
     return np.where(op == Op.combine, routing, first) + np.where(op == Op.dispatch, 0, second)
 
 

@@ -3,6 +3,7 @@
     simulate(config, profile) -> dict            one configuration (results + parameters)
     simulate_many(configs, profile) -> frame     many, each checked, through the parallel kernel
     simulate_table(points, profile) -> frame     many, already resolved (the sweep engine's)
+    die_frame(config, profile) -> frame          one configuration die by die: loads, finish
 
 A configuration is a Config or a dict of parameters (the others at their defaults, as in
 `ubepsim run`), made canonical by params.make_config; `points` is a frame of configurations as
@@ -53,10 +54,10 @@ def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int
         memory.check_memory(need[top], {n: np.asarray(cols[n])[top[0]] for n in NAMES},
                             memory.available_memory())
     memory.keep_freed_memory()
-    params, costs, chances, cdf, trace = prepare(cols, profile)
+    params, costs, chances, *shared = prepare(cols, profile)
     order = kernel_order(params)
     done = np.zeros((len(params), k.N_OUT))
-    layer.simulate_batch(params[order], costs[order], chances[order], cdf, trace, done)
+    layer.simulate_batch(params[order], costs[order], chances[order], *shared, done)
     out = np.empty_like(done)
     out[order] = done
     return result_columns(out, cols, costs, profile)
@@ -132,19 +133,40 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     memory.check_memory(memory.working_memory(cols) + (timeline_bytes(config) if timeline else 0),
                         config.as_dict(), memory.available_memory())
     memory.keep_freed_memory()
-    params, costs, chances, cdf, trace = prepare(cols, profile)
+    inputs = prepare(cols, profile)
+    costs = inputs[1]
     out = np.zeros(k.N_OUT)
     marks = np.zeros((config.ranks, config.aivs, MARKS) if timeline else (0, 0, 0),
                      dtype=np.int64)
     out = out[None, :]
     # a batch of one, through the kernels a sweep runs (compiled once for both)
-    layer.simulate_batch(params, costs, chances, cdf, trace, out, marks)
+    layer.simulate_batch(*inputs, out, marks)
     res = result_columns(out, cols, costs, profile)
     row = {**config.as_dict(), "config_id": config.config_id,
            **{name: v[0].item() for name, v in res.items()}}
     if timeline:
         row["timeline"] = timeline_frame(config, marks, profile)
     return row
+
+
+def die_frame(config: Config | Mapping[str, Any],
+              profile: Profile | str | Path | None = None) -> pl.DataFrame:
+    """Each die of one configuration, in die order: its tokens, the token copies it sends in
+    dispatch (copies_sent) and those its experts take in (copies_taken; combine returns both
+    the other way), and when its last AIV finishes (finish_us: the latest end of its phases
+    in simulate's timeline, so the largest is the row's latency_us)."""
+    profile = _profile(profile)
+    config = _config(config, profile, "config")
+    finish = simulate(config, profile, timeline=True)["timeline"].group_by("die").agg(
+        pl.col("end_us").max()).sort("die")["end_us"]
+    params, _, _, *shared = prepare(config.columns(), profile)
+    experts_of, cfirst = layer.routed(params[0], *shared)
+    sent = np.diff(cfirst)
+    return pl.DataFrame({
+        "die": np.arange(config.ranks), "tokens": sent // config.topk, "copies_sent": sent,
+        "copies_taken": np.bincount(experts_of // (config.experts // config.ranks),
+                                    minlength=config.ranks),
+        "finish_us": finish})
 
 
 MARKS = k.N_MARKS + k.N_CMARKS   # a timeline's marks per AIV: dispatch's, then combine's
@@ -204,5 +226,5 @@ def timeline_frame(config: Config, marks: np.ndarray, profile: Profile) -> pl.Da
         "end_us": (per_die[:, end] / clock).ravel()})
 
 
-__all__ = ["InputError", "PARAMS", "simulate", "simulate_columns", "simulate_many",
+__all__ = ["InputError", "PARAMS", "die_frame", "simulate", "simulate_columns", "simulate_many",
            "simulate_table"]

@@ -60,6 +60,13 @@ class HotPlacement(enum.IntEnum):
     ranks = 1   # the hot experts on whole dies, a die's experts together (W2)
 
 
+class BatchSpread(enum.IntEnum):
+    equal = 0   # every die holds `batch` tokens
+    cv = 1      # log-normal per die at a stated coefficient of variation (batch_cv)
+    zero = 2    # a share of the dies hold none (zero_token_share), the rest alike
+    list = 3    # the shape of an explicit list (batches)
+
+
 class Dtype(enum.IntEnum):
     bf16 = 0
     fp8 = 1
@@ -86,6 +93,7 @@ ENUMS: dict[str, type[enum.IntEnum]] = {
     "op": Op,
     "combine_dtype": CombineDtype,
     "hot_placement": HotPlacement,
+    "batch_spread": BatchSpread,
 }
 
 
@@ -189,6 +197,18 @@ PARAMS: tuple[Param, ...] = (
     Param("zero_experts", float, 0.0, "The share of experts that get no tokens: those of "
           "least weight (under uniform routing, drawn).", 0.0, 1.0),
     Param("zero_ranks", int, 0, "Dies whose experts get no tokens, drawn.", 0, 16383),
+    Param("batch_spread", str, "equal", "How tokens spread over the dies, batch being their "
+          "mean (every die's total ranks x batch): equal, cv (per die a log-normal draw at "
+          "coefficient of variation batch_cv), zero (a zero_token_share of the dies, drawn, "
+          "hold none and the rest alike) or list (the shape of batches, scaled to mean "
+          "batch)."),
+    Param("batch_cv", float, 0.5, "Coefficient of variation of the dies' tokens under "
+          "batch_spread = cv.", 0.0, 16.0),
+    Param("zero_token_share", float, 0.25, "The share of dies that hold no tokens under "
+          "batch_spread = zero (rounded down to whole dies; below 1).", 0.0, 1.0),
+    Param("batches", list, "", "Tokens per die, one per rank in die order (\"256,0,64,...\" or "
+          "a TOML list), under batch_spread = list: scaled to mean batch, exactly these where "
+          "their mean is batch."),
 )
 
 PARAM_BY_NAME = {p.name: p for p in PARAMS}
@@ -200,10 +220,13 @@ NAMES = tuple(p.name for p in PARAMS)
 # variant share their popularity order, die order and streams, and compare paired.
 WORKLOAD_NAMES = ("ranks", "batch", "topk", "experts", "routing", "zipf_s", "hot_experts",
                   "hot_share", "trace", "seed", "hot_placement", "lognormal_sigma")
+# How tokens spread over the dies. Like zero load, not in WORKLOAD_NAMES: a die draws its own
+# tokens from its own stream whatever their number, so spreads compare paired.
+BATCH_NAMES = ("batch_spread", "batch_cv", "zero_token_share", "batches")
 # Parameters added after 0.7.0, which enter a config_id only where they differ from their
 # default (stable_id): every configuration 0.7.0 could express keeps its id.
 LATER_NAMES = ("op", "combine_dtype", "expert_fixed_us", "expert_ns_per_copy", "hot_placement",
-               "lognormal_sigma", *routings.ZERO_LOAD)
+               "lognormal_sigma", *routings.ZERO_LOAD, *BATCH_NAMES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,6 +263,7 @@ def _gate(*clauses: dict[str, tuple]) -> Gate:
 
 
 WITH_DISPATCH = (Op.dispatch, Op.layer)
+DRAWN = tuple(r for r in Routing if r is not Routing.trace)
 # The parameters only some configurations read (a protocol, a routing, an op), and where they
 # are read. Elsewhere they change nothing, so a configuration records them at their defaults:
 # points that differ only there are one configuration, with one config_id and one routing
@@ -252,8 +276,14 @@ GATED: dict[str, Gate] = {
     **{name: _gate({"routing": tuple(Routing[r] for r in readers)})
        for name, readers in routings.readers().items()},
     # zero load: on every drawn routing (a trace carries its own)
-    **{name: _gate({"routing": tuple(r for r in Routing if r is not Routing.trace)})
-       for name in routings.ZERO_LOAD},
+    **{name: _gate({"routing": DRAWN}) for name in routings.ZERO_LOAD},
+    # the batches' spread: on every drawn routing (a trace's batches are its own), each
+    # spread's key under its spread
+    "batch_spread": _gate({"routing": DRAWN}),
+    **{name: _gate({"batch_spread": (spread,), "routing": DRAWN})
+       for name, spread in (("batch_cv", BatchSpread.cv),
+                            ("zero_token_share", BatchSpread.zero),
+                            ("batches", BatchSpread.list))},
     "dtype": _gate({"op": WITH_DISPATCH}),
     "sync": _gate({"op": WITH_DISPATCH}, {"protocol": (Protocol.ubep,)}),
     "schedule": _gate({"op": WITH_DISPATCH}, {"protocol": (Protocol.ubep,)}),
@@ -292,6 +322,10 @@ class Config:
     lognormal_sigma: float = 1.0
     zero_experts: float = 0.0
     zero_ranks: int = 0
+    batch_spread: BatchSpread = BatchSpread.equal
+    batch_cv: float = 0.5
+    zero_token_share: float = 0.25
+    batches: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values, enums as their names: the form of TOML, JSON and Parquet."""
@@ -398,9 +432,11 @@ def _as_u64(name: str, values: np.ndarray) -> np.ndarray:
     """A column as the 64-bit words stable_id hashes (enums given as codes)."""
     if name in ENUMS:
         return _NAME_DIGESTS[name][np.asarray(values, dtype=np.int64)]
-    v = np.atleast_1d(np.asarray(values, dtype=object if name == "trace" else None))
-    if name == "trace":
-        uniq = {x: trace_digest(str(x)) for x in set(v.tolist())}
+    kind = PARAM_BY_NAME[name].kind
+    v = np.atleast_1d(np.asarray(values, dtype=object if kind in (Path, list) else None))
+    if kind in (Path, list):   # a file by its content, a list by its text
+        digest = trace_digest if kind is Path else _digest
+        uniq = {x: digest(str(x)) for x in set(v.tolist())}
         v = np.array([uniq[x] for x in v.tolist()], dtype=np.uint64)
     elif PARAM_BY_NAME[name].kind is float:
         v = v.astype(np.float64).view(np.uint64)
@@ -471,11 +507,41 @@ def coerce(name: str, value: Any, source: str | None = None) -> Any:
         if not isinstance(value, (str, Path)):
             raise InputError(name, f"expected a file path, got {_shown(value)}", source)
         return str(value)
+    elif p.kind is list:
+        return _int_list(name, value, source)
     if p.minimum is not None and value < p.minimum:
         raise InputError(name, f"{value!r} is below the minimum {_fmt(p.minimum)}", source)
     if p.maximum is not None and value > p.maximum:
         raise InputError(name, f"{value!r} is above the maximum {_fmt(p.maximum)}", source)
     return value
+
+
+def _int_list(name: str, value: Any, source: str | None) -> str:
+    """A list of counts (a list of integers, or their text "256,0,64") in its one spelling,
+    "256,0,64" ("" for none): what a frame records and config_id hashes."""
+    items = value.split(",") if isinstance(value, str) else value
+    if isinstance(value, str) and not value.strip():
+        return ""
+    if not isinstance(items, (list, tuple)):
+        raise InputError(name, f"expected a list of integers (\"256,0,64\" or [256, 0, 64]), "
+                         f"got {_shown(value)}", source)
+    out = []
+    for x in items:
+        try:
+            n = int(x.strip()) if isinstance(x, str) else x
+        except ValueError:
+            n = None
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise InputError(name, f"expected integers of at least 0, got {_shown(x)}", source)
+        out.append(n)
+    if out and not any(out):
+        raise InputError(name, "every entry is 0; some die must hold tokens", source)
+    return ",".join(map(str, out))
+
+
+def int_list(text: str) -> np.ndarray:
+    """A list parameter's text ("256,0,64") as its integers."""
+    return np.array([int(x) for x in text.split(",")] if text else [], dtype=np.int64)
 
 
 def _shown(value: Any) -> str:
@@ -516,8 +582,9 @@ def make_config(values: dict[str, Any], aivs_default: int, source: str | None = 
         resolved["aivs"] = aivs_default
     cols = canonical({k: np.asarray([v]) for k, v in resolved.items()})
     for name in GATED:
+        kind = PARAM_BY_NAME[name].kind
         resolved[name] = (ENUMS[name](int(cols[name][0])) if name in ENUMS
-                          else PARAM_BY_NAME[name].kind(cols[name][0]))
+                          else str(cols[name][0]) if kind is list else kind(cols[name][0]))
     check_rules(cols, source, check_trace)
     return Config(**resolved)
 
@@ -535,7 +602,9 @@ def check_rules(cols: dict[str, np.ndarray], source: str | None = None,
     def fail(name: str, bad: np.ndarray, message) -> None:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise InputError(name, message(lambda k: c[k][i].item()), source)
+            # (numpy scalars as Python's; a grid's text columns hold str already)
+            raise InputError(name, message(lambda k: getattr(c[k][i], "item", lambda: c[k][i])()),
+                             source)
 
     fail("experts", c["experts"] % c["ranks"] != 0, lambda v: f"{v('experts')} is not a multiple "
          f"of ranks ({v('ranks')}); experts are placed experts/ranks per die")
@@ -567,6 +636,16 @@ def check_rules(cols: dict[str, np.ndarray], source: str | None = None,
         c["zero_ranks"] * (c["experts"] // c["ranks"])
     fail("zero_experts", drawn & (loaded < c["topk"]), lambda v: f"{v('zero_experts')} with "
          f"zero_ranks {v('zero_ranks')} leaves fewer experts with tokens than topk ({v('topk')})")
+    # the batches' spread, where it is read (GATED): some die must hold tokens
+    fail("zero_token_share", GATED["zero_token_share"].reads(c) & (c["zero_token_share"] >= 1),
+         lambda v: f"{v('zero_token_share')} leaves no die with tokens; it must be below 1")
+    listed = GATED["batches"].reads(c)
+    texts, at = np.unique(c["batches"].astype(str).ravel(), return_inverse=True)
+    lengths = np.array([len(int_list(t)) for t in texts])[at]
+    fail("batches", listed & (lengths == 0), lambda v: f"none given; batch_spread = list takes "
+         f"one token count per rank ({v('ranks')})")
+    fail("batches", listed & (lengths != c["ranks"]), lambda v: f"{len(int_list(v('batches')))} "
+         f"entries; batch_spread = list takes one per rank ({v('ranks')})")
     has_trace = np.array([bool(t) for t in c["trace"].ravel()])
     fail("trace", (routing == Routing.trace) & ~has_trace,
          lambda v: "routing = trace needs a trace file")

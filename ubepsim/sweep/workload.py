@@ -1,8 +1,9 @@
-"""Workload inputs the kernels consume: expert popularity weights and routing traces.
+"""Workload inputs the kernels consume: expert popularity weights, tokens per die and routing
+traces.
 
 Routing itself is drawn inside the kernels (per die, from the counter-based generator); this module
 prepares what they need: the cumulative popularity weights of a generated routing (routings.py),
-and the routing array of a trace.
+the tokens each die holds where they are not all `batch`, and the routing array of a trace.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import scipy.special
 from ..errors import InputError
 from ..kernels import rng
 from . import routings
-from .params import ENUMS, Routing
+from .params import ENUMS, BatchSpread, Routing, int_list, workload_keys
 
 TRACE_COLUMNS = ("rank", "token", "k", "expert")
 
@@ -52,6 +53,63 @@ def drawn_inputs(experts: int, ranks: int, seed: int, workload_key: int,
         # a draw of exactly 0 would be an infinite weight's opposite: the least unit above it
         units = np.maximum(_units(seed, workload_key, 2, experts), rng.TWO_M53)
         out["normal"] = scipy.special.ndtri(units)
+    return out
+
+
+def batches_key(value, workload_key: int) -> tuple | None:
+    """The key of a configuration's tokens per die (what die_batches reads), None where every
+    die holds `batch`. `value(name)` gives a parameter's value (an enum as its code or
+    member)."""
+    spread = BatchSpread(int(value("batch_spread")))
+    if spread is BatchSpread.equal:
+        return None
+    return (int(spread), int(value("batch")), int(value("ranks")), int(value("seed")),
+            int(workload_key), float(value("batch_cv")), float(value("zero_token_share")),
+            str(value("batches")))
+
+
+@functools.lru_cache(maxsize=4096)
+def die_batches(spread: int, batch: int, ranks: int, seed: int, workload_key: int,
+                batch_cv: float, zero_token_share: float, batches: str) -> np.ndarray:
+    """Each die's tokens, ranks x batch in all (batches_key builds the arguments): weights
+    per die (cv: log-normal at that coefficient of variation, drawn; zero: 0 for the first
+    floor(share x ranks) dies of a drawn order, 1 for the rest; list: the list) apportioned
+    by largest remainder, a tie to the lower die. The draws are one stream of the popularity
+    domain (3) per (seed, workload)."""
+    spread = BatchSpread(spread)
+    if spread is BatchSpread.cv:
+        sigma = np.sqrt(np.log1p(batch_cv ** 2))   # a log-normal's CV is sqrt(e^sigma^2 - 1)
+        units = np.maximum(_units(seed, workload_key, 3, ranks), rng.TWO_M53)
+        weights = np.exp(sigma * scipy.special.ndtri(units))
+    elif spread is BatchSpread.zero:
+        weights = np.ones(ranks)
+        weights[_order(seed, workload_key, 3, ranks)[:int(zero_token_share * ranks)]] = 0.0
+    else:
+        weights = int_list(batches).astype(np.float64)
+    total = ranks * batch
+    exact = total * weights / weights.sum()
+    out = np.floor(exact).astype(np.int64)
+    out[np.lexsort((np.arange(ranks), out - exact))[:total - out.sum()]] += 1
+    return out
+
+
+def config_batches(cfg) -> list[int]:
+    """A configuration's (params.Config) tokens on each die."""
+    key = batches_key(lambda name: getattr(cfg, name), cfg.workload_key)
+    return [cfg.batch] * cfg.ranks if key is None else die_batches(*key).tolist()
+
+
+def batch_max(cols: dict[str, np.ndarray]) -> np.ndarray:
+    """Per row of canonical columns, the most tokens one die holds (`batch` where all hold
+    it); a bound on it where the columns carry one (`batch_max`: expand.corner's)."""
+    if "batch_max" in cols:
+        return np.asarray(cols["batch_max"], dtype=np.int64)
+    out = np.asarray(cols["batch"], dtype=np.int64).copy()
+    spread = np.asarray(cols["batch_spread"])
+    if (spread != BatchSpread.equal).any():
+        wkeys = workload_keys(cols)
+        for i in np.flatnonzero(spread != BatchSpread.equal):
+            out[i] = die_batches(*batches_key(lambda n: cols[n][i], wkeys[i])).max()
     return out
 
 
