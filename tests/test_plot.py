@@ -322,7 +322,7 @@ def test_dies_draws_each_rows_dies_as_the_model_gives_them(tmp_path, spread_swee
     assert code == 0, err
     assert target.read_bytes()[:8] == PNG and target.stat().st_size > 5000
     frame = figures.read_results([spread_sweep], "dies", where)
-    series = figures.die_rows(spread_sweep, frame)
+    series = figures.die_series(spread_sweep, where)
     # a line per row, labelled by what differs, each die's finish and load the model's
     assert [label for label, _ in series] == [
         "batch_spread equal", "batch_spread cv, batch_cv 0.5",
@@ -347,4 +347,23 @@ def test_dies_refuses_too_many_rows_and_results_without_a_profile(tmp_path, data
     code, _, err = run_cli("plot", data["breakdown"], "--kind", "dies", "--where", "batch = 4",
                            "--out", tmp_path / "d.png")
     assert code == 2 and "records no hardware profile" in err
+    code, _, err = run_cli("plot", data["timeline"][0], "--kind", "dies", "--where", "batch = 4",
+                           "--out", tmp_path / "d.png")
+    assert code == 2 and "is a timeline of one configuration" in err
     assert not list(tmp_path.iterdir())
+
+
+def test_dies_of_a_timeline_are_its_configurations(tmp_path, data):
+    """A timeline (`ubepsim run --timeline`) records its configuration and profile: --kind dies
+    draws that configuration, its finishes those of the timeline's dies."""
+    from ubepsim.paper import plot as figures
+    path = data["timeline"][0]
+    ((label, dies),) = figures.die_series(path, None)
+    tl = pl.read_parquet(path)
+    ends = tl.group_by("die").agg(pl.col("end_us").max()).sort("die")["end_us"]
+    assert dies["finish_us"].to_list() == pytest.approx(ends.to_list())
+    assert label.startswith("config_id ")
+    target = tmp_path / "d.png"
+    code, _, err = run_cli("plot", path, "--kind", "dies", "--out", target)
+    assert code == 0, err
+    assert target.read_bytes()[:8] == PNG

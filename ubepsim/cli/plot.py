@@ -22,8 +22,8 @@ from ..paper.plot import KINDS, TIMELINE_KINDS
                    "results). skew: latency against the busiest die's load over the mean, a "
                    "line per op and protocol (sweep results over skews, sweeps/skew.toml). "
                    "dies: each die's finish time and the copies it takes in and sends, a line "
-                   "per row (at most 6 rows of one sweep, re-simulated on its recorded "
-                   "profile; choose them with --where). "
+                   "per configuration (at most 6 rows of one sweep, chosen with --where, or a "
+                   "timeline's one; re-simulated on the profile the file records). "
                    "aiv: each AIV's send phase (until it issued its last store), a "
                    "panel per timeline (Figure "
                    "9; one or more timelines). timeline: Gantt chart of one die's AIVs (one "
@@ -45,7 +45,7 @@ def plot(datasets: tuple[str, ...], kind: str, out: Path | None, where: str | No
     Sweep results (`ubepsim sweep`: a directory or Parquet files) feed heatmap, breakdown,
     sync and skew: seeds are averaged, and a parameter that is not an axis of the figure must
     hold one value (choose it with --where); and dies, which re-simulates a few rows die by
-    die. Timelines (`ubepsim run --timeline
+    die (or a timeline's configuration). Timelines (`ubepsim run --timeline
     FILE.parquet`) feed aiv (several, e.g. one per schedule) and timeline (one).
 
     Example: ubepsim plot results/fig14_cumsum_groups --kind heatmap --out fig14.png
@@ -81,16 +81,16 @@ def plot(datasets: tuple[str, ...], kind: str, out: Path | None, where: str | No
         for flag, value in (("--die", die), ("--label", labels or None)):
             if value is not None:
                 raise InputError(flag, f"only for --kind aiv or timeline, not {kind}")
-        if kind == "dies" and len(datasets) != 1:
-            raise InputError("DATASET", f"--kind dies re-simulates rows of one sweep (on its "
-                             f"recorded profile), got {len(datasets)} datasets")
-        frame = figures.read_results(datasets, kind, where)
-        for d in datasets:
-            warn_about(d)
         if kind == "dies":
-            fig = figures.dies(figures.die_rows(datasets[0], frame))
+            if len(datasets) != 1:
+                raise InputError("DATASET", f"--kind dies re-simulates rows of one sweep or a "
+                                 f"timeline's configuration, got {len(datasets)} datasets")
+            fig = figures.dies(figures.die_series(datasets[0], where))
         else:
+            frame = figures.read_results(datasets, kind, where)
             fig = {"heatmap": figures.heatmap, "breakdown": figures.breakdown,
                    "sync": figures.sync, "skew": figures.skew}[kind](frame)
+        for d in datasets:
+            warn_about(d)
     figures.save(fig, out)
     click.echo(f"wrote {out}")

@@ -48,7 +48,7 @@ NEEDS = {
     "skew": ("ranks", "protocol", "op", "recv_max_mean", "send_max_mean", "latency_us"),
     "dies": ("latency_us",),
 }
-# dies: configurations re-simulated die by die, a line each
+# dies: configurations re-simulated die by die, a line each (rows of one sweep, or a timeline's)
 MAX_DIE_ROWS = 6
 # skew: each op's load on its busiest die, the ports that carry it (dispatch: a receiver's
 # ingress; combine: a returner's egress; a layer: the same die's, taken in by its dispatch)
@@ -368,16 +368,30 @@ def skew(frame: pl.DataFrame):
     return fig
 
 
-def die_rows(dataset: str, frame: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
-    """Sweep rows re-simulated die by die (model.die_frame) on the profile the sweep recorded:
-    (label, frame) pairs, each label the parameters in which the rows differ."""
+def die_series(dataset: str, where: str | None) -> list[tuple[str, pl.DataFrame]]:
+    """What --kind dies draws from one DATASET, as (label, model.die_frame) pairs: a timeline's
+    configuration (`ubepsim run --timeline`), or at most MAX_DIE_ROWS rows of a sweep
+    (`--where`), each labelled by the parameters in which the rows differ; re-simulated die by
+    die on the profile the file records."""
+    import json
+
+    from ..sweep.engine import dataset_files, provenance
     from ..sweep.model import die_frame
 
+    meta = provenance(dataset_files(dataset)[0])
+    profile = _recorded_profile(meta, dataset)
+    if "config" in meta:                 # a timeline: its one configuration
+        if where is not None:
+            raise InputError("--where", f"filters sweep results; {dataset} is a timeline of "
+                             f"one configuration")
+        config = json.loads(meta["config"])
+        label = f"config_id {config.pop('config_id')}"
+        return [(label, die_frame(config, profile))]
+    frame = read_results([dataset], "dies", where)
     if frame.height > MAX_DIE_ROWS:
         raise InputError("--where", f"--kind dies draws each row's dies, at most "
                          f"{MAX_DIE_ROWS} rows; {frame.height:,} match; choose some, e.g. "
                          f"--where \"config_id = {frame['config_id'][0]}\"")
-    profile = recorded_profile(dataset)
     names = [n for n in NAMES if n in frame.columns]
     differ = [n for n in names if frame[n].drop_nulls().n_unique() > 1
               or frame[n].null_count() not in (0, frame.height)]
@@ -389,20 +403,19 @@ def die_rows(dataset: str, frame: pl.DataFrame) -> list[tuple[str, pl.DataFrame]
     return out
 
 
-def recorded_profile(dataset: str):
-    """The hardware profile a sweep's parts record (`ubepsim sweep` writes it with them)."""
+def _recorded_profile(meta: dict[str, str], dataset: str):
+    """The hardware profile a file's metadata records (sweep parts and timelines carry it)."""
     import tempfile
 
-    from ..sweep.engine import dataset_files, provenance
     from ..sweep.profile import load_profile
 
-    text = provenance(dataset_files(dataset)[0]).get("profile")
-    if not text:
+    if not meta.get("profile"):
         raise InputError("DATASET", f"{dataset} records no hardware profile; --kind dies "
-                         f"re-simulates rows of what `ubepsim sweep` writes")
+                         f"re-simulates what `ubepsim sweep` or `ubepsim run --timeline` "
+                         f"writes")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "profile.toml"
-        path.write_text(text)
+        path.write_text(meta["profile"])
         return load_profile(path, key="DATASET")
 
 
