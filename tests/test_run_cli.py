@@ -355,6 +355,33 @@ def test_trace_routing_runs_from_a_file(tmp_path):
         assert len(err.strip().splitlines()) == 1
 
 
+def test_a_trace_carries_its_own_batches(tmp_path):
+    """Rank 0 holds 8 tokens, rank 1 none, the rest 4 (mean 4 = batch): each die sends its own
+    tokens' copies, and the trace's batches are the twin's too."""
+    from ubepsim.reference.layer import simulate as twin
+    from ubepsim.sweep.params import make_config
+    from ubepsim.sweep.profile import load_profile
+    tokens = [8, 0, 4, 4, 4, 4, 4, 4]
+    rows = [(r, t, k, (r + t + k) % 8) for r in range(8) for t in range(tokens[r])
+            for k in range(2)]
+    path = tmp_path / "t.parquet"
+    pl.DataFrame(rows, schema=["rank", "token", "k", "expert"], orient="row").write_parquet(path)
+    code, out, err = run_cli("run", *SMALL, "--routing", "trace", "--trace", path, "--json")
+    assert code == 0, err
+    row = json.loads(out)
+    assert row["copies_total"] == 64 and row["send_max_mean"] == 2.0
+    cfg = make_config({"ranks": 8, "batch": 4, "topk": 2, "aivs": 8, "cumsum_aivs": 1,
+                       "routing": "trace", "trace": str(path)}, 48)
+    expected = twin(cfg, load_profile())
+    assert {n: row[n] for n in expected if not n.startswith("_")} == \
+        {n: v for n, v in expected.items() if not n.startswith("_")}
+    gap = tmp_path / "gap.parquet"
+    pl.DataFrame([(r, t + (r == 0), k, e) for r, t, k, e in rows],
+                 schema=["rank", "token", "k", "expert"], orient="row").write_parquet(gap)
+    code, _, err = run_cli("run", *SMALL, "--routing", "trace", "--trace", gap)
+    assert code == 2 and "numbered from 0 without gaps" in err
+
+
 @pytest.mark.parametrize("damage, message", [
     (lambda df: None, "cannot read"),                               # not Parquet at all
     (lambda df: df.drop("k"), "lacks column(s) k; a trace has rank, token, k, expert"),

@@ -52,11 +52,15 @@ N_CONFIGS = 320
 CHUNK = 40
 
 
-def write_trace(path, ranks, batch, topk, experts, seed):
+def write_trace(path, ranks, batch, topk, experts, seed, ragged=False):
+    """A trace of `batch` tokens per rank, or (ragged) of ranks x batch tokens drawn over the
+    ranks, some with none: a trace carries its own batches."""
     rnd = np.random.default_rng(seed)
     rows = {"rank": [], "token": [], "k": [], "expert": []}
+    tokens = rnd.multinomial(ranks * batch, rnd.dirichlet(np.full(ranks, 0.5))) if ragged \
+        else [batch] * ranks
     for r in range(ranks):
-        for t in range(batch):
+        for t in range(tokens[r]):
             for k, e in enumerate(rnd.choice(experts, size=topk, replace=False)):
                 rows["rank"].append(r)
                 rows["token"].append(t)
@@ -103,7 +107,7 @@ def random_configs(n, seed, trace_dir, modes=dispatch_modes, extra=None):
         v["hot_experts"] = rnd.randint(1, experts)
         if v["routing"] == "trace":
             path = trace_dir / f"trace{i}.parquet"
-            write_trace(path, ranks, v["batch"], v["topk"], experts, i)
+            write_trace(path, ranks, v["batch"], v["topk"], experts, i, ragged=i % 2 == 1)
             v["trace"] = str(path)
         try:
             out.append((make_config(v, 48), rnd.choice(list(PROFILES))))
@@ -197,6 +201,8 @@ def test_random_configurations_cover_every_mode(configs, twins):
     # ragged batches reach the kernel: some die holds more tokens than the mean, some none
     ragged = [(config_batches(c), c) for c, _ in configs if c.batch_spread.name != "equal"]
     assert any(max(b) > c.batch for b, c in ragged) and any(0 in b for b, _ in ragged)
+    traced = [config_batches(c) for c, _ in configs if c.routing.name == "trace"]
+    assert any(len(set(b)) > 1 for b in traced) and any(len(set(b)) == 1 for b in traced)
     assert {p for _, p in configs} == set(PROFILES)
     # every fabric's hop classes occur, and only those its shape has: three_hop past the
     # 8-die domains of three_tier, no intra_npu on the flat fabric, no two_hop within 16 dies

@@ -3,8 +3,10 @@ trace."""
 
 from __future__ import annotations
 
+import itertools
+
 from ..sweep.params import Config, Routing
-from ..sweep.workload import config_batches, config_cdf, read_trace
+from ..sweep.workload import config_batches, config_cdf, trace_routing
 from .rng import ROUTING, stream, unit
 
 MAX_REJECTS = 8   # redraws for a distinct expert before the exact fallback draw
@@ -58,8 +60,9 @@ def route_die(cfg: Config, die: int, cdf: list[float], batch: int) -> list[list[
 def route(cfg: Config) -> list[list[list[int]]]:
     """Every die's routing: [die][token][k] the expert of each token's k-th copy."""
     if cfg.routing is Routing.trace:
-        trace = read_trace(cfg.trace, cfg.ranks, cfg.batch, cfg.topk, cfg.experts)
-        return [[list(map(int, trace[s, t])) for t in range(cfg.batch)]
-                for s in range(cfg.ranks)]
+        experts, tokens = trace_routing(cfg.trace, cfg.ranks, cfg.batch, cfg.topk, cfg.experts)
+        rows = [list(map(int, row)) for row in experts]
+        first = [0, *itertools.accumulate(tokens.tolist())]
+        return [rows[first[s]:first[s + 1]] for s in range(cfg.ranks)]
     cdf = list(config_cdf(cfg))
     return [route_die(cfg, s, cdf, batch) for s, batch in enumerate(config_batches(cfg))]

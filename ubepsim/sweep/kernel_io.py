@@ -20,7 +20,8 @@ from ..kernels import layout as k
 from .params import BatchSpread, Op, Routing, workload_keys
 from .profile import BUILTIN, Profile, load_profile
 from .result_fields import RESULT_NAMES, RESULTS
-from .workload import batches_key, cdf_key, die_batches, expert_cdf, has_weights, read_trace
+from .workload import (batches_key, cdf_key, die_batches, expert_cdf, has_weights, trace_key,
+                       trace_routing)
 
 # The results computed on the host (units layout.BYTES and GBPS), in the order they are
 # computed, each from the kernel's results (in their units), the parameters and the costs.
@@ -73,11 +74,10 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
     for i in np.flatnonzero((routing == Routing.trace) | has_weights(
             routing, cols["zero_experts"], cols["zero_ranks"])):
         if routing[i] == Routing.trace:
-            tkey = (str(cols["trace"][i]), *(int(cols[x][i]) for x in
-                                             ("ranks", "batch", "topk", "experts")))
+            tkey = trace_key(cols, i)
             if tkey not in trace_at:
                 trace_at[tkey] = trace_end
-                arr = read_trace(*tkey).ravel()
+                arr = trace_routing(*tkey)[0].ravel()
                 trace_parts.append(arr)
                 trace_end += len(arr)
             params[i, k.P_TRACE] = trace_at[tkey]
@@ -95,12 +95,18 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
     batch_parts = [np.zeros(0, dtype=np.int64)]
     batches_at: dict[tuple, int] = {}
     batches_end = 0
-    for i in np.flatnonzero(np.asarray(cols["batch_spread"]) != BatchSpread.equal):
-        bkey = batches_key(lambda name: cols[name][i], wkeys[i])
+    # (a trace's are its own, where they differ)
+    traced = routing == Routing.trace
+    for i in np.flatnonzero((np.asarray(cols["batch_spread"]) != BatchSpread.equal) | traced):
+        bkey = trace_key(cols, i) if traced[i] else batches_key(lambda name: cols[name][i],
+                                                                  wkeys[i])
         if bkey not in batches_at:
+            tokens = trace_routing(*bkey)[1] if traced[i] else die_batches(*bkey)
+            if (tokens == cols["batch"][i]).all():
+                continue
             batches_at[bkey] = batches_end
-            batch_parts.append(die_batches(*bkey))
-            batches_end += len(batch_parts[-1])
+            batch_parts.append(tokens)
+            batches_end += len(tokens)
         params[i, k.P_BATCHES] = batches_at[bkey]
     return (params, costs, chances, np.concatenate(cdf_parts),
             np.concatenate(trace_parts).astype(np.int64), np.concatenate(batch_parts))

@@ -172,7 +172,8 @@ PARAMS: tuple[Param, ...] = (
           "copies go to hot experts and their share of copies is below hot_share when topk is "
           "large next to hot_experts (1 hot expert, 0.9, top-8: 0.125).", 0.0, 1.0),
     Param("trace", Path, "", "Routing trace, Parquet with columns rank, token, k, expert "
-          "(routing = trace)."),
+          "(routing = trace); a rank's tokens are numbered from 0, as many as it holds, "
+          "batch being their mean."),
     Param("seed", int, 0, "Seed of the counter-based routing generator.", 0, (1 << 63) - 1),
     # Added after 0.7.0: at their defaults they leave a configuration's config_id as 0.7.0 gave
     # it (stable_id), so they stay last.

@@ -9,6 +9,7 @@ the tokens each die holds where they are not all `batch`, and the routing array 
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 import numpy as np
@@ -94,7 +95,9 @@ def die_batches(spread: int, batch: int, ranks: int, seed: int, workload_key: in
 
 
 def config_batches(cfg) -> list[int]:
-    """A configuration's (params.Config) tokens on each die."""
+    """A configuration's (params.Config) tokens on each die: its spread's, or its trace's."""
+    if cfg.routing is Routing.trace:
+        return trace_routing(cfg.trace, cfg.ranks, cfg.batch, cfg.topk, cfg.experts)[1].tolist()
     key = batches_key(lambda name: getattr(cfg, name), cfg.workload_key)
     return [cfg.batch] * cfg.ranks if key is None else die_batches(*key).tolist()
 
@@ -110,7 +113,15 @@ def batch_max(cols: dict[str, np.ndarray]) -> np.ndarray:
         wkeys = workload_keys(cols)
         for i in np.flatnonzero(spread != BatchSpread.equal):
             out[i] = die_batches(*batches_key(lambda n: cols[n][i], wkeys[i])).max()
+    for i in np.flatnonzero(np.asarray(cols["routing"]) == Routing.trace):
+        out[i] = trace_routing(*trace_key(cols, i))[1].max()
     return out
+
+
+def trace_key(cols: dict[str, np.ndarray], i: int) -> tuple:
+    """Row i's trace as read_trace takes it: (path, ranks, batch, topk, experts)."""
+    return (str(cols["trace"][i]), *(int(cols[x][i]) for x in ("ranks", "batch", "topk",
+                                                                 "experts")))
 
 
 def _rank_of(order: np.ndarray) -> np.ndarray:
@@ -173,8 +184,11 @@ def expert_cdf(routing: int, experts: int, ranks: int, seed: int, workload_key: 
 
 
 def read_trace(path: str, ranks: int, batch: int, topk: int, experts: int,
-               source: str | None = None) -> np.ndarray:
-    """Routing from a Parquet trace: an int64 array [ranks, batch, topk] of expert ids."""
+               source: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Routing from a Parquet trace: (experts, tokens), experts an int64 array [ranks x batch,
+    topk] of each token's expert ids, rank by rank and token by token, and tokens each rank's
+    token count. A rank's tokens are 0 .. n - 1, n its own (a trace carries its batches:
+    `batch` is their mean)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -199,24 +213,44 @@ def read_trace(path: str, ranks: int, batch: int, topk: int, experts: int,
     n = ranks * batch * topk
     if len(cols["rank"]) != n:
         raise InputError("trace", f"{path} has {len(cols['rank'])} rows; ranks x batch x topk "
-                         f"= {n}", source)
-    for c, hi in (("rank", ranks), ("token", batch), ("k", topk), ("expert", experts)):
+                         f"= {n} (batch: the mean tokens per rank)", source)
+    for c, hi in (("rank", ranks), ("token", ranks * batch), ("k", topk), ("expert", experts)):
         v = cols[c]
         if v.min() < 0 or v.max() >= hi:
             raise InputError("trace", f"{path}: column {c} must lie in [0, {hi})", source)
-    flat = (cols["rank"] * batch + cols["token"]) * topk + cols["k"]
-    if len(np.unique(flat)) != n:
-        raise InputError("trace", f"{path}: each (rank, token, k) must appear exactly once",
-                         source)
+    # each rank's tokens: one more than its largest token id (0 without rows)
+    tokens = np.zeros(ranks, dtype=np.int64)
+    np.maximum.at(tokens, cols["rank"], cols["token"] + 1)
+    first = np.concatenate([[0], np.cumsum(tokens)[:-1]])   # where each rank's tokens start
+    at = first[cols["rank"]] + cols["token"]
+    flat = at * topk + cols["k"]
+    # (rank, token, k) once each, and as many rows as the ranks' tokens need: every token of
+    # every rank, 0 .. n - 1, has all topk of its copies
+    if len(np.unique(flat)) != len(flat) or tokens.sum() * topk != len(flat):
+        raise InputError("trace", f"{path}: each (rank, token, k) must appear exactly once, "
+                         f"each rank's tokens numbered from 0 without gaps", source)
     routing = np.empty(n, dtype=np.int64)
     routing[flat] = cols["expert"]
-    routing = routing.reshape(ranks, batch, topk)
-    s = np.sort(routing, axis=2)
-    if topk > 1 and (s[:, :, 1:] == s[:, :, :-1]).any():
+    routing = routing.reshape(ranks * batch, topk)
+    s = np.sort(routing, axis=1)
+    if topk > 1 and (s[:, 1:] == s[:, :-1]).any():
         raise InputError("trace", f"{path}: a token's experts must be distinct", source)
-    return routing
+    return routing, tokens
 
 
 def check_trace_file(path: str, ranks: int, batch: int, topk: int, experts: int,
                      source: str | None = None) -> None:
     read_trace(path, ranks, batch, topk, experts, source)
+
+
+def trace_routing(path: str, ranks: int, batch: int, topk: int,
+                  experts: int) -> tuple[np.ndarray, np.ndarray]:
+    """read_trace's, read once per file as it stands (a sweep asks for it per row)."""
+    st = os.stat(path)
+    return _trace_routing(os.path.realpath(path), ranks, batch, topk, experts, st.st_ino,
+                          st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _trace_routing(path, ranks, batch, topk, experts, *stamps):
+    return read_trace(path, ranks, batch, topk, experts)
