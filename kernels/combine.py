@@ -13,7 +13,7 @@ from .layout import (B_SYNC, C_INIT, C_VCOUNT, N_BUCKETS, N_CMARKS, N_MARKS, N_P
                      THEN_FENCE, THEN_NONE, UBEP, STO_WIDTH, Aivs, Stores)
 from .programs import init_phase, status_programs, token_programs
 from .reduce import reduce
-from .results import combine_row
+from .results import combine_row, put_marks
 from .sync import NO_SIGNAL, effects, signal_stores
 
 
@@ -84,7 +84,7 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
     delivered, violations, collisions, ends = reduce(p, rsched.cfirst, c, chance[2], fx,
                                                      effects(SW, False), aivs, stores, ubep)
     if marks_out.shape[0] == R:
-        marks_out[:, :, N_MARKS:N_MARKS + N_CMARKS] = aivs.marks
+        put_marks(marks_out, aivs.marks, N_MARKS)
     return aivs, ends, sent, delivered, violations, collisions, queued
 
 

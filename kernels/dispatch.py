@@ -22,7 +22,7 @@ from .layout import (B_CUMSUM, B_SYNC, C_COPY_COUNT, C_COUNT_CHAIN, C_IDS_LOAD, 
                      P_SYNC, STO_WIDTH, THEN_NONE, THEN_SYNCALL, UBEP, Aivs, Stores)
 from .programs import count_programs, init_phase, token_programs
 from .receive import receive
-from .results import result_row
+from .results import put_marks, result_row
 from .sync import NO_SIGNAL, effects, signal_stores
 
 
@@ -103,7 +103,7 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     delivered, violations, collisions, ends = receive(p, c, chance, fx, sched, aivs, stores, C,
                                                       ubep)
     if marks_out.shape[0] == R:
-        marks_out[:, :, :N_MARKS] = aivs.marks
+        put_marks(marks_out, aivs.marks, 0)
     return aivs, ends, sent, delivered, violations, collisions, queued
 
 

@@ -144,6 +144,18 @@ def aiv_stats(acc, aivs):
                 acc[3] += 1
 
 
+@njit
+def put_marks(marks_out, marks, at):
+    """Every AIV's phase marks into marks_out[die, aiv, at:] (a timeline's), element by element:
+    a slice assignment would compile numpy's shape checks and their messages, seconds of a
+    first run's compile."""
+    R, A, n = marks.shape
+    for d in range(R):
+        for a in range(A):
+            for x in range(n):
+                marks_out[d, a, at + x] = marks[d, a, x]
+
+
 @njit(inline="always")
 def busiest(ecnt, R):
     """The most token copies routed to one die's experts (ecnt: schedule.receive_counts)."""

@@ -114,7 +114,8 @@ def route(p, cdf, trace, cfirst):
     R, K, E = p[P_RANKS], p[P_TOPK], p[P_EXPERTS]
     experts_of = np.empty(cfirst[R], np.int32)
     if p[P_ROUTING] == TRACE:
-        experts_of[:] = trace
+        for g in range(cfirst[R]):    # (not a slice assignment: see results.put_marks)
+            experts_of[g] = trace[g]
     else:
         chosen = np.empty(K, np.int64)
         for s in range(R):
