@@ -91,6 +91,7 @@ def die_batches(spread: int, batch: int, ranks: int, seed: int, workload_key: in
     exact = total * weights / weights.sum()
     out = np.floor(exact).astype(np.int64)
     out[np.lexsort((np.arange(ranks), out - exact))[:total - out.sum()]] += 1
+    out.setflags(write=False)   # cached: shared by every caller
     return out
 
 
@@ -253,4 +254,7 @@ def trace_routing(path: str, ranks: int, batch: int, topk: int,
 
 @functools.lru_cache(maxsize=16)
 def _trace_routing(path, ranks, batch, topk, experts, *stamps):
-    return read_trace(path, ranks, batch, topk, experts)
+    out = read_trace(path, ranks, batch, topk, experts)
+    for a in out:
+        a.setflags(write=False)   # cached: shared by every caller
+    return out
