@@ -102,11 +102,11 @@ RESULTS = (
     Result("median_die_us", US, "the median over dies of the time each die finishes: the "
            "straggler's lead is latency_us minus this"),
     Result("recv_max_mean", RATIO, "the most token copies one die takes in against the mean: "
-           "dispatch's copies to its experts, combine's own tokens' copies back (a layer: its "
-           "dispatch's)"),
+           "dispatch's copies to its experts, combine's own tokens' copies back (a layer: the "
+           "larger of its two ops')"),
     Result("send_max_mean", RATIO, "the most token copies one die sends against the mean: "
-           "dispatch's its tokens' copies, combine's the copies its experts took (a layer: its "
-           "combine's)"),
+           "dispatch's its tokens' copies, combine's the copies its experts took (a layer: the "
+           "larger of its two ops')"),
     *(Result(f"phase_{p.name}_us", US, f"critical path: {p.help}", ops=p.ops) for p in PHASES),
     Result("dispatch_us", US, "critical path: the dispatch of the die that finishes last, until "
            "its last AIV finished it (a dispatch's latency; in a layer, that die's dispatch, "
