@@ -6,6 +6,7 @@ import numpy as np
 
 from .jit import njit
 from .routing import most_copies
+from .schedule import busiest
 from .layout import (C_COPY_EGRESS, C_COPY_INGRESS, C_COPY_ISSUE, C_EXPERT, C_INIT, C_COPY_LOAD,
                      C_IDS_LOAD, C_INIT_LOAD, C_LAT_LOCAL, C_LOCAL_COPY, C_RETURN_QUANT,
                      C_REDUCE_COPY, C_REDUCE_TOKEN, C_RETURN_EGRESS, C_RETURN_INGRESS,
@@ -154,16 +155,6 @@ def put_marks(marks_out, marks, at):
         for a in range(A):
             for x in range(n):
                 marks_out[d, a, at + x] = marks[d, a, x]
-
-
-@njit(inline="always")
-def busiest(ecnt, R):
-    """The most token copies routed to one die's experts (ecnt: schedule.receive_counts)."""
-    EL = (ecnt.shape[0] - 1) // R
-    most = 0
-    for d in range(R):
-        most = max(most, ecnt[(d + 1) * EL] - ecnt[d * EL])
-    return most
 
 
 @njit(inline="always")

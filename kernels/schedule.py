@@ -300,6 +300,16 @@ def receive_counts(experts_of, E):
     return ecnt
 
 
+@njit(inline="always")
+def busiest(ecnt, R):
+    """The most token copies routed to one die's experts (ecnt: receive_counts)."""
+    EL = (ecnt.shape[0] - 1) // R
+    most = 0
+    for d in range(R):
+        most = max(most, ecnt[(d + 1) * EL] - ecnt[d * EL])
+    return most
+
+
 @njit
 def schedule(p, c, experts_of, cfirst):
     """Each die's copies (experts_of: routing.route, die s's from cfirst[s]) dealt to its
@@ -416,9 +426,7 @@ def return_schedule(p, c, experts_of, cfirst):
     into = np.zeros(R, np.int64)
     max_out = 0
     qsteps_max = 0
-    most = 0                            # the most copies a die received
-    for d in range(R):
-        most = max(most, ecnt[(d + 1) * EL] - ecnt[d * EL])
+    most = busiest(ecnt, R)             # the most copies a die received
     die_of = np.arange(R)               # a destination die is its own expert
     aoff = np.empty(A + 1, np.int64)
     place = np.empty(most, np.int64)

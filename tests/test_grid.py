@@ -163,6 +163,20 @@ def test_points_whose_times_could_pass_the_kernels_keys_are_refused_before_any_w
     assert g.size == 2
 
 
+def test_the_corner_bounds_a_die_holding_every_token_where_batches_may_spread(tmp_path):
+    """A grid's corner bounds the most tokens a die holds (its memory and time bounds grow with
+    it): batch where every die holds batch, ranks x batch where a spread or a trace (which
+    carries its own) may give one die more."""
+    def most(body):
+        g = load_grid(grid_of(tmp_path, "[grid]\nranks = 4\nbatch = 2\ntopk = 2\n" + body))
+        return set(expand.corner(g.values, g.profile)["batch_max"].tolist())
+    assert most("") == most('batch_spread = "equal"\n') == {2}
+    assert most('batch_spread = ["equal", "cv"]\n') == {4 * 2}
+    write_trace(tmp_path / "t.parquet", 0)
+    assert most('[[zip]]\nrouting = ["uniform", "trace"]\ntrace = ["", "t.parquet"]\n') == \
+        {4 * 2}
+
+
 def _must_not_expand(*args, **kw):
     raise AssertionError("the grid was expanded before its size was refused")
 

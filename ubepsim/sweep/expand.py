@@ -106,7 +106,8 @@ def corner(values: list[list[pl.Series]], profile: Profile) -> dict[str, np.ndar
     hidden and aivs at their largest, experts per die at its largest (an experts axis over the
     fewest ranks), each combination of the dtypes, syncs, protocols, ops and combine dtypes the
     grid has, the expert times at their largest, and the most tokens a die holds
-    (workload.batch_max) bounded by every die's tokens where batches may spread."""
+    (workload.batch_max) bounded by every die's tokens where batches may spread (a spread, or
+    a trace, which carries its own)."""
     axis = {s.name: s for cols in values for s in cols}
     defaults = {p.name: p.default for p in PARAMS} | {"aivs": profile.aivs}
 
@@ -125,7 +126,11 @@ def corner(values: list[list[pl.Series]], profile: Profile) -> dict[str, np.ndar
             for name in ("batch", "topk", "hidden", "aivs")}
     floats = {name: np.full(n, float(axis[name].max()) if name in axis else defaults[name])
               for name in ("expert_fixed_us", "expert_ns_per_copy")}
-    spread = "batch_spread" in axis and (axis["batch_spread"].cast(pl.String) != "equal").any()
+    def holds(name, value):
+        return name in axis and (axis[name].cast(pl.String) == value).any()
+
+    spread = holds("routing", "trace") or (
+        "batch_spread" in axis and not (axis["batch_spread"].cast(pl.String) == "equal").all())
     most = cols["batch"] * (ranks if spread else 1)
     return cols | floats | {"ranks": np.full(n, ranks), "experts": np.full(n, per_die * ranks),
                             "batch_max": most} | dict(zip(names, combos))
