@@ -10,29 +10,31 @@ from .fabric import fabric, return_kinds
 from .jit import njit
 from .layout import (B_SYNC, C_INIT, C_VCOUNT, N_BUCKETS, N_CMARKS, N_MARKS, N_PHASES, N_PORTS,
                      P_AIVS, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK, SW,
-                     THEN_FENCE, THEN_NONE, UBEP, STO_WIDTH, Aivs, Stores)
+                     THEN_FENCE, THEN_NONE, STO_WIDTH, Aivs, Stores)
 from .programs import init_phase, status_programs, token_programs
+from .protocols import RETURN_STATUS, SIGNALLED_COPIES, mechanisms, uses
 from .reduce import reduce
 from .results import combine_row, put_marks
 from .sync import NO_SIGNAL, effects, signal_stores
 
 
 @njit
-def new_return_stores(cfirst, fx, ubep):
+def new_return_stores(cfirst, fx, statuses):
     """Every store of a combine, destination-major (layout.Stores): each destination's bucket
     holds its own copies coming back (die d's: cfirst[d] .. cfirst[d + 1]), each with at most
-    one signal store (fx: sync.Effects), and under bsp a status from every die. copy_ref is
+    one signal store (fx: sync.Effects), and where the protocol sends `statuses`
+    (protocols.RETURN_STATUS) a status from every die. copy_ref is
     indexed by the dispatch copy (cfirst[s] + its slot at its source s); count_signal[d * R +
     s] is the status die d polls for s."""
     R = cfirst.shape[0] - 1
     per_copy = 2 if fx.copy_signal != NO_SIGNAL else 1
     bstart = np.empty(R + 1, np.int64)
     for d in range(R + 1):
-        bstart[d] = cfirst[d] * per_copy + (0 if ubep else d * R)
+        bstart[d] = cfirst[d] * per_copy + (d * R if statuses else 0)
     bfill = bstart[:R].copy()
     return Stores(np.empty((bstart[R], STO_WIDTH), np.int64), bstart, bfill,
                   np.empty((cfirst[R], 2), np.int32),
-                  np.empty(0 if ubep else R * R, np.int32))
+                  np.empty(R * R if statuses else 0, np.int32))
 
 
 @njit(inline="always")
@@ -44,10 +46,11 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
     boundaries after its first N_MARKS. Returns (aivs, ends, sent, delivered, violations,
     collisions, queued), as dispatch.dispatch_stages."""
     R, E, A = p[P_RANKS], p[P_EXPERTS], p[P_AIVS]
-    ubep = p[P_PROTOCOL] == UBEP
-    # ubep: the Data-as-Flag variant on every copy; bsp: V1's copies carry no signal, its
-    # statuses are flags behind their AIV's fence, read out, never verified or re-armed (sw)
-    fx = effects(p[P_SYNC] if ubep else SW, ubep)
+    m = mechanisms(p[P_PROTOCOL])
+    statuses = m.return_status == 1
+    # signalled copies: the Data-as-Flag variant on every copy; V1's statuses are flags behind
+    # their AIV's fence, read out, never verified or re-armed (sw), its copies unsignalled
+    fx = effects(SW if statuses else p[P_SYNC], m.signalled_copies)
     N = rsched.cfirst[R]
     EL = E // R
     ecnt = rsched.ecnt
@@ -56,12 +59,12 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
                 np.zeros((R, A), np.int64), np.full((R, A), -1, np.int64),
                 np.full((R, A), -1, np.int64), np.empty((R, A, N_CMARKS), np.int64),
                 np.empty((R, A), np.int64))
-    stores = new_return_stores(rsched.cfirst, fx, ubep)
+    stores = new_return_stores(rsched.cfirst, fx, statuses)
     _, _, bfill, copy_ref, count_signal = stores
     aoff, xdest, xslot = rsched.aoff, rsched.xdest, rsched.xslot
 
-    # every die's programs: its returned copies; under bsp (V1's SetStatus), behind each AIV's
-    # own fence (PipeBarrier<PIPE_ALL>), a status to each destination it owns
+    # every die's programs: its returned copies; with statuses (V1's SetStatus), behind each
+    # AIV's own fence (PipeBarrier<PIPE_ALL>), a status to each destination it owns
     cur_sig = np.empty(R, np.int64)
     seen_dest = np.full(R, -1, np.int64)
     prog = np.empty(2 * N + R * R, np.int64)
@@ -73,16 +76,17 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
         n = token_programs(s, prog, pre, n, pb[s * A:(s + 1) * A, 0], 0, aoff, xdest, xslot,
                            rsched.xcopy, no_count, bfill, copy_ref, fx.copy_signal, seen_dest,
                            cur_sig, ecnt[s * EL])
-        if not ubep:
+        if statuses:
             n = status_programs(s, prog, pre, n, pb[s * A:(s + 1) * A, 1], bfill, count_signal)
 
     init_phase(aivs, c[C_INIT], 0, c[C_VCOUNT], 0, rsched.loads, rsched.searches, starts)
     # (scalars as dispatch passes them, int64: one compiled fabric serves both)
-    sent, queued = fabric(R, c, return_kinds(c, fx, ubep), rsched.hops, stores, prog, pre, pb,
-                          1 if ubep else 2, THEN_NONE if ubep else THEN_FENCE, np.int64(0),
-                          np.int64(B_SYNC), aivs, egress_free, ingress_free)
+    sent, queued = fabric(R, c, return_kinds(c, fx, m.signalled_copies), rsched.hops, stores,
+                          prog, pre, pb, 2 if statuses else 1,
+                          THEN_FENCE if statuses else THEN_NONE, np.int64(0), np.int64(B_SYNC),
+                          aivs, egress_free, ingress_free)
     delivered, violations, collisions, ends = reduce(p, rsched.cfirst, c, chance[2], fx,
-                                                     effects(SW, False), aivs, stores, ubep)
+                                                     effects(SW, 0), aivs, stores, m)
     if marks_out.shape[0] == R:
         put_marks(marks_out, aivs.marks, N_MARKS)
     return aivs, ends, sent, delivered, violations, collisions, queued
@@ -97,11 +101,11 @@ def combine(p, c, chance, rsched, out, marks_out):
     aivs, ends, sent, delivered, violations, collisions, queued = combine_stages(
         p, c, chance, rsched, starts, np.zeros((R, N_PORTS), np.int64),
         np.zeros((R, N_PORTS), np.int64), marks_out)
-    combine_row(out, aivs, ends, starts, rsched, c, p[P_PROTOCOL] == UBEP, p[P_TOPK], sent,
-                delivered, violations, collisions, queued)
+    combine_row(out, aivs, ends, starts, rsched, c, mechanisms(p[P_PROTOCOL]).return_status,
+                p[P_TOPK], sent, delivered, violations, collisions, queued)
 
 
-def working_bytes(ranks, batch, topk, experts, aivs, ubep, sync, batch_max):
+def working_bytes(ranks, batch, topk, experts, aivs, protocol, sync, batch_max):
     """The bytes combine allocates beside the routing, as numbers or numpy columns: its arrays
     whose sizes grow with the configuration (keep in step with the allocations of
     return_schedule, combine_stages and the stages they run), a die's scratch at its largest
@@ -111,9 +115,9 @@ def working_bytes(ranks, batch, topk, experts, aivs, ubep, sync, batch_max):
     R, B, K, E, A = (np.asarray(x, dtype=np.int64) for x in (ranks, batch, topk, experts, aivs))
     M = B * K
     most = R * B * np.minimum(K, E // R)            # the most copies one die returns
-    own_copy, _ = signal_stores(np.asarray(sync), np.asarray(ubep))
-    bsp_statuses = np.where(np.asarray(ubep), 0, R)
-    per_die = M * (1 + own_copy) + bsp_statuses     # a die's bucket, on average
+    own_copy, _ = signal_stores(np.asarray(sync), uses(protocol, SIGNALLED_COPIES))
+    statuses = uses(protocol, RETURN_STATUS) * R
+    per_die = M * (1 + own_copy) + statuses     # a die's bucket, on average
     return (16 * R * per_die             # Stores.arr, Stores.vis
             + 8 * R * M                  # copy_ref (int32 pairs)
             + 16 * R * M                 # receive order (ref_of, src_of), xdest, xslot (int32)
@@ -121,4 +125,4 @@ def working_bytes(ranks, batch, topk, experts, aivs, ubep, sync, batch_max):
             + 8 * R * A * (N_BUCKETS + N_CMARKS + 8)   # per-AIV state, marks, Init
             + 8 * 5 * most               # the schedule's per-die scratch, a die's program
             # the ingress sort's keys and buffer, at the fullest bucket
-            + 16 * (np.asarray(batch_max) * K * (1 + own_copy) + bsp_statuses))
+            + 16 * (np.asarray(batch_max) * K * (1 + own_copy) + statuses))

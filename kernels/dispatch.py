@@ -19,8 +19,9 @@ from .jit import njit
 from .layout import (B_CUMSUM, B_SYNC, C_COPY_COUNT, C_COUNT_CHAIN, C_IDS_LOAD, C_INIT,
                      C_INIT_LOAD, C_VCOUNT, C_VECTOR_BYTES, C_VECTOR_OP, N_BUCKETS, N_MARKS,
                      N_PHASES, N_PORTS, P_AIVS, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS,
-                     P_SYNC, STO_WIDTH, THEN_NONE, THEN_SYNCALL, UBEP, Aivs, Stores)
+                     P_SYNC, STO_WIDTH, THEN_NONE, THEN_SYNCALL, Aivs, Stores)
 from .programs import count_programs, init_phase, token_programs
+from .protocols import SIGNALLED_COPIES, mechanisms, uses
 from .receive import receive
 from .results import put_marks, result_row
 from .sync import NO_SIGNAL, effects, signal_stores
@@ -59,9 +60,10 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     collisions, queued): every AIV's state (layout.Aivs), when each die's last AIV is done, the
     counts result_row takes, and the longest wait in an ingress port's queue."""
     R, E, A = p[P_RANKS], p[P_EXPERTS], p[P_AIVS]
-    ubep = p[P_PROTOCOL] == UBEP
-    fx = effects(p[P_SYNC], ubep)      # the Data-as-Flag variant, decoded once
-    C = p[P_CUMSUM] if ubep else 0
+    m = mechanisms(p[P_PROTOCOL])      # the protocol and its Data-as-Flag variant, decoded once
+    fx = effects(p[P_SYNC], m.signalled_copies)
+    grouped = m.count_group == 1
+    C = p[P_CUMSUM] if grouped else 0
     EL = E // R
     cfirst = sched.cfirst
 
@@ -73,8 +75,8 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     _, _, bfill, copy_ref, count_signal = stores
     aoff, xdest, xslot = sched.aoff, sched.xdest, sched.xslot
 
-    # every die's programs: ubep's two groups in one phase (Figure 5(b)); bsp's Token-Sending,
-    # then after a SyncAll its SendFlag & Count on every AIV (Figure 2)
+    # every die's programs: a count group beside the token group in one phase (UBEP, Figure
+    # 5(b)); or Token-Sending, then after a SyncAll SendFlag & Count on every AIV (CANN, Fig. 2)
     cur_sig = np.empty(R, np.int64)    # dc: per destination, the checksum an AIV sends there
     seen_dest = np.full(R, -1, np.int64)
     prog = np.empty(2 * cfirst[R] + 2 * R * R, np.int64)
@@ -89,7 +91,7 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
         n = count_programs(s, prog, pre, n, first, C, bfill, count_signal, fx.count_signal)
         n = token_programs(s, prog, pre, n, first, C, aoff, xdest, xslot, sched.xcopy, count,
                            bfill, copy_ref, fx.copy_signal, seen_dest, cur_sig, cfirst[s])
-        if not ubep:
+        if not grouped:
             n = count_programs(s, prog, pre, n, pb[s * A:(s + 1) * A, 1], A, bfill,
                                count_signal, fx.count_signal)
 
@@ -98,10 +100,10 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     init_phase(aivs, c[C_INIT] + c[C_IDS_LOAD], c[C_INIT_LOAD], c[C_VCOUNT], C, sched.loads,
                sched.searches, np.zeros(R, np.int64))
     sent, queued = fabric(R, c, kind_table(c, fx, EL), sched.hops, stores, prog, pre, pb,
-                          1 if ubep else 2, THEN_NONE if ubep else THEN_SYNCALL, C,
-                          B_CUMSUM if ubep else B_SYNC, aivs, egress_free, ingress_free)
+                          1 if grouped else 2, THEN_NONE if grouped else THEN_SYNCALL, C,
+                          B_CUMSUM if grouped else B_SYNC, aivs, egress_free, ingress_free)
     delivered, violations, collisions, ends = receive(p, c, chance, fx, sched, aivs, stores, C,
-                                                      ubep)
+                                                      m)
     if marks_out.shape[0] == R:
         put_marks(marks_out, aivs.marks, 0)
     return aivs, ends, sent, delivered, violations, collisions, queued
@@ -115,11 +117,11 @@ def dispatch(p, c, chance, sched, out, marks_out):
     aivs, ends, sent, delivered, violations, collisions, queued = dispatch_stages(
         p, c, chance, sched, np.zeros((R, N_PORTS), np.int64),
         np.zeros((R, N_PORTS), np.int64), marks_out)
-    result_row(out, aivs, ends, sched, c, p[P_PROTOCOL] == UBEP, sent, delivered, violations,
-               collisions, queued)
+    result_row(out, aivs, ends, sched, c, mechanisms(p[P_PROTOCOL]).count_group, sent,
+               delivered, violations, collisions, queued)
 
 
-def working_bytes(ranks, batch, topk, experts, aivs, ubep, sync, batch_max):
+def working_bytes(ranks, batch, topk, experts, aivs, protocol, sync, batch_max):
     """The bytes a dispatch allocates for a configuration, as numbers or numpy
     columns: its arrays whose sizes grow with the configuration (keep in step with the
     allocations of the stages), a die's scratch at batch_max tokens (the most a die holds),
@@ -129,7 +131,7 @@ def working_bytes(ranks, batch, topk, experts, aivs, ubep, sync, batch_max):
     Measured against the resident set: bench/bench_memory.py."""
     R, B, K, E, A = (np.asarray(x, dtype=np.int64) for x in (ranks, batch, topk, experts, aivs))
     M = B * K
-    own_copy, own_count = signal_stores(np.asarray(sync), np.asarray(ubep))
+    own_copy, own_count = signal_stores(np.asarray(sync), uses(protocol, SIGNALLED_COPIES))
     per_copy, per_count = 1 + own_copy, 1 + own_count
     stores = R * M * per_copy + R * R * per_count                  # new_stores
     bucket = R * B * np.minimum(K, E // R) * per_copy + R * per_count   # one die's stores

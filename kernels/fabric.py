@@ -96,17 +96,18 @@ def kind_table(c, fx, EL):
 
 
 @njit
-def return_kinds(c, fx, ubep):
+def return_kinds(c, fx, signalled):
     """The kind table of combine's stores: a returned copy's (its read into UBuf, its
     quantization under int8 and dc's marker work before it; its own blocks), the signals'
-    (under ubep a flag behind sw's fence; bsp's statuses are flags whose fence is their AIV's,
-    before them all); any store to a new destination first loads its window address."""
+    (where copies are `signalled`, a flag behind sw's fence; V1's statuses are flags whose
+    fence is their AIV's, before them all); any store to a new destination first loads its
+    window address."""
     kc = np.zeros(4 * KC_WIDTH, np.int64)
     switch = c[C_DEST_SWITCH]
     _set_kind(kc, K_COPY, c, c[C_RETURN_LOAD] + c[C_RETURN_QUANT] + fx.copy_marker *
               c[C_RETURN_VERIFY], c[C_RETURN_ISSUE], c[C_RETURN_BLOCKS], C_RETURN_EGRESS, 0,
               switch)
-    _set_kind(kc, K_FLAG, c, 0, c[C_SIGNAL_ISSUE], 1, C_SIGNAL_EGRESS, fx.fence if ubep else 0,
+    _set_kind(kc, K_FLAG, c, 0, c[C_SIGNAL_ISSUE], 1, C_SIGNAL_EGRESS, fx.fence * signalled,
               switch)
     _set_kind(kc, K_CHECKSUM, c, 0, c[C_SIGNAL_ISSUE], 1, C_SIGNAL_EGRESS, 0, switch)
     return kc

@@ -16,7 +16,8 @@ from .jit import njit
 from .layout import (C_EXPERT, C_EXPERT_COPY, C_NPU_DIES, C_TIER1_DIES, COMBINE, LAYER, DISPATCH,
                      EXPERT_SHIFT, N_PARAMS, N_PORTS, N_TIERS, P_CDF_LEN, P_CDF_START,
                      P_EXPERTS, P_OP, P_PROTOCOL, P_RANKS, P_ROUTING, P_SYNC, P_TOPK, P_TRACE,
-                     TRACE, UBEP)
+                     TRACE)
+from .protocols import mechanisms
 from .results import layer_row
 from .routing import copy_starts, route
 from .schedule import return_schedule, schedule
@@ -44,7 +45,7 @@ def layer(p, c, chance, sched, rsched, out, marks_out):
     caivs, ends, sent, delivered, violations, collisions, queued = combine_stages(
         p, c, chance, rsched, starts, egress_free, ingress_free, marks_out)
     layer_row(out, daivs, dends, sched, caivs, ends, starts, experts, rsched, c,
-              p[P_PROTOCOL] == UBEP, p[P_TOPK], dsent + sent, ddelivered + delivered,
+              mechanisms(p[P_PROTOCOL]), p[P_TOPK], dsent + sent, ddelivered + delivered,
               dviolations + violations, dcollisions + collisions, max(dqueued, queued))
 
 

@@ -56,10 +56,10 @@ def close_step(d, a, t, polled, checked, work_bucket, work, t_aiv, bucket, wait,
 
 @njit(inline="always")
 def poll_counts(p, aivs, stores, c, fx, chance, n_poll, prefix):
-    """Every die's count polls: each of its first n_poll AIVs (ubep's CalCumSum group; every
-    AIV in bsp's Flag verification) polls the signal of a share of the sources' counts, checks
-    and re-arms it as the variant asks (fx: sync.Effects), and adds `prefix` cycles of partial
-    prefix sum per source. Returns the sentinel collisions."""
+    """Every die's count polls: each of its first n_poll AIVs (a count group, UBEP's CalCumSum
+    group; or every AIV, in CANN's Flag verification) polls the signal of a share of the sources'
+    counts, checks and re-arms it as the variant asks (fx: sync.Effects), and adds `prefix` cycles
+    of partial prefix sum per source. Returns the sentinel collisions."""
     t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
     sto, count_signal = stores.sto, stores.count_signal
     R = t_aiv.shape[0]
@@ -93,8 +93,9 @@ def poll_counts(p, aivs, stores, c, fx, chance, n_poll, prefix):
 
 @njit(inline="always")
 def publish_offsets(aivs, C, c):
-    """ubep: each die's CalCumSum group (AIVs below C) publishes the offsets with one local
-    store once its last AIV is done. Returns when they are visible to the token AIVs, per die."""
+    """A count group: each die's (AIVs below C, UBEP's CalCumSum group) publishes the offsets
+    with one local store once its last AIV is done. Returns when they are visible to the token
+    AIVs, per die."""
     t_aiv = aivs.t
     offsets = np.empty(t_aiv.shape[0], np.int64)
     for d in range(t_aiv.shape[0]):
@@ -107,8 +108,8 @@ def publish_offsets(aivs, C, c):
 
 @njit(inline="always")
 def bsp_cumsum(aivs, c, entries):
-    """bsp, on every die: SyncAll, CalCumSum over the `entries` counts (ranks x experts per
-    die) split evenly over every AIV, SyncAll."""
+    """Without a count group (CANN EP), on every die: SyncAll, CalCumSum over the `entries` counts
+    (ranks x experts per die) split evenly over every AIV, SyncAll."""
     t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
     R, A = t_aiv.shape
     for d in range(R):
@@ -123,14 +124,14 @@ def bsp_cumsum(aivs, c, entries):
 
 
 @njit(inline="always")
-def reorder(p, aivs, stores, ecnt, c, fx, chance, first_aiv, ubep, offsets):
+def reorder(p, aivs, stores, ecnt, c, fx, chance, first_aiv, m, offsets):
     """Token-Reordering on every die: AIVs first_aiv on, each an equal contiguous slice of the
-    die's received copies (receive order: ecnt, layout.Schedule), a local copy each. Under
-    ubep, where copies signal their own arrival, an AIV first polls the offsets (offsets[d]),
-    then per copy polls its signal and checks it (fx: sync.Effects); the variant may re-arm the
-    sentinel after the copy. Returns (delivered, violations, collisions): copies taken for the
-    first time from their die's bucket, copies read before they were visible, sentinel
-    collisions."""
+    die's received copies (receive order: ecnt, layout.Schedule), a local copy each (m:
+    protocols.Mechanisms). After a count group, an AIV first polls the offsets (offsets[d]);
+    where copies signal their own arrival, it polls each copy's signal and checks it (fx:
+    sync.Effects), and the variant may re-arm the sentinel after the copy. Returns (delivered,
+    violations, collisions): copies taken for the first time from their die's bucket, copies read
+    before they were visible, sentinel collisions."""
     t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
     sto, copy_ref = stores.sto, stores.copy_ref
     bstart, bfill = stores.bstart, stores.bfill
@@ -151,7 +152,7 @@ def reorder(p, aivs, stores, ecnt, c, fx, chance, first_aiv, ubep, offsets):
         for j in range(n_reorder):
             a = first_aiv + j
             t = t_aiv[d, a]
-            if ubep:
+            if m.count_group:
                 t2p = poll(t, offsets[d], period, inv_period)
                 bucket[d, a, B_CUMSUM] += t2p - t
                 wait[d, a] += t2p - t
@@ -170,7 +171,7 @@ def reorder(p, aivs, stores, ecnt, c, fx, chance, first_aiv, ubep, offsets):
                         b_lo <= data_sid < b_hi:
                     delivered += 1
                     sto[u(data_sid), ARR] = TAKEN
-                if ubep:
+                if m.signalled_copies:
                     sig = copy_ref[u(g), 1]
                     v, hit = seen(data if sig == data_sid else sto[u(sig), VIS], skey, R + x,
                                   chance, timeout)
@@ -188,26 +189,27 @@ def reorder(p, aivs, stores, ecnt, c, fx, chance, first_aiv, ubep, offsets):
 
 
 @njit(inline="always")
-def receive(p, c, chance, fx, sched, aivs, stores, C, ubep):
-    """Every die's receivers: count polls, then the offsets (ubep) or bsp's
-    SyncAll-CalCumSum-SyncAll, then Token-Reordering. A die's receivers touch nothing of
-    another's, so each step runs over every die before the next. chance: the sentinel
-    collision chances (copy, count message). Returns (delivered, violations, collisions,
-    ends): ends[d] is when die d's last AIV is done."""
+def receive(p, c, chance, fx, sched, aivs, stores, C, m):
+    """Every die's receivers (m: protocols.Mechanisms): count polls, then a count group's
+    offsets or CANN's SyncAll-CalCumSum-SyncAll, then Token-Reordering. A die's receivers touch
+    nothing of another's, so each step runs over every die before the next. chance: the sentinel
+    collision chances (copy, count message). Returns (delivered, violations, collisions, ends):
+    ends[d] is when die d's last AIV is done."""
     t_aiv = aivs.t
     R, A = t_aiv.shape
     EL = (sched.ecnt.shape[0] - 1) // R
-    # Flag verification (bsp) / polling every source's counts (ubep CalCumSum group), with
-    # ubep's partial prefix sum per source
-    collisions = poll_counts(p, aivs, stores, c, fx, chance[1], C if ubep else A,
-                             c[C_PREFIX] * EL if ubep else 0)
-    if ubep:
+    # polling every source's counts: by the count group, with its partial prefix sum per
+    # source; or by every AIV (CANN's Flag verification)
+    grouped = m.count_group == 1
+    collisions = poll_counts(p, aivs, stores, c, fx, chance[1], C if grouped else A,
+                             c[C_PREFIX] * EL if grouped else 0)
+    if grouped:
         offsets = publish_offsets(aivs, C, c)
     else:
         bsp_cumsum(aivs, c, R * EL)
         offsets = np.zeros(0, np.int64)
     delivered, violations, hits = reorder(p, aivs, stores, sched.ecnt, c, fx, chance[0],
-                                          C if ubep else 0, ubep, offsets)
+                                          C if grouped else 0, m, offsets)
     ends = np.zeros(R, np.int64)
     for d in range(R):
         for a in range(A):

@@ -1,6 +1,6 @@
 """Combine's receiving side (docs/model.md, "Combine"): each token's copies reduced into one at
-its source die (CANN's LocalWindowCopy); under bsp after V1's status polls and SyncAll, under
-ubep each token as soon as its copies are visible."""
+its source die (CANN's LocalWindowCopy); after V1's status polls and SyncAll where the protocol
+sends statuses (protocols.RETURN_STATUS), else each token as soon as its copies are visible."""
 
 import numpy as np
 
@@ -15,11 +15,11 @@ from .sync import syncall
 
 
 @njit(inline="always")
-def reduce_tokens(p, cfirst, aivs, stores, c, fx, chance, ubep):
+def reduce_tokens(p, cfirst, aivs, stores, c, fx, chance, signalled):
     """Every die's reduction: each AIV its share of the die's tokens (bsp's split: a part of
     one token's hidden dimension, when c's reduce_split > 1), each token's topk copies read
-    (copy_ref[cfirst[d] + t * topk + k]) once visible; under ubep each copy's signal polled and
-    checked first (fx: sync.Effects), and the sentinel re-armed after use. Returns (delivered,
+    (copy_ref[cfirst[d] + t * topk + k]) once visible; each `signalled` copy's signal polled
+    and checked first (fx: sync.Effects), and the sentinel re-armed after use. Returns (delivered,
     violations, collisions): copies taken for the first time from their die's bucket, copies
     read before they were visible, sentinel collisions."""
     t_aiv = aivs.t
@@ -54,7 +54,7 @@ def reduce_tokens(p, cfirst, aivs, stores, c, fx, chance, ubep):
             polled = 0
             for tok in range(t_lo, t_hi):
                 g0 = cfirst[d] + tok * K
-                if ubep:
+                if signalled:
                     for k in range(K):
                         data_sid = copy_ref[u(g0 + k), 0]
                         sig = copy_ref[u(g0 + k), 1]
@@ -83,20 +83,21 @@ def reduce_tokens(p, cfirst, aivs, stores, c, fx, chance, ubep):
 
 
 @njit(inline="always")
-def reduce(p, cfirst, c, chance, fx, status_fx, aivs, stores, ubep):
-    """Every die's receivers in combine: under bsp (CANN's V1) each AIV polls its share of the
-    sources' statuses (WaitDispatch, read out as status_fx says), then SyncAll, then the
-    reduction; under ubep the reduction with its polls. A die's receivers touch nothing of
+def reduce(p, cfirst, c, chance, fx, status_fx, aivs, stores, m):
+    """Every die's receivers in combine (m: protocols.Mechanisms): with statuses (CANN's V1)
+    each AIV polls its share of the sources' statuses (WaitDispatch, read out as status_fx
+    says), then SyncAll, then the reduction; else the reduction, with its polls where copies
+    are signalled. A die's receivers touch nothing of
     another's, so each step runs over every die before the next. Returns (delivered,
     violations, collisions, ends): ends[d] is when die d's last AIV is done."""
     t_aiv = aivs.t
     R, A = t_aiv.shape
-    if not ubep:
+    if m.return_status:
         poll_counts(p, aivs, stores, c, status_fx, 0.0, A, 0)
         for d in range(R):
             syncall(d, 0, c[C_SYNCALL], t_aiv, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks)
     delivered, violations, collisions = reduce_tokens(p, cfirst, aivs, stores, c, fx, chance,
-                                                      ubep)
+                                                      m.signalled_copies)
     ends = np.zeros(R, np.int64)
     for d in range(R):
         for a in range(A):

@@ -32,12 +32,13 @@ def last_aiv(t_aiv, crit):
 
 
 @njit
-def phases(out, aivs, crit, latency, ubep, c):
+def phases(out, aivs, crit, latency, grouped, c):
     """The time of each phase of a dispatch on the critical path, through die `crit`, which
-    ends at `latency`."""
+    ends at `latency`; `grouped`: whether a count group ran beside the token AIVs, in one phase
+    (protocols.COUNT_GROUP)."""
     t_aiv, bucket, marks = aivs.t, aivs.bucket, aivs.marks
     A = t_aiv.shape[1]
-    if ubep:
+    if grouped:
         # the last AIV of the last die: its own time, bucket by bucket (a phase column per
         # bucket, in order)
         ca = last_aiv(t_aiv, crit)
@@ -63,15 +64,16 @@ def phases(out, aivs, crit, latency, ubep, c):
 
 
 @njit
-def combine_phases(out, aivs, crit, start, end, ubep):
+def combine_phases(out, aivs, crit, start, end, statuses):
     """The time of each phase of a combine on the critical path, through die `crit` from its
     start to its end, added to out's phase columns (a layer's dispatch wrote them first).
-    ubep: the die's last AIV, bucket by bucket. bsp (CANN's V1): Init until the die's last
-    AIV's Init ends, Token-Sending until its last copy completed, synchronization (fences,
-    statuses, status polls) until its SyncAll ends, then the reduction."""
+    Without `statuses` (protocols.RETURN_STATUS): the die's last AIV, bucket by bucket. With
+    them (CANN's V1): Init until the die's last AIV's Init ends, Token-Sending until its last copy
+    completed, synchronization (fences, statuses, status polls) until its SyncAll ends, then the
+    reduction."""
     t_aiv, bucket, marks = aivs.t, aivs.bucket, aivs.marks
     first_copy, last_copy_ack = aivs.first_copy, aivs.last_copy_ack
-    if ubep:
+    if not statuses:
         ca = last_aiv(t_aiv, crit)
         for b in range(N_BUCKETS):
             out[O_PHASE0 + b] += bucket[crit, ca, b]
@@ -205,13 +207,13 @@ def new_stats():
 
 
 @njit
-def result_row(out, aivs, ends, sched, c, ubep, sent, delivered, violations, collisions,
+def result_row(out, aivs, ends, sched, c, grouped, sent, delivered, violations, collisions,
                queued):
     """Writes out[N_OUT]: every result of a dispatch. sent, delivered, violations: copy stores
     the egress ports served, copies the receivers took once, copies read before visible (for
     the host's invariant checks)."""
     crit = critical(ends)
-    phases(out, aivs, crit, ends[crit], ubep, c)
+    phases(out, aivs, crit, ends[crit], grouped, c)
     out[O_DISPATCH] = ends[crit]
     out[O_EXPERT] = out[O_COMBINE] = 0
     acc = new_stats()
@@ -225,14 +227,14 @@ def result_row(out, aivs, ends, sched, c, ubep, sent, delivered, violations, col
 
 
 @njit
-def combine_row(out, aivs, ends, starts, rsched, c, ubep, K, sent, delivered, violations,
+def combine_row(out, aivs, ends, starts, rsched, c, statuses, K, sent, delivered, violations,
                 collisions, queued):
     """Writes out[N_OUT]: every result of a combine on its return schedule (rsched), die d
     started at starts[d]."""
     crit = critical(ends)
     for b in range(N_BUCKETS):
         out[O_PHASE0 + b] = 0
-    combine_phases(out, aivs, crit, starts[crit], ends[crit], ubep)
+    combine_phases(out, aivs, crit, starts[crit], ends[crit], statuses)
     out[O_DISPATCH] = out[O_EXPERT] = 0
     out[O_COMBINE] = ends[crit] - starts[crit]
     acc = new_stats()
@@ -251,14 +253,14 @@ def bound_of_return(c, rsched, K):
 
 
 @njit
-def layer_row(out, daivs, dends, sched, caivs, ends, starts, experts, rsched, c, ubep, K,
+def layer_row(out, daivs, dends, sched, caivs, ends, starts, experts, rsched, c, m, K,
               sent, delivered, violations, collisions, queued):
     """Writes out[N_OUT]: every result of a layer. The critical path runs through the die that
     ends its combine last: its dispatch (dends: when each die's dispatch ended), its experts'
     time and its combine, each split into its phases (added up, expert time apart)."""
     crit = critical(ends)
-    phases(out, daivs, crit, dends[crit], ubep, c)
-    combine_phases(out, caivs, crit, starts[crit], ends[crit], ubep)
+    phases(out, daivs, crit, dends[crit], m.count_group, c)
+    combine_phases(out, caivs, crit, starts[crit], ends[crit], m.return_status)
     out[O_DISPATCH] = dends[crit]
     out[O_EXPERT] = experts[crit]
     out[O_COMBINE] = ends[crit] - starts[crit]

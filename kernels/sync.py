@@ -1,7 +1,8 @@
 """Synchronization: the Data-as-Flag variants (paper Section 3.4) and SyncAll.
 
 A Data-as-Flag variant changes the stores that signal their own arrival (count messages, and
-token copies under ubep) and the receiver's work on them. What each variant adds is written once,
+token copies where the protocol signals them: kernels.protocols.SIGNALLED_COPIES) and the
+receiver's work on them. What each variant adds is written once,
 in POLICY; the kernel reads a configuration's row once (`effects`) and its stages consult those
 values, never the variant's code; the lowering (ubepsim.sweep.costs) reads the same table for the
 in-block flag's smaller payload and for the sentinel's collisions.
@@ -43,32 +44,33 @@ Effects = namedtuple("Effects", ("copy_signal", "count_signal", "fence", "copy_m
                                  "copy_verify", "count_verify", "copy_rearm", "count_rearm"))
 
 
-def on_copies(sync, ubep, effect):
+def on_copies(sync, signalled, effect):
     """Whether token copies take `effect` of variant `sync`: 0 or 1, numpy columns or scalars.
-    Under ubep only: bsp's copies carry no signal (its SyncAll orders them before the counts),
-    so no flag, checksum or marker, no in-block flag, nothing to verify or re-arm."""
-    return POLICY[sync, effect] * ubep
+    Only where the protocol's copies are `signalled` (protocols.SIGNALLED_COPIES): otherwise a
+    barrier orders them before the counts, and they carry no flag, checksum or marker, no
+    in-block flag, nothing to verify or re-arm."""
+    return POLICY[sync, effect] * signalled
 
 
 _on_copies = njit(inline="always")(on_copies)   # the same rule, for the kernel
 
 
-def signal_stores(sync, ubep):
+def signal_stores(sync, signalled):
     """(per copy, per count message): the stores of its own each carries for its signal, 0 or 1
     (numpy columns or scalars): a flag or checksum; none if the signal rides in its blocks."""
-    return (on_copies(sync, ubep, FLAG) | on_copies(sync, ubep, CHECKSUM),
+    return (on_copies(sync, signalled, FLAG) | on_copies(sync, signalled, CHECKSUM),
             POLICY[sync, FLAG] | POLICY[sync, CHECKSUM])
 
 
 @njit
-def effects(sync, ubep):
+def effects(sync, signalled):
     """A configuration's POLICY row, as the stages read it (see Effects)."""
     row = POLICY[sync]
     signal = K_FLAG if row[FLAG] else (K_CHECKSUM if row[CHECKSUM] else NO_SIGNAL)
-    copy_signal = _on_copies(sync, ubep, FLAG) | _on_copies(sync, ubep, CHECKSUM)
+    copy_signal = _on_copies(sync, signalled, FLAG) | _on_copies(sync, signalled, CHECKSUM)
     return Effects(signal if copy_signal else NO_SIGNAL, signal, row[FENCE],
-                   _on_copies(sync, ubep, MARKER), _on_copies(sync, ubep, VERIFY), row[VERIFY],
-                   _on_copies(sync, ubep, REARM), row[REARM])
+                   _on_copies(sync, signalled, MARKER), _on_copies(sync, signalled, VERIFY),
+                   row[VERIFY], _on_copies(sync, signalled, REARM), row[REARM])
 
 
 @njit(inline="always")

@@ -28,13 +28,13 @@ def combine(run: Run, plan: Schedule, starts: list[int],
     for d, (die, dealt) in enumerate(zip(dies, plan.dies)):
         init(run, dealt, die, 0, combine=True)
         copies = token_programs(run, d, dealt, die, combine=True)
-        if run.ubep:
-            phases.append([Phase(copies, C_SENT)])
-        else:
+        if run.mech.return_status:
             # V1's SetStatus: behind PipeBarrier<PIPE_ALL>, each AIV's status to each
             # destination it owns
             phases.append([Phase(copies, C_SENT, "fence"),
                            Phase(status_programs(run, d, dealt, die), C_BSP_STATUS)])
+        else:
+            phases.append([Phase(copies, C_SENT)])
     fabric(run, dies, phases)
     # each source's copies come back: its copy i as (the store carrying it, the store polled)
     returned = [dict() for _ in range(run.ranks)]

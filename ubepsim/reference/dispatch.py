@@ -20,7 +20,7 @@ def dispatch(run: Run, plan: Schedule) -> list[Die]:
     for s, (die, dealt) in enumerate(zip(dies, plan.dies)):
         init(run, dealt, die, C)
         tokens = token_programs(run, s, dealt, die)
-        if run.ubep:
+        if run.mech.count_group:
             # Figure 5(b): the token group sends its copies while the CalCumSum group counts
             # and sends the counts
             counts = count_programs(run, s, dealt, die, C, "cumsum")
@@ -32,7 +32,7 @@ def dispatch(run: Run, plan: Schedule) -> list[Die]:
                            Phase(counts, BSP_COUNTS_SENT)])
     fabric(run, dies, phases)
     for d, die in enumerate(dies):
-        if run.ubep:
+        if run.mech.count_group:
             # the CalCumSum group polls and sums the counts and publishes the offsets; each
             # token AIV waits for them, then reorders each copy once its signal is seen
             poll_counts(run, dies, d, die.aivs[:C], UBEP_COUNTS, run.count_sync, run.q_count,

@@ -85,7 +85,7 @@ def reorder(run: Run, dies: list[Die], d: int, group: list[Aiv], offsets: int | 
     """Token-Reordering: each AIV of the group copies its equal contiguous share of the copies
     die d received (in output order) to their places, then ends its phase `mark`.
 
-    Under ubep an AIV first polls for the offsets (published at `offsets`) and, before each
+    After a count group an AIV first polls for the offsets (published at `offsets`) and, before each
     copy, polls the store signalling it, verifying it as run.copy_sync says; it re-arms each
     copy's sentinel after use. bsp's copies carry no signal: its SyncAlls ordered them.
     """
@@ -93,12 +93,12 @@ def reorder(run: Run, dies: list[Die], d: int, group: list[Aiv], offsets: int | 
     die = dies[d]
     got = received(dies, d)
     for j, a in enumerate(group):
-        if run.ubep:
+        if run.mech.count_group:
             poll(a, offsets, c["poll"], "cumsum")
             a.mark(UBEP_OFFSETS)
         for x in share(j, len(group), len(got)):
             s, i = got[x]
-            if run.ubep:
+            if run.mech.signalled_copies:
                 st = dies[s].signal_of[i]
                 poll(a, seen(run, die, st, run.ranks + x, run.q_copy, policy), c["poll"], "sync")
                 if policy.verify_per_block:

@@ -19,7 +19,7 @@ def reduce(run: Run, dies: list[Die], s: int, returned: dict, status: DataAsFlag
     K, A = cfg.topk, run.aivs
     B = len(returned) // K   # the die's tokens
     policy = run.copy_sync
-    if not run.ubep:
+    if run.mech.return_status:
         poll_counts(run, dies, s, die.aivs, C_BSP_POLLED, status, 0.0, 0)
         syncall(die.aivs, max(a.t for a in die.aivs), c["syncall"], C_BSP_SYNCALL)
     split = c["reduce_split"]
@@ -33,7 +33,7 @@ def reduce(run: Run, dies: list[Die], s: int, returned: dict, status: DataAsFlag
         suffix = "_last" if last else ""
         for t in tokens:
             copies = [returned[t * K + k] for k in range(K)]
-            if run.ubep:
+            if run.mech.signalled_copies:
                 for k, (_, sig) in enumerate(copies):
                     poll(a, seen(run, die, sig, t * K + k, run.q_return, policy), c["poll"],
                          "sync")
@@ -51,4 +51,4 @@ def reduce(run: Run, dies: list[Die], s: int, returned: dict, status: DataAsFlag
             a.spend("reduce", K * (c["reduce_copy" + suffix]
                                    + (c["return_reset"] if policy.rearm_sentinel else 0))
                     + c["reduce_token" + suffix])
-        a.mark(C_BSP_REDUCED if not run.ubep else C_UBEP_REDUCED)
+        a.mark(C_BSP_REDUCED if run.mech.return_status else C_UBEP_REDUCED)

@@ -20,7 +20,7 @@ def phases(run: Run, die: Die) -> dict[str, int]:
     SyncAlls and what they wait for count as sync, Init and CalCumSum end with its last AIV.
     """
     aivs = die.aivs
-    if run.ubep:
+    if run.mech.count_group:
         last = max(range(len(aivs)), key=lambda j: (aivs[j].t, -j))
         return aivs[last].buckets
     m = aivs[0].marks
@@ -42,7 +42,7 @@ def combine_phases(run: Run, die: Die, start: int) -> dict[str, int]:
     its last copy completed, synchronization (fences, statuses, status polls) until its
     SyncAll ends, then the reduction."""
     aivs = die.aivs
-    if run.ubep:
+    if not run.mech.return_status:
         last = max(range(len(aivs)), key=lambda j: (aivs[j].t, -j))
         return aivs[last].buckets
     init_end = max(a.marks[INIT] for a in aivs)

@@ -222,7 +222,7 @@ def return_schedule(run: Run, tokens: list[list[list[int]]]) -> Schedule:
     destination die for an expert: one key per die). bsp is CANN's V1, which splits by
     destination rank whatever the configuration: expert_block on the plain walk."""
     cfg = run.cfg
-    kind = cfg.schedule if run.ubep else params.Schedule.expert_block
+    kind = cfg.schedule if run.mech.scheduled_return else params.Schedule.expert_block
     hops = hop_classes(run.ranks, run.c["npu_dies"], run.tiers)
     dies = []
     copies_hop = [0] * len(HOP_CLASSES)

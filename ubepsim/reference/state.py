@@ -7,9 +7,11 @@ from collections import deque
 from dataclasses import dataclass
 
 
+from ..kernels import protocols
 from ..kernels.layout import N_PORTS, N_TIERS
+from ..kernels.protocols import Mechanisms
 from ..sweep.costs import COST_INDEX, lower
-from ..sweep.params import Config, Protocol
+from ..sweep.params import Config
 from ..sweep.profile import Profile
 from ..sweep.result_fields import PHASE_NAMES
 from .rng import COMBINE_SENTINEL, SENTINEL, stream
@@ -56,7 +58,7 @@ class Run:
     q_return: float             # ... and of a polled copy combine returns
     copy_sync: DataAsFlag       # the Data-as-Flag row token copies follow (bsp: none)
     count_sync: DataAsFlag      # ... and count messages (either protocol)
-    ubep: bool
+    mech: Mechanisms            # the protocol's mechanisms (kernels/protocols.py)
     ranks: int
     aivs: int
     cumsum_aivs: int            # the CalCumSum group, AIVs 0 .. cumsum_aivs - 1 (bsp: none)
@@ -70,12 +72,12 @@ class Run:
         # the lowering takes columns of values: a column of one
         costs, chances = lower(cfg.columns(), profile)
         c = {name: int(costs[0, i]) for name, i in COST_INDEX.items()}
-        ubep = cfg.protocol is Protocol.ubep
-        cumsum_aivs = cfg.cumsum_aivs if ubep else 0
+        mech = protocols.of(cfg.protocol)
+        cumsum_aivs = cfg.cumsum_aivs if mech.count_group else 0
         return cls(cfg=cfg, c=c, q_copy=float(chances[0, 0]), q_count=float(chances[0, 1]),
                    q_return=float(chances[0, 2]),
-                   copy_sync=POLICY[cfg.sync] if ubep else UNSIGNALLED,
-                   count_sync=POLICY[cfg.sync], ubep=ubep, ranks=cfg.ranks, aivs=cfg.aivs,
+                   copy_sync=POLICY[cfg.sync] if mech.signalled_copies else UNSIGNALLED,
+                   count_sync=POLICY[cfg.sync], mech=mech, ranks=cfg.ranks, aivs=cfg.aivs,
                    cumsum_aivs=cumsum_aivs, senders=cfg.aivs - cumsum_aivs,
                    e_local=cfg.experts // cfg.ranks,
                    tiers=[c[f"tier{k + 1}_dies"] for k in range(N_TIERS)

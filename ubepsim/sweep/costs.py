@@ -11,7 +11,8 @@ import numpy as np
 
 from ..kernels.layout import COSTS, COUNT_CHAIN_OPS, EXPERT_SHIFT, INT32, N_HOPS, N_TIERS
 from ..kernels.sync import COLLIDES, IN_BLOCK, POLICY, on_copies
-from .params import CombineDtype, Dtype, Op, Protocol, combine_bytes, token_bytes
+from ..kernels.protocols import HIDDEN_SPLIT, SIGNALLED_COPIES, TOKEN_PRELOAD, uses
+from .params import CombineDtype, Dtype, Op, combine_bytes, token_bytes
 from .profile import HOP_CLASSES, Profile
 from .workload import batch_max
 
@@ -59,14 +60,17 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
     m = np.asarray(cols["batch"], dtype=np.int64) * np.asarray(cols["topk"], dtype=np.int64)
     e_local = np.asarray(cols["experts"], dtype=np.int64) // np.asarray(cols["ranks"],
                                                                         dtype=np.int64)
-    ubep = np.asarray(cols["protocol"], dtype=np.int64) == Protocol.ubep
+    protocol = np.asarray(cols["protocol"], dtype=np.int64)
+    signalled = uses(protocol, SIGNALLED_COPIES)
+    preload = uses(protocol, TOKEN_PRELOAD) == 1
     block = v["block_bytes"]
     # A variant with the flag in the block (tff) gives up its leading flag_bytes to the flag
     # (paper Section 3.4), in the stores that signal their own arrival: count messages, and
-    # token copies under ubep only (kernels/sync.py on_copies)
+    # token copies where the protocol signals them (kernels/sync.py on_copies)
     fused = block - v["flag_bytes"]
     tb = token_bytes(hidden, dtype)
-    copy_blocks = _ceil_div(tb, np.where(on_copies(sync, ubep, IN_BLOCK) == 1, fused, block))
+    copy_blocks = _ceil_div(tb, np.where(on_copies(sync, signalled, IN_BLOCK) == 1, fused,
+                                         block))
     count_blocks = _ceil_div(4 * e_local,                     # an int32 per expert
                              np.where(POLICY[sync, IN_BLOCK] == 1, fused, block))
 
@@ -77,7 +81,7 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
         return v["store_issue_cycles"] + xfer(nbytes, v["aiv_store_gbps"])
 
     # a bf16 token into UBuf, then (fp8, int8) quantized: CANN's send loop does it for each
-    # copy, UBEP for each token its AIV sends, at Init
+    # copy, a protocol that preloads (UBEP) for each token its AIV sends, at Init
     quantized = dtype != Dtype.bf16
     token = xfer(2 * hidden, v["aiv_copy_gbps"]) + np.where(
         quantized, sum(vector_cycles(v, hidden, width, n) for n, width in TOKEN_QUANT_OPS), 0)
@@ -87,12 +91,12 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
         "count_blocks": count_blocks,
         "local_copy": xfer(tb, v["aiv_copy_gbps"]),
         "ids_load": xfer(INT32 * m, v["aiv_copy_gbps"]),
-        "init_load": np.where(ubep, token, 0),
+        "init_load": np.where(preload, token, 0),
         # CANN's send loop, per copy: the token's load and quantization, and the destination
         # window's address (GetWindAddrByRankId) whatever the store before it
-        "copy_load": np.where(ubep, 0, token + v["dest_switch_cycles"]),
-        "copy_switch": np.where(ubep, v["dest_switch_cycles"], 0),
-        "copy_count": np.where(ubep, 0, 1),
+        "copy_load": np.where(preload, 0, token + v["dest_switch_cycles"]),
+        "copy_switch": np.where(preload, v["dest_switch_cycles"], 0),
+        "copy_count": np.where(preload, 0, 1),
         "vector_op": np.full_like(m, v["vector_op_cycles"]),
         "vector_bytes": np.full_like(m, v["vector_bytes"]),
         "copy_verify": v["flag_check_cycles"] * copy_blocks,
@@ -116,7 +120,7 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
                          ("signal", np.ones_like(m))):
         out |= _store_costs(kind, blocks * block, profile, xfer, issue)
     out |= _fabric(profile)
-    out |= _combine(cols, profile, m, sync, ubep, xfer, issue, fused)
+    out |= _combine(cols, profile, m, sync, protocol, xfer, issue, fused)
     costs = np.stack([np.broadcast_to(out[name], m.shape) for name in COSTS], axis=1)
     p = v["sentinel_collision_prob"]
     # A polled signal collides if any of its blocks' payload equals the sentinel, under a
@@ -172,7 +176,8 @@ def _fabric(profile: Profile) -> dict[str, int]:
     return out
 
 
-def _combine(cols, profile: Profile, m, sync, ubep, xfer, issue, fused) -> dict[str, np.ndarray]:
+def _combine(cols, profile: Profile, m, sync, protocol, xfer, issue,
+             fused) -> dict[str, np.ndarray]:
     """Combine's costs (docs/model.md, "Combine"), from the same profile keys as dispatch's:
     the vector instructions at vector_op_cycles and vector_bytes, local copies at
     aiv_copy_gbps, stores as a token copy's."""
@@ -182,21 +187,22 @@ def _combine(cols, profile: Profile, m, sync, ubep, xfer, issue, fused) -> dict[
     int8 = combine_dtype == CombineDtype.int8
     scales = -(-hidden // 8)
     rb = combine_bytes(hidden, combine_dtype)
-    blocks = _ceil_div(rb, np.where(on_copies(sync, ubep, IN_BLOCK) == 1, fused,
-                                    v["block_bytes"]))
+    blocks = _ceil_div(rb, np.where(on_copies(sync, uses(protocol, SIGNALLED_COPIES), IN_BLOCK)
+                                    == 1, fused, v["block_bytes"]))
 
     def vec(n, times=1):
         """`times` vector instructions over n fp32 elements each."""
         return vector_cycles(v, n, FP32, times)
 
-    # bsp (CANN's V1) splits a token's hidden dimension over aivs / batch AIVs when the batch
-    # is smaller than the AIVs and the copies are not quantized: the first parts of
-    # (hidden / 32 / p) x 32 elements, the last the rest. Where dies hold different batches,
-    # at the most any die holds: that die, the straggler, splits as CANN's would; one with
-    # fewer tokens splits no finer (one cost row serves every die)
+    # CANN's V1 (protocols.HIDDEN_SPLIT) splits a token's hidden dimension over aivs / batch AIVs
+    # when the batch is smaller than the AIVs and the copies are not quantized: the first parts of
+    # (hidden / 32 / p) x 32 elements, the last the rest. Where dies hold different batches, at the
+    # most any die holds: that die, the straggler, splits as CANN's would; one with fewer tokens
+    # splits no finer (one cost row serves every die)
     batch = batch_max(cols)
     aivs = np.asarray(cols["aivs"], dtype=np.int64)
-    split = np.where(~ubep & ~int8 & (batch < aivs), aivs // batch, 1)
+    split = np.where((uses(protocol, HIDDEN_SPLIT) == 1) & ~int8 & (batch < aivs), aivs // batch,
+                     1)
     part = np.where(split > 1, (hidden // 32) // split * 32, hidden)
     last = hidden - (split - 1) * part
     dequant = np.where(int8, vec(hidden, DEQUANT_OPS[0]) + vec(scales, DEQUANT_OPS[1]), 0)

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..kernels import combine, dispatch
-from .params import Op, Protocol
+from .params import Op
 from .workload import batch_max
 
 
@@ -25,12 +25,12 @@ def working_memory(cols: dict[str, np.ndarray]) -> np.ndarray:
     (params.columns): kernels.dispatch.working_bytes unless the op is combine alone (then its
     routing), plus kernels.combine.working_bytes unless it is dispatch alone (a layer holds
     both)."""
-    ubep = np.asarray(cols["protocol"]) == Protocol.ubep
+    protocol = np.asarray(cols["protocol"], dtype=np.int64)
     sync = np.asarray(cols["sync"], dtype=np.int64)
     op = np.asarray(cols["op"], dtype=np.int64)
     routing = 4 * np.asarray(cols["ranks"], dtype=np.int64) * np.asarray(cols["batch"]) * \
         np.asarray(cols["topk"])
-    shape = (cols["ranks"], cols["batch"], cols["topk"], cols["experts"], cols["aivs"], ubep,
+    shape = (cols["ranks"], cols["batch"], cols["topk"], cols["experts"], cols["aivs"], protocol,
              sync, batch_max(cols))
     first = dispatch.working_bytes(*shape)
     second = combine.working_bytes(*shape)

@@ -26,9 +26,9 @@ import polars as pl
 from . import memory
 from ..errors import InputError
 from .kernel_io import KernelFailure, kernel_order, prepare, result_columns
-from ..kernels import layer
+from ..kernels import layer, protocols
 from ..kernels import layout as k
-from .params import (LATER_NAMES, NAMES, PARAM_BY_NAME, PARAMS, SCHEMA, Config, Op, Protocol,
+from .params import (LATER_NAMES, NAMES, PARAM_BY_NAME, PARAMS, SCHEMA, Config, Op,
                      columns, make_config, stable_id)
 from .profile import Profile, load_profile
 from .result_fields import RESULTS
@@ -190,7 +190,7 @@ def timeline_phases(config: Config, role: str) -> list[tuple[str, int, int]]:
 
 def _roles(config: Config) -> list[tuple[int, str]]:
     """(AIVs, role) of a die, in AIV order: its dispatch role (combine: bsp, or token)."""
-    if config.protocol is not Protocol.ubep:
+    if not protocols.uses(config.protocol, protocols.COUNT_GROUP):
         return [(config.aivs, "bsp")]
     if config.op is Op.combine:
         return [(config.aivs, "token")]

@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import InputError
+from ..kernels import protocols
 from . import routings
 
 
@@ -271,8 +272,13 @@ DRAWN = tuple(r for r in Routing if r is not Routing.trace)
 # stream, simulated once in a sweep. (A trace file is never ignored: giving one without
 # routing = trace is an error.) Combine has no CalCumSum group and reads no dispatch dtype;
 # bsp's combine is CANN's V1, whose split and signals are its own (docs/model.md, "Combine").
+def _using(mechanism: int) -> tuple[Protocol, ...]:
+    """The protocols that use a mechanism (kernels/protocols.py)."""
+    return tuple(p for p in Protocol if protocols.uses(p, mechanism))
+
+
 GATED: dict[str, Gate] = {
-    "cumsum_aivs": _gate({"protocol": (Protocol.ubep,), "op": WITH_DISPATCH}),
+    "cumsum_aivs": _gate({"protocol": _using(protocols.COUNT_GROUP), "op": WITH_DISPATCH}),
     # a generator's parameters: its signature's (routings.py)
     **{name: _gate({"routing": tuple(Routing[r] for r in readers)})
        for name, readers in routings.readers().items()},
@@ -286,8 +292,9 @@ GATED: dict[str, Gate] = {
                             ("zero_token_share", BatchSpread.zero),
                             ("batches", BatchSpread.list))},
     "dtype": _gate({"op": WITH_DISPATCH}),
-    "sync": _gate({"op": WITH_DISPATCH}, {"protocol": (Protocol.ubep,)}),
-    "schedule": _gate({"op": WITH_DISPATCH}, {"protocol": (Protocol.ubep,)}),
+    # combine reads them for its copies' own signals and their deal
+    "sync": _gate({"op": WITH_DISPATCH}, {"protocol": _using(protocols.SIGNALLED_COPIES)}),
+    "schedule": _gate({"op": WITH_DISPATCH}, {"protocol": _using(protocols.SCHEDULED_RETURN)}),
     "combine_dtype": _gate({"op": (Op.combine, Op.layer)}),
     "expert_fixed_us": _gate({"op": (Op.layer,)}),
     "expert_ns_per_copy": _gate({"op": (Op.layer,)}),
