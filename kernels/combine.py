@@ -9,10 +9,10 @@ import numpy as np
 from .fabric import fabric, return_kinds
 from .jit import njit
 from .layout import (B_SYNC, C_INIT, C_VCOUNT, N_BUCKETS, N_CMARKS, N_MARKS, N_PHASES, N_PORTS,
-                     P_AIVS, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK, SW,
-                     THEN_FENCE, THEN_NONE, STO_WIDTH, Aivs, Stores)
+                     P_AIVS, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK,
+                     THEN_NONE, STO_WIDTH, Aivs, Stores)
 from .programs import init_phase, status_programs, token_programs
-from .protocols import RETURN_STATUS, SIGNALLED_COPIES, mechanisms, uses
+from .protocols import RETURN_STATUS, SIGNALLED_COPIES, STATUS_SYNC, mechanisms, uses
 from .reduce import reduce
 from .results import combine_row, put_marks
 from .sync import NO_SIGNAL, effects, signal_stores
@@ -50,7 +50,7 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
     statuses = m.return_status == 1
     # signalled copies: the Data-as-Flag variant on every copy; V1's statuses are flags behind
     # their AIV's fence, read out, never verified or re-armed (sw), its copies unsignalled
-    fx = effects(SW if statuses else p[P_SYNC], m.signalled_copies)
+    fx = effects(STATUS_SYNC if statuses else p[P_SYNC], m.signalled_copies)
     N = rsched.cfirst[R]
     EL = E // R
     ecnt = rsched.ecnt
@@ -83,10 +83,10 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
     # (scalars as dispatch passes them, int64: one compiled fabric serves both)
     sent, queued = fabric(R, c, return_kinds(c, fx, m.signalled_copies), rsched.hops, stores,
                           prog, pre, pb, 2 if statuses else 1,
-                          THEN_FENCE if statuses else THEN_NONE, np.int64(0), np.int64(B_SYNC),
-                          aivs, egress_free, ingress_free)
+                          m.status_after if statuses else THEN_NONE, np.int64(0),
+                          np.int64(B_SYNC), aivs, egress_free, ingress_free)
     delivered, violations, collisions, ends = reduce(p, rsched.cfirst, c, chance[2], fx,
-                                                     effects(SW, 0), aivs, stores, m)
+                                                     effects(STATUS_SYNC, 0), aivs, stores, m)
     if marks_out.shape[0] == R:
         put_marks(marks_out, aivs.marks, N_MARKS)
     return aivs, ends, sent, delivered, violations, collisions, queued

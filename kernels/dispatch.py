@@ -19,9 +19,9 @@ from .jit import njit
 from .layout import (B_CUMSUM, B_SYNC, C_COPY_COUNT, C_COUNT_CHAIN, C_IDS_LOAD, C_INIT,
                      C_INIT_LOAD, C_VCOUNT, C_VECTOR_BYTES, C_VECTOR_OP, N_BUCKETS, N_MARKS,
                      N_PHASES, N_PORTS, P_AIVS, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS,
-                     P_SYNC, STO_WIDTH, THEN_NONE, THEN_SYNCALL, Aivs, Stores)
+                     P_SYNC, STO_WIDTH, THEN_NONE, Aivs, Stores)
 from .programs import count_programs, init_phase, token_programs
-from .protocols import SIGNALLED_COPIES, mechanisms, uses
+from .protocols import SIGNALLED_COPIES, SYNC, by_aiv, chosen, jit_chosen, mechanisms, uses
 from .receive import receive
 from .results import put_marks, result_row
 from .sync import NO_SIGNAL, effects, signal_stores
@@ -61,7 +61,7 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     counts result_row takes, and the longest wait in an ingress port's queue."""
     R, E, A = p[P_RANKS], p[P_EXPERTS], p[P_AIVS]
     m = mechanisms(p[P_PROTOCOL])      # the protocol and its Data-as-Flag variant, decoded once
-    fx = effects(p[P_SYNC], m.signalled_copies)
+    fx = effects(jit_chosen(m.sync, p[P_SYNC]), m.signalled_copies)
     grouped = m.count_group == 1
     C = p[P_CUMSUM] if grouped else 0
     EL = E // R
@@ -76,7 +76,8 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     aoff, xdest, xslot = sched.aoff, sched.xdest, sched.xslot
 
     # every die's programs: a count group beside the token group in one phase (UBEP, Figure
-    # 5(b)); or Token-Sending, then after a SyncAll SendFlag & Count on every AIV (CANN, Fig. 2)
+    # 5(b)); or Token-Sending, then the counts on every AIV after what they wait for (CANN's
+    # SyncAll, Figure 2; DeepEP's finish counters)
     cur_sig = np.empty(R, np.int64)    # dc: per destination, the checksum an AIV sends there
     seen_dest = np.full(R, -1, np.int64)
     prog = np.empty(2 * cfirst[R] + 2 * R * R, np.int64)
@@ -100,7 +101,7 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     init_phase(aivs, c[C_INIT] + c[C_IDS_LOAD], c[C_INIT_LOAD], c[C_VCOUNT], C, sched.loads,
                sched.searches, np.zeros(R, np.int64))
     sent, queued = fabric(R, c, kind_table(c, fx, EL), sched.hops, stores, prog, pre, pb,
-                          1 if grouped else 2, THEN_NONE if grouped else THEN_SYNCALL, C,
+                          1 if grouped else 2, THEN_NONE if grouped else m.counts_after, C,
                           B_CUMSUM if grouped else B_SYNC, aivs, egress_free, ingress_free)
     delivered, violations, collisions, ends = receive(p, c, chance, fx, sched, aivs, stores, C,
                                                       m)
@@ -117,8 +118,8 @@ def dispatch(p, c, chance, sched, out, marks_out):
     aivs, ends, sent, delivered, violations, collisions, queued = dispatch_stages(
         p, c, chance, sched, np.zeros((R, N_PORTS), np.int64),
         np.zeros((R, N_PORTS), np.int64), marks_out)
-    result_row(out, aivs, ends, sched, c, mechanisms(p[P_PROTOCOL]).count_group, sent,
-               delivered, violations, collisions, queued)
+    result_row(out, aivs, ends, sched, c, by_aiv(mechanisms(p[P_PROTOCOL])), sent, delivered,
+               violations, collisions, queued)
 
 
 def working_bytes(ranks, batch, topk, experts, aivs, protocol, sync, batch_max):
@@ -131,7 +132,8 @@ def working_bytes(ranks, batch, topk, experts, aivs, protocol, sync, batch_max):
     Measured against the resident set: bench/bench_memory.py."""
     R, B, K, E, A = (np.asarray(x, dtype=np.int64) for x in (ranks, batch, topk, experts, aivs))
     M = B * K
-    own_copy, own_count = signal_stores(np.asarray(sync), uses(protocol, SIGNALLED_COPIES))
+    sync = chosen(uses(protocol, SYNC), np.asarray(sync))
+    own_copy, own_count = signal_stores(sync, uses(protocol, SIGNALLED_COPIES))
     per_copy, per_count = 1 + own_copy, 1 + own_count
     stores = R * M * per_copy + R * R * per_count                  # new_stores
     bucket = R * B * np.minimum(K, E // R) * per_copy + R * per_count   # one die's stores

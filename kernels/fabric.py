@@ -38,7 +38,8 @@ from .layout import (AIV_BITS, B_SEND, B_SYNC, C_BLOCKS_IN_FLIGHT, C_COPY_BLOCKS
                      N_TIERS, NEVER, NIC, S_COPIES, S_END, S_FIRST, S_HEAD, S_LAST, S_MAX_ACK, S_N,
                      S_OUT, S_PC, S_PHASE, S_SIG, S_STAGE, S_SW, S_T, S_T0, S_WIDTH, S_WORD,
                      SID_SHIFT, SRC_BITS, STAGE_BOUNDARY, STAGE_CREDITS, STAGE_DONE, STAGE_FENCE,
-                     STAGE_REQUEST, STAGE_WORK, SWITCH_BIT, THEN_FENCE, THEN_SYNCALL, DIE_PORT)
+                     STAGE_REQUEST, STAGE_WORK, SWITCH_BIT, THEN_FENCE, THEN_ISSUED, THEN_NEXT,
+                     THEN_SYNCALL, DIE_PORT)
 from .sync import syncall
 
 SRC_MASK = (1 << SRC_BITS) - 1
@@ -227,14 +228,16 @@ def outstanding(g, st, fifo, cap):
 
 
 @njit(inline="always")
-def begin_phase(g, s, a, phase, st, pb, t_aiv):
-    """AIV row g (AIV a of die s) starts `phase`: its clock, its program's bounds, nothing in
-    flight (what it had came back: a fence or SyncAll saw to it); in the first phase no store
-    acknowledged and no copy sent yet."""
+def begin_phase(g, s, a, phase, st, pb, t_aiv, drained):
+    """AIV row g (AIV a of die s) starts `phase`: its clock, its program's bounds; if
+    `drained`, nothing in flight (what it had came back: a fence or SyncAll saw to it), else its
+    stores in flight keep their credits; in the first phase no store acknowledged and no copy
+    sent yet."""
     st[g, S_PHASE] = phase
     st[g, S_T] = t_aiv[s, a]
     st[g, S_SIG] = st[g, S_SW] = 0
-    st[g, S_HEAD] = st[g, S_N] = st[g, S_OUT] = 0
+    if drained:
+        st[g, S_HEAD] = st[g, S_N] = st[g, S_OUT] = 0
     if phase == 0:
         st[g, S_MAX_ACK] = 0
         st[g, S_FIRST] = -1
@@ -273,6 +276,9 @@ def turn(g, s, a, st, pb, fifo, cap, nph, then, C, other, aivs):
         end_phase(g, s, a, st, C, other, aivs)
         if st[g, S_PHASE] + 1 < nph and then == THEN_FENCE:
             st[g, S_STAGE] = STAGE_BOUNDARY
+        elif st[g, S_PHASE] + 1 < nph and then == THEN_NEXT:
+            begin_phase(g, s, a, st[g, S_PHASE] + 1, st, pb, aivs.t, False)
+            return aivs.t[s, a] << AIV_BITS | a
         else:
             st[g, S_STAGE] = STAGE_DONE
             return -1
@@ -285,7 +291,7 @@ def turn(g, s, a, st, pb, fifo, cap, nph, then, C, other, aivs):
         aivs.bucket[s, a, B_SYNC] += w
         aivs.wait[s, a] += w
     st[g, S_MAX_ACK] = latest
-    begin_phase(g, s, a, st[g, S_PHASE] + 1, st, pb, aivs.t)
+    begin_phase(g, s, a, st[g, S_PHASE] + 1, st, pb, aivs.t, True)
     return aivs.t[s, a] << AIV_BITS | a
 
 
@@ -325,23 +331,24 @@ def links_left(h, step, queues, kc, row):
 
 
 @njit(inline="always")
-def barrier(s, A, st, fifo, cap, pb, aivs, cost):
-    """Die s's SyncAll once its last AIV is done with its phase: when every store of the die was
-    acknowledged, the barrier's cost after the last of them and of the AIVs, every AIV starts
-    its next phase. Returns -1 once done, or the earliest time the acknowledgements it still
-    waits for can be known."""
+def barrier(s, A, st, fifo, cap, pb, aivs, cost, acked):
+    """Die s's barrier once its last AIV is done with its phase: if `acked` (a SyncAll), when
+    every store of the die was acknowledged; the barrier's cost after the last of them and of
+    the AIVs, every AIV starts its next phase. Returns -1 once done, or the earliest time the
+    acknowledgements it still waits for can be known."""
     ready = 0
-    unknown = -1
-    for a in range(A):
-        latest, later = outstanding(s * A + a, st, fifo, cap)
-        st[s * A + a, S_MAX_ACK] = latest
-        ready = max(ready, latest)
-        unknown = max(unknown, later)
-    if unknown >= 0:
-        return unknown
+    if acked:
+        unknown = -1
+        for a in range(A):
+            latest, later = outstanding(s * A + a, st, fifo, cap)
+            st[s * A + a, S_MAX_ACK] = latest
+            ready = max(ready, latest)
+            unknown = max(unknown, later)
+        if unknown >= 0:
+            return unknown
     syncall(s, ready, cost, aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks)
     for a in range(A):
-        begin_phase(s * A + a, s, a, st[s * A + a, S_PHASE] + 1, st, pb, aivs.t)
+        begin_phase(s * A + a, s, a, st[s * A + a, S_PHASE] + 1, st, pb, aivs.t, acked)
     return -1
 
 
@@ -396,6 +403,7 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, aivs, egr
 
     st = np.zeros((R * A, S_WIDTH), np.int64)
     fifo = np.empty(R * A * cap, np.int64)       # per AIV, its stores in flight (outstanding)
+    fblocks = np.empty(R * A * cap, np.int32)    # ... and their blocks (they may outlive a phase)
     qsize = 1
     while qsize < A + 1:
         qsize *= 2
@@ -420,7 +428,7 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, aivs, egr
         base1 = (2 * s + 1) * qsize
         h1 = 0
         for a in range(A):
-            begin_phase(s * A + a, s, a, 0, st, pb, t_aiv)
+            begin_phase(s * A + a, s, a, 0, st, pb, t_aiv, True)
             h1 = ring_push(queue, base1, qmask, h1, a, t_aiv[s, a] << AIV_BITS | a)
         rings[s, 2] = h1
         rings[s, 3] = A
@@ -539,7 +547,9 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, aivs, egr
                     prefetch(st, nb_)
                     prefetch(st, nb_ + 8)
                 if a == A:
-                    key = barrier(s, A, st, fifo, cap, pb, aivs, c[C_SYNCALL])
+                    key = barrier(s, A, st, fifo, cap, pb, aivs,
+                                  c[C_SYNCALL] if then == THEN_SYNCALL else lat_local,
+                                  then == THEN_SYNCALL)
                     if key >= 0:
                         h1 = ring_push(queue, base1, qmask, h1, s1, key << AIV_BITS | A)
                         s1 += 1
@@ -613,6 +623,7 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, aivs, egr
                         st[u(g), S_COPIES] += 1
                     st[u(g), S_N] += 1
                     st[u(g), S_OUT] += kc[u(row + KC_BLOCKS)]
+                    fblocks[u(slot)] = kc[u(row + KC_BLOCKS)]
                     st[u(g), S_PC] = ip + 1
                     stage = STAGE_WORK
                 key = OVER
@@ -654,9 +665,7 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, aivs, egr
                                 break
                             t = max(t, x)
                             st[u(g), S_MAX_ACK] = max(st[u(g), S_MAX_ACK], x)
-                            # the oldest store in flight: its blocks, from its program word
-                            old = prog[u(st[u(g), S_PC] - st[u(g), S_N])]
-                            st[u(g), S_OUT] -= kc[u((old & 3) * KC_WIDTH + KC_BLOCKS)]
+                            st[u(g), S_OUT] -= fblocks[u(fbase + hd)]
                             st[u(g), S_N] -= 1
                             st[u(g), S_HEAD] = hd + 1 if hd + 1 < cap else 0
                         if key == OVER:
@@ -681,7 +690,8 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, aivs, egr
                         s1 += 1
                     if key == top:
                         break                        # still waiting: the die stops here
-                elif then == THEN_SYNCALL and st[u(g), S_PHASE] + 1 < nph:
+                elif (then == THEN_SYNCALL or then == THEN_ISSUED) and \
+                        st[u(g), S_PHASE] + 1 < nph:
                     live[s] -= 1
                     if live[s] == 0:
                         # the die's SyncAll, as soon as it can be known

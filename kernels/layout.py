@@ -9,7 +9,7 @@ from collections import namedtuple
 
 # Protocol, sync, schedule, routing and op codes: the values of ubepsim.sweep.params' IntEnums
 # (tests/test_costs.py holds them equal).
-BSP, UBEP = 0, 1
+BSP, UBEP, DEEPEP_LL = 0, 1, 2
 SW, TFF, DC, SP = 0, 1, 2, 3
 EXPERT_BLOCK, BALANCED, HOMOGENIZED, TOKEN_ORDER = 0, 1, 2, 3
 UNIFORM, ZIPF, HOT, TRACE, LOGNORMAL = 0, 1, 2, 3, 4
@@ -153,8 +153,9 @@ N_CMARKS = CMARK_BSP_REDUCED + 1
 # The timeline's phases (`ubepsim run --timeline`), declared once: what each is (the docs
 # generator lists them), in order of first appearance (the plots' colours follow it); then
 # each AIV's phases in order, phase x running from its mark x to mark x + 1: under dispatch by
-# the AIV's role (every AIV under bsp; UBEP's CalCumSum and token groups), under combine by
-# protocol (every AIV runs CANN's V1, or sends and then reduces). A layer's AIV runs its
+# the AIV's role (every AIV under bsp; UBEP's CalCumSum and token groups; every AIV under fixed
+# slots, DeepEP's), under combine by protocol (every AIV runs CANN's V1, or sends and then
+# reduces, or DeepEP's V1-like return with flags behind the copies). A layer's AIV runs its
 # dispatch role's, then LAYER_GAP until its die's combine starts, then combine's. One name
 # means the same work in either protocol and either kernel.
 TIMELINE_PHASES = {
@@ -174,10 +175,15 @@ TIMELINE_PHASES = {
                "ubep, polling each copy's signal first)",
     "offset_poll": "waiting for the CalCumSum group's offsets (one local store once the "
                    "group's last AIV is done)",
+    "finish_counter": "deepep_ll: waiting until every AIV of its die issued its last copy "
+                      "(the experts' finish counters), then one local latency",
+    "pair_receive": "deepep_ll: per (local expert, source) pair of its share, polling the "
+                    "count, then copying the pair's copies out of their slots once there",
     "status_send": "combine, bsp (V1's SetStatus): waiting until every store it issued "
-                   "completed, then a status to each destination it owns",
-    "status_poll": "combine, bsp (V1's WaitDispatch): polling the statuses of its share of the "
-                   "sources, each read out",
+                   "completed, then a status to each destination it owns; deepep_ll: a flag "
+                   "to each right behind its copies",
+    "status_poll": "combine, bsp and deepep_ll (V1's WaitDispatch): polling the statuses of "
+                   "its share of the sources, each read out",
     "reduce": "combine: its share of the die's tokens reduced (under ubep, polling and checking "
               "each token's copies first)",
     "expert": "a layer: from the AIV's end of dispatch until its die's combine starts (its "
@@ -188,9 +194,12 @@ DISPATCH_TIMELINE = {
             "syncall", "reorder"),
     "cumsum": ("init", "count_send", "count_poll"),
     "token": ("init", "send", "offset_poll", "reorder"),
+    "fixed": ("init", "send", "finish_counter", "count_send", "pair_receive"),
 }
 COMBINE_TIMELINE = {BSP: ("init", "send", "status_send", "status_poll", "syncall", "reduce"),
-                    UBEP: ("init", "send", "reduce")}
+                    UBEP: ("init", "send", "reduce"),
+                    DEEPEP_LL: ("init", "send", "status_send", "status_poll", "syncall",
+                                "reduce")}
 LAYER_GAP = "expert"
 
 # Columns of the parameter matrix (ubepsim.sweep.kernel_io.prepare builds it).
@@ -264,8 +273,10 @@ S_WIDTH = 16   # a row per AIV, two whole cache lines
 # before the next; its phase over, waiting for its die (a SyncAll), or its last phase over.
 STAGE_WORK, STAGE_FENCE, STAGE_CREDITS, STAGE_REQUEST, STAGE_BOUNDARY, STAGE_DONE = range(6)
 # What lies between two phases of a die: nothing (one phase), a SyncAll once every store of the
-# die was acknowledged (bsp's dispatch), or each AIV's own fence (CANN's combine).
-THEN_NONE, THEN_SYNCALL, THEN_FENCE = range(3)
+# die was acknowledged (bsp's dispatch), each AIV's own fence (CANN's combine), a barrier once
+# every AIV of the die issued its last store, one local latency later (DeepEP's finish counters),
+# or nothing: each AIV goes straight on (stores that follow their data on one queue).
+THEN_NONE, THEN_SYNCALL, THEN_FENCE, THEN_ISSUED, THEN_NEXT = range(5)
 N_PHASES = 2
 # Per-kind costs of a store: a row of the kind table per kind. The table is flat, so that the
 # event loop indexes it with a constant stride (a power of two) rather than a runtime shape.

@@ -5,7 +5,7 @@ once (`mechanisms`) and branch on its mechanisms, never on the protocol's code; 
 (ubepsim.reference.state) reads the same row, and the host reads its columns for the lowering
 to cycles, the bounds, the memory and the parameters a protocol reads (ubepsim.sweep.costs,
 memory, params). A new protocol is a row here, the code of any mechanism it brings (in the
-stage that runs it, and the twin's), its docs and its tests.
+stage that runs it, and the twin's), its docs and its tests (docs/model.md, "Protocols").
 """
 
 from collections import namedtuple
@@ -13,46 +13,85 @@ from collections import namedtuple
 import numpy as np
 
 from .jit import njit
-from .layout import BSP, UBEP
+from .layout import (BSP, DEEPEP_LL, EXPERT_BLOCK, SP, SW, THEN_FENCE, THEN_ISSUED, THEN_NEXT,
+                     THEN_SYNCALL, TOKEN_ORDER, UBEP)
+
+# A column whose value is a parameter's code may instead read the configuration's parameter.
+READ = -1
 
 # The mechanisms, one column each. Dispatch:
 # COUNT_GROUP: the count messages come from a group of cores of their own (`cumsum_aivs`, UBEP's
 #   CalCumSum group, paper Fig. 5(b)) beside the token cores, in one phase with them: the group
 #   polls the sources' counts with a partial prefix sum each, then publishes the offsets with
-#   one local store, which the token cores poll before their Token-Reordering. Without it
-#   (CANN EP, Fig. 2): every core sends the counts after the token phase's SyncAll, every core
-#   polls them, CalCumSum runs between two SyncAlls on every core, then every core reorders.
+#   one local store, which the token cores poll before their Token-Reordering. Without it every
+#   core sends the counts after the token phase (COUNTS_AFTER), then receives (FIXED_SLOTS).
+# COUNTS_AFTER: without a count group, what the counts wait for: THEN_SYNCALL, a SyncAll once
+#   every store of the die was acknowledged (CANN EP, Fig. 2); THEN_ISSUED, every core's last
+#   copy issued (DeepEP: each expert's count follows a finish counter its senders add to after
+#   each put; modelled die-wide, the counters being read one local latency after the last).
+# FIXED_SLOTS: each (local expert, source) pair's copies land in slots of its own, so no prefix
+#   sum places them: every core takes a share of the pairs, polls each pair's count and copies
+#   its copies out (DeepEP's receive). Without it, without a count group: every core polls its
+#   share of the counts, then SyncAll, CalCumSum, SyncAll, Token-Reordering (CANN EP).
 # SIGNALLED_COPIES: each token copy signals its own arrival by the configuration's Data-as-Flag
-#   variant (`sync`), and its receiver polls that before it takes the copy, in both ops. Without
-#   it a barrier orders the copies before what is polled (the counts; combine's statuses).
-# TOKEN_PRELOAD: a sending core loads each of its tokens once, at Init, and pays the
-#   destination's address per switch (UBEP); without it it loads the token per copy and counts
-#   the copy's predecessors to its expert (CANN's send loop).
+#   variant, and its receiver polls that before it takes the copy, in both ops. Without it what
+#   is polled is the counts (and combine's statuses), which a barrier or ORDERED puts after the
+#   copies.
+# ORDERED: a count or status travels behind its data on one queue (DeepEP: one QP per expert),
+#   so a receiver takes each copy as soon as it is there, without polling it (the model takes it
+#   no earlier than it is visible). Without it, what is polled is ordered by a barrier or fence.
+# SYNC: the Data-as-Flag variant of the count messages (and signalled copies): READ, the
+#   `sync` parameter's; or the protocol's own (DeepEP's count word is its own signal, never 0,
+#   cleared for the next launch: sentinel polling).
+# TOKEN_PRELOAD: a sending core loads (and quantizes) each of its tokens once, at Init, and pays
+#   the destination's address per switch (UBEP, DeepEP); without it it loads the token per copy
+#   and counts the copy's predecessors to its expert (CANN's send loop).
+# DEAL: how the copies are dealt to the token cores: READ, by `schedule` (Section 3.3); or a
+#   fixed deal (DeepEP: a core per token, all its top-k copies, as token_order).
+# HEADER_BYTES: bytes a copy carries beside its token (DeepEP: the source token's index, 16 B).
 # Combine:
-# SCHEDULED_RETURN: the returned copies are dealt to the cores by `schedule` (Section 3.3), as
-#   dispatch's are; without it by expert_block on the plain walk (V1 splits by destination).
-# RETURN_STATUS: behind each core's fence, a status to each destination it owns; the receivers
-#   poll every source's status, SyncAll, then reduce (CANN's V1 combine). Without it each
-#   token is reduced once its copies are there.
+# RETURN_DEAL: how the returned copies are dealt: READ, by `schedule` as dispatch's; or a fixed
+#   deal (CANN's V1 and DeepEP split by destination: expert_block on the plain walk).
+# RETURN_STATUS: after its copies, a status to each destination a core owns, which the
+#   receivers poll (every source's), then SyncAll, then reduce (CANN's V1; DeepEP's flag per
+#   expert and grid sync). Without it each token is reduced once its copies are there.
+# STATUS_AFTER: what a status waits for: THEN_FENCE, its core's earlier stores acknowledged
+#   (V1's PipeBarrier); THEN_NEXT, nothing (DeepEP: the flag follows the copies on their QP).
 # HIDDEN_SPLIT: where a die holds fewer tokens than cores, the cores split each token's hidden
 #   dimension in the reduction (V1's reduce split; ubepsim.sweep.costs prices it).
-(COUNT_GROUP, SIGNALLED_COPIES, TOKEN_PRELOAD, SCHEDULED_RETURN, RETURN_STATUS,
- HIDDEN_SPLIT) = range(6)
-Mechanisms = namedtuple("Mechanisms", ("count_group", "signalled_copies", "token_preload",
-                                       "scheduled_return", "return_status", "hidden_split"))
+(COUNT_GROUP, COUNTS_AFTER, FIXED_SLOTS, SIGNALLED_COPIES, ORDERED, SYNC, TOKEN_PRELOAD, DEAL,
+ HEADER_BYTES, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER, HIDDEN_SPLIT) = range(13)
+Mechanisms = namedtuple("Mechanisms", (
+    "count_group", "counts_after", "fixed_slots", "signalled_copies", "ordered", "sync",
+    "token_preload", "deal", "header_bytes", "return_deal", "return_status", "status_after",
+    "hidden_split"))
 
 # The protocols, by the code of ubepsim.sweep.params.Protocol.
-MECHANISMS = np.zeros((2, len(Mechanisms._fields)), np.int64)
-MECHANISMS[BSP, [RETURN_STATUS, HIDDEN_SPLIT]] = 1
-MECHANISMS[UBEP, [COUNT_GROUP, SIGNALLED_COPIES, TOKEN_PRELOAD, SCHEDULED_RETURN]] = 1
+MECHANISMS = np.zeros((3, len(Mechanisms._fields)), np.int64)
+MECHANISMS[:, [SYNC, DEAL, RETURN_DEAL]] = READ
+MECHANISMS[BSP, [COUNTS_AFTER, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER, HIDDEN_SPLIT]] = \
+    THEN_SYNCALL, EXPERT_BLOCK, 1, THEN_FENCE, 1
+MECHANISMS[UBEP, [COUNT_GROUP, SIGNALLED_COPIES, TOKEN_PRELOAD]] = 1
+MECHANISMS[DEEPEP_LL, [COUNTS_AFTER, FIXED_SLOTS, ORDERED, SYNC, TOKEN_PRELOAD, DEAL,
+                       HEADER_BYTES, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER]] = \
+    THEN_ISSUED, 1, 1, SP, 1, TOKEN_ORDER, 16, EXPERT_BLOCK, 1, THEN_NEXT
+# (V1's statuses are flags behind their core's fence, never verified or re-armed: sw)
+STATUS_SYNC = SW
 
 
 @njit
 def mechanisms(protocol):
     """A protocol's MECHANISMS row, as the stages read it (see Mechanisms)."""
-    row = MECHANISMS[protocol]
-    return Mechanisms(row[COUNT_GROUP], row[SIGNALLED_COPIES], row[TOKEN_PRELOAD],
-                      row[SCHEDULED_RETURN], row[RETURN_STATUS], row[HIDDEN_SPLIT])
+    r = MECHANISMS[protocol]
+    return Mechanisms(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11],
+                      r[12])
+
+
+@njit(inline="always")
+def by_aiv(m):
+    """Whether a dispatch's phases on the critical path are its last AIV's own time buckets:
+    wherever no SyncAll splits the die's AIVs into phases they share (CANN EP's)."""
+    return m.counts_after != THEN_SYNCALL
 
 
 def of(protocol) -> Mechanisms:
@@ -61,5 +100,15 @@ def of(protocol) -> Mechanisms:
 
 
 def uses(protocol, mechanism):
-    """Whether `protocol` (a code, or a numpy column of codes) uses `mechanism`: 0 or 1."""
+    """A protocol's value of `mechanism` (0 or 1 for a yes-or-no one); protocol a code, or a
+    numpy column of codes."""
     return MECHANISMS[np.asarray(protocol, dtype=np.int64), mechanism]
+
+
+def chosen(fixed, parameter):
+    """A column that may READ a parameter: the protocol's fixed value, or the parameter's
+    (scalars or numpy columns)."""
+    return fixed + (fixed == READ) * (parameter - fixed)
+
+
+jit_chosen = njit(inline="always")(chosen)   # the same rule, for the kernel

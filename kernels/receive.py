@@ -189,6 +189,77 @@ def reorder(p, aivs, stores, ecnt, c, fx, chance, first_aiv, m, offsets):
 
 
 @njit(inline="always")
+def pair_receive(p, aivs, stores, sched, c, fx, chance):
+    """Fixed slots (protocols.FIXED_SLOTS, DeepEP's receive): on every die, each AIV takes an
+    equal contiguous share of the (local expert, source) pairs, pair q = e * ranks + s (DeepEP's
+    responsible expert index); per pair it polls the source's count message, reads it out and
+    checks it as the variant asks (fx), then copies the pair's copies out of their slots, each
+    taken once it is there (the count came behind them on their queue: protocols.ORDERED).
+    Returns (delivered, violations, collisions), as reorder's (no copy is read before it is
+    there, by construction: violations stay 0)."""
+    t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
+    sto, copy_ref, count_signal = stores.sto, stores.copy_ref, stores.count_signal
+    bstart, bfill = stores.bstart, stores.bfill
+    ecnt, cfirst, xslot = sched.ecnt, sched.cfirst, sched.xslot
+    R, A = t_aiv.shape
+    EL = (ecnt.shape[0] - 1) // R
+    P = EL * R
+    period = c[C_POLL]
+    inv_period = 1.0 / period
+    timeout = c[C_TIMEOUT]
+    after = c[C_STATUS_POLL] + fx.count_verify * c[C_COUNT_VERIFY] + \
+        fx.count_rearm * c[C_COUNT_RESET]
+    work = c[C_LOCAL_COPY]
+    # each received copy's source: copy x of source s's lists lands at slot xslot[x]
+    src_of = np.empty(cfirst[R], np.int32)
+    for s in range(R):
+        for x in range(cfirst[s], cfirst[s + 1]):
+            src_of[u(xslot[u(x)])] = s
+    pstart = np.empty(P + 1, np.int64)
+    delivered = collisions = 0
+    for d in range(R):
+        skey = rng.stream(p[P_SEED], p[P_WKEY], d, rng.DOMAIN_SENTINEL)
+        b_lo, b_hi = bstart[d], bfill[d]
+        # where each pair's copies start in receive order (an expert's, source by source)
+        pstart[:] = 0
+        for e in range(EL):
+            for g in range(ecnt[d * EL + e], ecnt[d * EL + e + 1]):
+                pstart[e * R + src_of[u(g)] + 1] += 1
+        pstart[0] = ecnt[d * EL]
+        for q in range(P):
+            pstart[q + 1] += pstart[q]
+        for a in range(A):
+            t = t_aiv[d, a]
+            polled = 0
+            copied = 0
+            for q in range(a * P // A, (a + 1) * P // A):
+                s = q % R
+                v, hit = seen(sto[u(count_signal[u(d * R + s)]), VIS], skey, q, chance,
+                              timeout)
+                collisions += hit
+                t2p = poll(t, v, period, inv_period)
+                polled += t2p - t
+                t = t2p + after
+                for g in range(pstart[q], pstart[q + 1]):
+                    data_sid = copy_ref[u(g), 0]
+                    v = sto[u(data_sid), VIS]
+                    if v > t:
+                        polled += v - t
+                        t = v
+                    w = sto[u(data_sid), ARR]
+                    if (w == LOCAL - K_COPY or (w >= 0 and w & 3 == K_COPY)) and \
+                            b_lo <= data_sid < b_hi:
+                        delivered += 1
+                        sto[u(data_sid), ARR] = TAKEN
+                    t += work
+                copied += pstart[q + 1] - pstart[q]
+            n_pairs = (a + 1) * P // A - a * P // A
+            close_step(d, a, t, polled, n_pairs * after, B_REORDER, copied * work, t_aiv, bucket,
+                       wait, marks, nmarks)
+    return delivered, 0, collisions
+
+
+@njit(inline="always")
 def receive(p, c, chance, fx, sched, aivs, stores, C, m):
     """Every die's receivers (m: protocols.Mechanisms): count polls, then a count group's
     offsets or CANN's SyncAll-CalCumSum-SyncAll, then Token-Reordering. A die's receivers touch
@@ -198,6 +269,10 @@ def receive(p, c, chance, fx, sched, aivs, stores, C, m):
     t_aiv = aivs.t
     R, A = t_aiv.shape
     EL = (sched.ecnt.shape[0] - 1) // R
+    if m.fixed_slots:
+        delivered, violations, collisions = pair_receive(p, aivs, stores, sched, c, fx,
+                                                         chance[1])
+        return delivered, violations, collisions, die_ends(t_aiv)
     # polling every source's counts: by the count group, with its partial prefix sum per
     # source; or by every AIV (CANN's Flag verification)
     grouped = m.count_group == 1
@@ -210,8 +285,15 @@ def receive(p, c, chance, fx, sched, aivs, stores, C, m):
         offsets = np.zeros(0, np.int64)
     delivered, violations, hits = reorder(p, aivs, stores, sched.ecnt, c, fx, chance[0],
                                           C if grouped else 0, m, offsets)
+    return delivered, violations, collisions + hits, die_ends(t_aiv)
+
+
+@njit(inline="always")
+def die_ends(t_aiv):
+    """When each die's last AIV is done."""
+    R, A = t_aiv.shape
     ends = np.zeros(R, np.int64)
     for d in range(R):
         for a in range(A):
             ends[d] = max(ends[d], t_aiv[d, a])
-    return delivered, violations, collisions + hits, ends
+    return ends

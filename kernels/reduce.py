@@ -2,26 +2,25 @@
 its source die (CANN's LocalWindowCopy); after V1's status polls and SyncAll where the protocol
 sends statuses (protocols.RETURN_STATUS), else each token as soon as its copies are visible."""
 
-import numpy as np
-
 from . import rng
 from .jit import njit, u
 from .layout import (B_REDUCE, C_POLL, C_REDUCE_COPY, C_REDUCE_COPY_LAST, C_REDUCE_SPLIT,
                      C_REDUCE_TOKEN, C_REDUCE_TOKEN_LAST, C_RETURN_RESET, C_RETURN_VERIFY,
                      C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_SEED, P_TOPK, P_WKEY, TAKEN,
                      ARR, VIS)
-from .receive import close_step, poll, poll_counts, seen
+from .receive import close_step, die_ends, poll, poll_counts, seen
 from .sync import syncall
 
 
 @njit(inline="always")
-def reduce_tokens(p, cfirst, aivs, stores, c, fx, chance, signalled):
+def reduce_tokens(p, cfirst, aivs, stores, c, fx, chance, signalled, ordered):
     """Every die's reduction: each AIV its share of the die's tokens (bsp's split: a part of
     one token's hidden dimension, when c's reduce_split > 1), each token's topk copies read
     (copy_ref[cfirst[d] + t * topk + k]) once visible; each `signalled` copy's signal polled
-    and checked first (fx: sync.Effects), and the sentinel re-armed after use. Returns (delivered,
-    violations, collisions): copies taken for the first time from their die's bucket, copies
-    read before they were visible, sentinel collisions."""
+    and checked first (fx: sync.Effects) and the sentinel re-armed after use, or, `ordered`
+    (protocols.ORDERED), each copy taken once it is there. Returns (delivered, violations,
+    collisions): copies taken for the first time from their die's bucket, copies read before
+    they were visible, sentinel collisions."""
     t_aiv = aivs.t
     sto, copy_ref = stores.sto, stores.copy_ref
     bstart, bfill = stores.bstart, stores.bfill
@@ -64,6 +63,14 @@ def reduce_tokens(p, cfirst, aivs, stores, c, fx, chance, signalled):
                         t2p = poll(t, v, period, inv_period)
                         polled += t2p - t
                         t = t2p + verify
+                if ordered:
+                    # the status came behind its copies on their queue: each is taken once
+                    # it is there
+                    for k in range(K):
+                        v = sto[u(copy_ref[u(g0 + k), 0]), VIS]
+                        if v > t:
+                            polled += v - t
+                            t = v
                 for k in range(K):
                     data_sid = copy_ref[u(g0 + k), 0]
                     if t < sto[u(data_sid), VIS]:
@@ -97,9 +104,5 @@ def reduce(p, cfirst, c, chance, fx, status_fx, aivs, stores, m):
         for d in range(R):
             syncall(d, 0, c[C_SYNCALL], t_aiv, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks)
     delivered, violations, collisions = reduce_tokens(p, cfirst, aivs, stores, c, fx, chance,
-                                                      m.signalled_copies)
-    ends = np.zeros(R, np.int64)
-    for d in range(R):
-        for a in range(A):
-            ends[d] = max(ends[d], t_aiv[d, a])
-    return delivered, violations, collisions, ends
+                                                      m.signalled_copies, m.ordered)
+    return delivered, violations, collisions, die_ends(t_aiv)

@@ -6,6 +6,7 @@ import numpy as np
 
 from .jit import njit
 from .routing import most_copies
+from .protocols import by_aiv
 from .schedule import busiest
 from .layout import (C_COPY_EGRESS, C_COPY_INGRESS, C_COPY_ISSUE, C_EXPERT, C_INIT, C_COPY_LOAD,
                      C_IDS_LOAD, C_INIT_LOAD, C_LAT_LOCAL, C_LOCAL_COPY, C_RETURN_QUANT,
@@ -32,13 +33,13 @@ def last_aiv(t_aiv, crit):
 
 
 @njit
-def phases(out, aivs, crit, latency, grouped, c):
+def phases(out, aivs, crit, latency, by_aiv, c):
     """The time of each phase of a dispatch on the critical path, through die `crit`, which
-    ends at `latency`; `grouped`: whether a count group ran beside the token AIVs, in one phase
-    (protocols.COUNT_GROUP)."""
+    ends at `latency`; `by_aiv`: whether no SyncAll splits the die's AIVs into shared phases
+    (protocols.by_aiv)."""
     t_aiv, bucket, marks = aivs.t, aivs.bucket, aivs.marks
     A = t_aiv.shape[1]
-    if grouped:
+    if by_aiv:
         # the last AIV of the last die: its own time, bucket by bucket (a phase column per
         # bucket, in order)
         ca = last_aiv(t_aiv, crit)
@@ -207,13 +208,13 @@ def new_stats():
 
 
 @njit
-def result_row(out, aivs, ends, sched, c, grouped, sent, delivered, violations, collisions,
+def result_row(out, aivs, ends, sched, c, by_aiv, sent, delivered, violations, collisions,
                queued):
     """Writes out[N_OUT]: every result of a dispatch. sent, delivered, violations: copy stores
     the egress ports served, copies the receivers took once, copies read before visible (for
     the host's invariant checks)."""
     crit = critical(ends)
-    phases(out, aivs, crit, ends[crit], grouped, c)
+    phases(out, aivs, crit, ends[crit], by_aiv, c)
     out[O_DISPATCH] = ends[crit]
     out[O_EXPERT] = out[O_COMBINE] = 0
     acc = new_stats()
@@ -259,7 +260,7 @@ def layer_row(out, daivs, dends, sched, caivs, ends, starts, experts, rsched, c,
     ends its combine last: its dispatch (dends: when each die's dispatch ended), its experts'
     time and its combine, each split into its phases (added up, expert time apart)."""
     crit = critical(ends)
-    phases(out, daivs, crit, dends[crit], m.count_group, c)
+    phases(out, daivs, crit, dends[crit], by_aiv(m), c)
     combine_phases(out, caivs, crit, starts[crit], ends[crit], m.return_status)
     out[O_DISPATCH] = dends[crit]
     out[O_EXPERT] = experts[crit]

@@ -20,7 +20,7 @@ import numpy as np
 
 from .jit import njit, u
 from .routing import most_copies
-from .protocols import mechanisms
+from .protocols import jit_chosen, mechanisms
 from .layout import (BALANCED, C_NPU_DIES, C_TIER1_DIES, EXPERT_BLOCK, HOMOGENIZED, N_HOPS,
                      N_TIERS, P_AIVS, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SCHEDULE,
                      P_TOPK, TOKEN_ORDER, Schedule)
@@ -317,8 +317,9 @@ def schedule(p, c, experts_of, cfirst):
     token AIVs: the stage's result, layout.Schedule. Of the costs it reads only the hop
     classes' die counts."""
     R, K, E, A = p[P_RANKS], p[P_TOPK], p[P_EXPERTS], p[P_AIVS]
-    sched = p[P_SCHEDULE]
-    NS = A - (p[P_CUMSUM] if mechanisms(p[P_PROTOCOL]).count_group else 0)
+    m = mechanisms(p[P_PROTOCOL])
+    sched = jit_chosen(m.deal, p[P_SCHEDULE])
+    NS = A - (p[P_CUMSUM] if m.count_group else 0)
     M = most_copies(cfirst)             # the per-die scratch's size
     EL = E // R
     # tables, so that the per-copy passes divide nothing: each expert's die, each copy's token
@@ -410,11 +411,11 @@ def return_schedule(p, c, experts_of, cfirst):
     """Combine's schedule (docs/model.md, "Combine"), a layout.Schedule: each die's returned
     copies (the copies it received, in receive order from ecnt[die's first expert]) dealt to
     all its AIVs, keyed by their destination's place in the die's walk, a die being its own
-    key (one expert per destination); xslot holds the dispatch copy each one is. Without
-    protocols.SCHEDULED_RETURN (CANN's V1, which splits by destination rank): expert_block on
-    the plain walk."""
+    key (one expert per destination); xslot holds the dispatch copy each one is. The deal is
+    the protocol's (protocols.RETURN_DEAL): `schedule`'s, or fixed (CANN's V1 splits by
+    destination rank: expert_block on the plain walk)."""
     R, E, A = p[P_RANKS], p[P_EXPERTS], p[P_AIVS]
-    sched = p[P_SCHEDULE] if mechanisms(p[P_PROTOCOL]).scheduled_return else EXPERT_BLOCK
+    sched = jit_chosen(mechanisms(p[P_PROTOCOL]).return_deal, p[P_SCHEDULE])
     EL = E // R
     ecnt = receive_counts(experts_of, E)
     ref_of, src_of = receive_order(experts_of, ecnt, cfirst)

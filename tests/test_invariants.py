@@ -104,7 +104,12 @@ def read_from_the_copy_before(lasts):
 
 
 def unpolled(args):
-    args["ubep"] = False    # as bsp reads, after its SyncAlls
+    """Copies read without polling their signals (and the offsets), as bsp reads after its
+    SyncAlls: reorder's mechanisms, reduce_tokens' flags."""
+    if "m" in args:
+        args["m"] = args["m"]._replace(count_group=0, signalled_copies=0)
+    else:
+        args["signalled"] = args["ordered"] = 0
 
 
 def quarter_ends(args, result):

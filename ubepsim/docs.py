@@ -93,7 +93,8 @@ def _timeline() -> list[str]:
     rows = ["| op | role | phases, in order |", "|---|---|---|"]
     for role, phases in DISPATCH_TIMELINE.items():
         rows.append(f"| dispatch | `{role}` | {', '.join(phases)} |")
-    combine_roles = {Protocol.bsp: "`bsp`", Protocol.ubep: "`token`, and in a layer `cumsum`"}
+    combine_roles = {Protocol.bsp: "`bsp`", Protocol.ubep: "`token`, and in a layer `cumsum`",
+                     Protocol.deepep_ll: "`fixed`"}
     for protocol, phases in COMBINE_TIMELINE.items():
         rows.append(f"| combine | {combine_roles[Protocol(protocol)]} | {', '.join(phases)} |")
     rows.append(f"| layer | each | its dispatch role's, then {LAYER_GAP}, then combine's |")

@@ -33,6 +33,17 @@ TABLE4_CANN_EP = {16: (103.0, 71.0), 32: (120.0, 61.0), 64: (139.0, 53.0), 128: 
 CANN_EP = {"batch": 128, "topk": 8, "hidden": 7168, "dtype": "fp8", "protocol": "bsp",
            "sync": "sw", "schedule": "expert_block"}
 
+# Table 4's DeepEP column: its low-latency dispatch on H800 by EP size, ranks: (latency us,
+# bandwidth GB/s), DeepEP's own README table of June 2025 (commit d8dd185, "We follow a typical
+# DeepSeek-V3/R1 production setting (128 tokens per batch, 7168 hidden, top-8 experts, FP8
+# dispatching and BF16 combining)"). Its expert count is not stated: ours is DeepSeek-V3's 256
+# routed experts, and its launch the June kernel's: 3 warp groups per SM on ceil(256 / 3) SMs.
+TABLE4_DEEPEP = {16: (118.0, 63.0), 32: (155.0, 48.0), 64: (173.0, 43.0), 128: (192.0, 39.0),
+                 256: (194.0, 39.0)}
+DEEPEP_EXPERTS = 256
+DEEPEP_LL = {"batch": 128, "topk": 8, "hidden": 7168, "dtype": "fp8", "protocol": "deepep_ll",
+             "experts": DEEPEP_EXPERTS, "aivs": 3 * -(-DEEPEP_EXPERTS // 3)}
+
 # Figure 3(b): the Token-Sending phase's efficiency by AIV count, relative to 8 AIVs, the same
 # work. The paper states no setup: ours is Table 4's at 128 ranks (its default EP size), every
 # AIV of the die sending, as CANN EP does.

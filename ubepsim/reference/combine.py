@@ -4,7 +4,8 @@ to the copy's source die, which reduces each token's copies."""
 
 from __future__ import annotations
 
-from ..sweep.params import Sync
+from ..kernels.layout import THEN_FENCE
+from ..kernels.protocols import STATUS_SYNC
 from .fabric import Phase, fabric
 from .programs import init, status_programs, token_programs
 from .reduce import reduce
@@ -13,7 +14,7 @@ from .state import C_BSP_STATUS, C_SENT, Die, Run
 from .sync import POLICY
 
 # CANN's V1 status: a flag behind its AIV's fence, read out, never re-armed or verified
-V1_STATUS = POLICY[Sync.sw]
+V1_STATUS = POLICY[STATUS_SYNC]
 
 
 def combine(run: Run, plan: Schedule, starts: list[int],
@@ -31,7 +32,8 @@ def combine(run: Run, plan: Schedule, starts: list[int],
         if run.mech.return_status:
             # V1's SetStatus: behind PipeBarrier<PIPE_ALL>, each AIV's status to each
             # destination it owns
-            phases.append([Phase(copies, C_SENT, "fence"),
+            phases.append([Phase(copies, C_SENT,
+                                 "fence" if run.mech.status_after == THEN_FENCE else "next"),
                            Phase(status_programs(run, d, dealt, die), C_BSP_STATUS)])
         else:
             phases.append([Phase(copies, C_SENT)])

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from .fabric import Phase, fabric
 from .programs import count_programs, init, token_programs
-from .receive import bsp_cumsum, poll_counts, publish_offsets, reorder
+from ..kernels.layout import THEN_SYNCALL
+from .receive import bsp_cumsum, pair_receive, poll_counts, publish_offsets, reorder
 from .schedule import Schedule
 from .state import (BSP_COUNTS_SENT, BSP_REORDERED, BSP_SENT, BSP_SYNCALL_1, BSP_VERIFIED,
-                    UBEP_COUNTS, UBEP_REORDERED, UBEP_SENT, Die, Run)
+                    FIXED_RECEIVED, UBEP_COUNTS, UBEP_REORDERED, UBEP_SENT, Die, Run)
 
 
 def dispatch(run: Run, plan: Schedule) -> list[Die]:
@@ -26,9 +27,11 @@ def dispatch(run: Run, plan: Schedule) -> list[Die]:
             counts = count_programs(run, s, dealt, die, C, "cumsum")
             phases.append([Phase(tokens | counts, UBEP_SENT)])
         else:
-            # Figure 2: Token-Sending, SyncAll, SendFlag & Count, every AIV in every phase
+            # Figure 2: Token-Sending, SyncAll, SendFlag & Count, every AIV in every phase (or
+            # DeepEP's finish counters instead of the SyncAll)
             counts = count_programs(run, s, dealt, die, run.aivs, "sync")
-            phases.append([Phase(tokens, BSP_SENT, "syncall", BSP_SYNCALL_1),
+            then = "syncall" if run.mech.counts_after == THEN_SYNCALL else "issued"
+            phases.append([Phase(tokens, BSP_SENT, then, BSP_SYNCALL_1),
                            Phase(counts, BSP_COUNTS_SENT)])
     fabric(run, dies, phases)
     for d, die in enumerate(dies):
@@ -39,6 +42,9 @@ def dispatch(run: Run, plan: Schedule) -> list[Die]:
                         run.c["prefix"] * run.e_local)
             offsets = publish_offsets(run, die.aivs[:C])
             reorder(run, dies, d, die.aivs[C:], offsets, UBEP_REORDERED)
+        elif run.mech.fixed_slots:
+            # DeepEP: each (local expert, source) pair's count polled, its copies copied out
+            pair_receive(run, dies, d, FIXED_RECEIVED)
         else:
             # Flag verification, SyncAll, CalCumSum, SyncAll, Token-Reordering
             poll_counts(run, dies, d, die.aivs, BSP_VERIFIED, run.count_sync, run.q_count, 0)

@@ -41,12 +41,15 @@ ARRIVAL = 2   # (destination die, port, source die): a store reaches an ingress 
 class Phase:
     """What a die's AIVs run in one phase: each AIV's program (programs[aiv]), the mark that
     ends it, and what comes between it and the next phase: "syncall" (the die's AIVs meet once
-    every store of the die was acknowledged) or "fence" (each AIV waits for its own stores)."""
+    every store of the die was acknowledged), "issued" (they meet once each issued its last
+    store, one local latency later: DeepEP's finish counters), "fence" (each AIV waits for its
+    own stores) or "next" (each AIV goes straight on, its stores in flight keeping their
+    credits)."""
 
     programs: dict[int, list[Entry]]
     mark: int
     then: str | None = None
-    then_mark: int | None = None   # the mark the SyncAll ends
+    then_mark: int | None = None   # the mark the barrier ends
 
 
 class Sender:
@@ -151,10 +154,12 @@ class Fabric:
         a.mark(phase.mark)
         if phase.then == "fence":
             self.fence(sender)
-        elif phase.then == "syncall":
+        elif phase.then == "next":
+            self.next_phase(sender, drained=False)
+        elif phase.then in ("syncall", "issued"):
             self.done[s] += 1
             if self.done[s] == self.run.aivs:
-                self.syncall(s)
+                self.syncall(s, acked=phase.then == "syncall")
 
     def fence(self, sender: Sender) -> None:
         """The AIV waits, idle, until every store it issued was acknowledged, then starts its
@@ -166,24 +171,27 @@ class Fabric:
             a.spend("sync", max(0, max(x.ack for x in a.issued) - a.t), waiting=True)
         self.next_phase(sender)
 
-    def syncall(self, s: int) -> None:
-        """The die's SyncAll: once every AIV is done and every store of the die acknowledged,
-        the barrier's cost later every AIV starts its next phase."""
+    def syncall(self, s: int, acked: bool) -> None:
+        """The die's barrier once every AIV is done: if `acked` (a SyncAll), once every store
+        of the die was acknowledged too, its cost later every AIV starts its next phase; else
+        (finish counters) one local latency after the last AIV."""
         die = self.dies[s]
-        issued = [x for a in die.aivs for x in a.issued]
-        if not self.acknowledged(issued, lambda: self.syncall(s)):
+        issued = [x for a in die.aivs for x in a.issued] if acked else []
+        if not self.acknowledged(issued, lambda: self.syncall(s, acked)):
             return
         ready = max([a.t for a in die.aivs] + [x.ack for x in issued])
-        syncall(die.aivs, ready, self.run.c["syncall"],
+        syncall(die.aivs, ready, self.run.c["syncall" if acked else "lat_local"],
                 self.phases[s][self.senders[s][0].phase].then_mark)
         self.done[s] = 0
         for sender in self.senders[s]:
-            self.next_phase(sender)
+            self.next_phase(sender, drained=acked)
 
-    def next_phase(self, sender: Sender) -> None:
+    def next_phase(self, sender: Sender, drained: bool = True) -> None:
         a = self.dies[sender.die].aivs[sender.aiv]
-        a.in_flight.clear()            # every credit came back: the fence or SyncAll saw to it
-        a.in_flight_blocks = 0
+        if drained:
+            # every credit came back: the fence or SyncAll saw to it
+            a.in_flight.clear()
+            a.in_flight_blocks = 0
         sender.phase += 1
         sender.cursor = 0
         sender.worked = sender.fenced = False

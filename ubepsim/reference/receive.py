@@ -80,6 +80,37 @@ def received(dies: list[Die], d: int) -> list[tuple[int, int]]:
     return sorted(got, key=lambda si: (dies[si[0]].copies[si[1]][2], si[0], si[1]))
 
 
+def pair_receive(run: Run, dies: list[Die], d: int, mark: int) -> None:
+    """Fixed slots (DeepEP's receive): each AIV of die d takes its equal contiguous share of
+    the (local expert, source) pairs, pair q = expert * ranks + source; per pair it polls the
+    source's count message (verified and re-armed as run.count_sync says), then copies the
+    pair's copies out of their slots, each once it is there: the count came behind them on
+    their queue. Then it ends its phase `mark`."""
+    c, policy = run.c, run.count_sync
+    die = dies[d]
+    R, EL = run.ranks, run.e_local
+    pairs: list[list[tuple[int, int]]] = [[] for _ in range(EL * R)]
+    for s, i in received(dies, d):
+        pairs[dies[s].copies[i][2] % EL * R + s].append((s, i))
+    for j, a in enumerate(die.aivs):
+        for q in share(j, run.aivs, EL * R):
+            st = dies[q % R].count_signal[d]
+            poll(a, seen(run, die, st, q, run.q_count, policy), c["poll"], "sync")
+            a.spend("sync", c["status_poll"])
+            if policy.verify_per_block:
+                a.spend("sync", c["count_verify"])
+            if policy.rearm_sentinel:
+                a.spend("sync", c["count_reset"])
+            for s, i in pairs[q]:
+                data = dies[s].copy_store[i]
+                a.spend("sync", max(0, data.visible - a.t), waiting=True)
+                a.spend("reorder", c["local_copy"])
+                if (s, i) not in die.taken and data.dst == d:
+                    die.taken.add((s, i))
+                    die.delivered += 1
+        a.mark(mark)
+
+
 def reorder(run: Run, dies: list[Die], d: int, group: list[Aiv], offsets: int | None,
             mark: int) -> None:
     """Token-Reordering: each AIV of the group copies its equal contiguous share of the copies

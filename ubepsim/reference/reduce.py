@@ -39,6 +39,10 @@ def reduce(run: Run, dies: list[Die], s: int, returned: dict, status: DataAsFlag
                          "sync")
                     if policy.verify_per_block:
                         a.spend("sync", c["return_verify"])
+            if run.mech.ordered:
+                # the status came behind the copies on their queue: each taken once there
+                for data, _ in copies:
+                    a.spend("sync", max(0, data.visible - a.t), waiting=True)
             die.reduced.append((t, a.t))
             for k, (data, _) in enumerate(copies):
                 if a.t < data.visible:

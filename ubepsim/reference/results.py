@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 
+from ..kernels.protocols import by_aiv
 from ..sweep.profile import HOP_CLASSES
 from ..sweep.result_fields import PHASE_NAMES, phase_column
 from .schedule import Schedule
@@ -20,7 +21,7 @@ def phases(run: Run, die: Die) -> dict[str, int]:
     SyncAlls and what they wait for count as sync, Init and CalCumSum end with its last AIV.
     """
     aivs = die.aivs
-    if run.mech.count_group:
+    if by_aiv.py_func(run.mech):
         last = max(range(len(aivs)), key=lambda j: (aivs[j].t, -j))
         return aivs[last].buckets
     m = aivs[0].marks

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..kernels.protocols import chosen
 from ..sweep import params
 from ..sweep.params import Config
 from ..sweep.profile import HOP_CLASSES
@@ -75,12 +76,12 @@ def walk(die_hop: list[int], src: int, homogenized: bool) -> list[int]:
 
 
 def key_order(cfg: Config, copies: list[tuple[int, int, int]], die_hop: list[int],
-              src: int) -> tuple[list[int], list[int]]:
+              src: int, kind: params.Schedule) -> tuple[list[int], list[int]]:
     """The copy indices in key order, and their keys (remapped experts) in that order: the
     sorted list the quaternary search counts in."""
     e_local = cfg.experts // cfg.ranks
     remap = [d * e_local + x
-             for d in walk(die_hop, src, cfg.schedule is params.Schedule.homogenized)
+             for d in walk(die_hop, src, kind is params.Schedule.homogenized)
              for x in range(e_local)]
     key = [0] * cfg.experts
     for r, e in enumerate(remap):
@@ -172,11 +173,11 @@ def searched(kind: params.Schedule) -> bool:
 
 
 def schedule_die(cfg: Config, copies: list[tuple[int, int, int]], die_hop: list[int], n: int,
-                 src: int = 0) -> DieSchedule:
+                 src: int = 0, kind: params.Schedule | None = None) -> DieSchedule:
     """Die src's copies (token, k, expert), in (token, k) order, dealt to its n token AIVs
-    (die_hop[d]: the hop class from src to die d)."""
-    order, keys = key_order(cfg, copies, die_hop, src)
-    kind = cfg.schedule
+    (die_hop[d]: the hop class from src to die d) by `kind` (default: cfg's schedule)."""
+    kind = cfg.schedule if kind is None else kind
+    order, keys = key_order(cfg, copies, die_hop, src, kind)
     lists = deal(order, keys, kind, n, cfg.experts)
     loads, steps = init_work(copies, lists, order, keys, cfg.experts, searched(kind))
     e_local = cfg.experts // cfg.ranks
@@ -187,6 +188,7 @@ def schedule_die(cfg: Config, copies: list[tuple[int, int, int]], die_hop: list[
 def schedule(run: Run, tokens: list[list[list[int]]]) -> Schedule:
     """Every die's schedule, from its routing tokens[die][token][k]."""
     cfg = run.cfg
+    kind = params.Schedule(chosen(run.mech.deal, cfg.schedule))
     hops = hop_classes(run.ranks, run.c["npu_dies"], run.tiers)
     dies = []
     copies_hop = [0] * len(HOP_CLASSES)
@@ -194,7 +196,7 @@ def schedule(run: Run, tokens: list[list[list[int]]]) -> Schedule:
     max_out = 0
     for s in range(run.ranks):
         copies = [(t, k, e) for t, experts in enumerate(tokens[s]) for k, e in enumerate(experts)]
-        die = schedule_die(cfg, copies, hops[s], run.senders, s)
+        die = schedule_die(cfg, copies, hops[s], run.senders, s, kind)
         for (_, _, e), h in zip(copies, die.hops):
             copies_hop[h] += 1
             if h:
@@ -222,7 +224,7 @@ def return_schedule(run: Run, tokens: list[list[list[int]]]) -> Schedule:
     destination die for an expert: one key per die). bsp is CANN's V1, which splits by
     destination rank whatever the configuration: expert_block on the plain walk."""
     cfg = run.cfg
-    kind = cfg.schedule if run.mech.scheduled_return else params.Schedule.expert_block
+    kind = params.Schedule(chosen(run.mech.return_deal, cfg.schedule))
     hops = hop_classes(run.ranks, run.c["npu_dies"], run.tiers)
     dies = []
     copies_hop = [0] * len(HOP_CLASSES)

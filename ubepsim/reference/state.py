@@ -34,6 +34,9 @@ START, INIT = 0, 1
 # (UBEP_OFFSETS, the same place in its marks) and reorders (UBEP_REORDERED)
 UBEP_SENT, UBEP_COUNTS, UBEP_REORDERED = 2, 3, 4
 UBEP_OFFSETS = UBEP_COUNTS
+# fixed slots (DeepEP), every AIV: Token-Sending, the finish counters' barrier, the counts, the
+# pairs received (each pair's count polled, its copies copied out)
+FIXED_RECEIVED = 5
 # Combine's marks (an AIV's combine starts at its die's start, START): Init, Token-Sending;
 # bsp (CANN's V1) its fence and statuses, its status polls, the SyncAll, the reduction; ubep its
 # reduction
@@ -74,10 +77,11 @@ class Run:
         c = {name: int(costs[0, i]) for name, i in COST_INDEX.items()}
         mech = protocols.of(cfg.protocol)
         cumsum_aivs = cfg.cumsum_aivs if mech.count_group else 0
+        sync = POLICY[protocols.chosen(mech.sync, cfg.sync)]
         return cls(cfg=cfg, c=c, q_copy=float(chances[0, 0]), q_count=float(chances[0, 1]),
                    q_return=float(chances[0, 2]),
-                   copy_sync=POLICY[cfg.sync] if mech.signalled_copies else UNSIGNALLED,
-                   count_sync=POLICY[cfg.sync], mech=mech, ranks=cfg.ranks, aivs=cfg.aivs,
+                   copy_sync=sync if mech.signalled_copies else UNSIGNALLED,
+                   count_sync=sync, mech=mech, ranks=cfg.ranks, aivs=cfg.aivs,
                    cumsum_aivs=cumsum_aivs, senders=cfg.aivs - cumsum_aivs,
                    e_local=cfg.experts // cfg.ranks,
                    tiers=[c[f"tier{k + 1}_dies"] for k in range(N_TIERS)

@@ -11,7 +11,8 @@ import numpy as np
 
 from ..kernels.layout import COSTS, COUNT_CHAIN_OPS, EXPERT_SHIFT, INT32, N_HOPS, N_TIERS
 from ..kernels.sync import COLLIDES, IN_BLOCK, POLICY, on_copies
-from ..kernels.protocols import HIDDEN_SPLIT, SIGNALLED_COPIES, TOKEN_PRELOAD, uses
+from ..kernels.protocols import (HEADER_BYTES, HIDDEN_SPLIT, SIGNALLED_COPIES, SYNC,
+                                 TOKEN_PRELOAD, chosen, uses)
 from .params import CombineDtype, Dtype, Op, combine_bytes, token_bytes
 from .profile import HOP_CLASSES, Profile
 from .workload import batch_max
@@ -56,11 +57,11 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
     v = profile.values
     hidden = np.asarray(cols["hidden"], dtype=np.int64)
     dtype = np.asarray(cols["dtype"], dtype=np.int64)
-    sync = np.asarray(cols["sync"], dtype=np.int64)
+    protocol = np.asarray(cols["protocol"], dtype=np.int64)
+    sync = chosen(uses(protocol, SYNC), np.asarray(cols["sync"], dtype=np.int64))
     m = np.asarray(cols["batch"], dtype=np.int64) * np.asarray(cols["topk"], dtype=np.int64)
     e_local = np.asarray(cols["experts"], dtype=np.int64) // np.asarray(cols["ranks"],
                                                                         dtype=np.int64)
-    protocol = np.asarray(cols["protocol"], dtype=np.int64)
     signalled = uses(protocol, SIGNALLED_COPIES)
     preload = uses(protocol, TOKEN_PRELOAD) == 1
     block = v["block_bytes"]
@@ -68,7 +69,7 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
     # (paper Section 3.4), in the stores that signal their own arrival: count messages, and
     # token copies where the protocol signals them (kernels/sync.py on_copies)
     fused = block - v["flag_bytes"]
-    tb = token_bytes(hidden, dtype)
+    tb = token_bytes(hidden, dtype) + uses(protocol, HEADER_BYTES)
     copy_blocks = _ceil_div(tb, np.where(on_copies(sync, signalled, IN_BLOCK) == 1, fused,
                                          block))
     count_blocks = _ceil_div(4 * e_local,                     # an int32 per expert

@@ -173,9 +173,9 @@ MARKS = k.N_MARKS + k.N_CMARKS   # a timeline's marks per AIV: dispatch's, then 
 
 
 def timeline_phases(config: Config, role: str) -> list[tuple[str, int, int]]:
-    """An AIV's timeline under `config` (role: its dispatch role, bsp, cumsum or token): each
-    phase with the marks (in a row of MARKS) it starts and ends at, as kernels/layout.py
-    declares them (DISPATCH_TIMELINE, LAYER_GAP, COMBINE_TIMELINE)."""
+    """An AIV's timeline under `config` (role: its dispatch role, bsp, cumsum, token or
+    fixed): each phase with the marks (in a row of MARKS) it starts and ends at, as
+    kernels/layout.py declares them (DISPATCH_TIMELINE, LAYER_GAP, COMBINE_TIMELINE)."""
     out = []
     dispatch = k.DISPATCH_TIMELINE[role]
     if config.op is not Op.combine:
@@ -189,7 +189,10 @@ def timeline_phases(config: Config, role: str) -> list[tuple[str, int, int]]:
 
 
 def _roles(config: Config) -> list[tuple[int, str]]:
-    """(AIVs, role) of a die, in AIV order: its dispatch role (combine: bsp, or token)."""
+    """(AIVs, role) of a die, in AIV order: its dispatch role (combine: bsp, fixed or
+    token)."""
+    if protocols.uses(config.protocol, protocols.FIXED_SLOTS):
+        return [(config.aivs, "fixed")]
     if not protocols.uses(config.protocol, protocols.COUNT_GROUP):
         return [(config.aivs, "bsp")]
     if config.op is Op.combine:

@@ -36,6 +36,7 @@ from . import routings
 class Protocol(enum.IntEnum):
     bsp = 0   # CANN EP: every AIV in every phase, SyncAll between phases (paper Fig. 2, 5(a))
     ubep = 1  # kernel decomposition: CalCumSum group beside the token group (paper Fig. 5(b))
+    deepep_ll = 2   # DeepEP's low-latency kernels (June 2025): puts per copy, counts per expert
 
 
 class Sync(enum.IntEnum):
@@ -155,11 +156,14 @@ PARAMS: tuple[Param, ...] = (
     Param("hidden", int, 7168, "Hidden size: elements per token.", 1, 1 << 24),
     Param("dtype", str, "bf16", "Token element type: bf16 (2 B), fp8 (1 B + fp32 scale per "
           "128 elements), int8 (1 B + one fp32 scale per token)."),
-    Param("aivs", int, None, "AIVs per die (default: the profile's).", 2, 4096),
+    Param("aivs", int, None, "AIVs per die, the cores that run the kernels (default: the "
+          "profile's); under deepep_ll, warp groups (its June 2025 kernels run 3 per SM, "
+          "ceil(experts / 3) SMs).", 2, 4096),
     Param("cumsum_aivs", int, 1, "AIVs in UBEP's CalCumSum group (the rest send tokens; under "
           "bsp every AIV runs every phase).", 1, 4095),
-    Param("protocol", str, "ubep", "bsp (CANN EP, SyncAll between phases) or ubep "
-          "(kernel decomposition, point-to-point signals)."),
+    Param("protocol", str, "ubep", "bsp (CANN EP, SyncAll between phases), ubep (kernel "
+          "decomposition, point-to-point signals) or deepep_ll (DeepEP's low-latency kernels: "
+          "a put per copy, counts behind them, fixed slots)."),
     Param("sync", str, "sp", "Data-as-Flag variant of every signal: sw (stop-and-wait), tff "
           "(token-flag fusion), dc (data-for-checksum), sp (sentinel polling)."),
     Param("schedule", str, "homogenized", "Token-to-AIV schedule: expert_block, balanced, "
@@ -265,6 +269,7 @@ def _gate(*clauses: dict[str, tuple]) -> Gate:
 
 
 WITH_DISPATCH = (Op.dispatch, Op.layer)
+WITH_COMBINE = (Op.combine, Op.layer)
 DRAWN = tuple(r for r in Routing if r is not Routing.trace)
 # The parameters only some configurations read (a protocol, a routing, an op), and where they
 # are read. Elsewhere they change nothing, so a configuration records them at their defaults:
@@ -274,7 +279,12 @@ DRAWN = tuple(r for r in Routing if r is not Routing.trace)
 # bsp's combine is CANN's V1, whose split and signals are its own (docs/model.md, "Combine").
 def _using(mechanism: int) -> tuple[Protocol, ...]:
     """The protocols that use a mechanism (kernels/protocols.py)."""
-    return tuple(p for p in Protocol if protocols.uses(p, mechanism))
+    return tuple(p for p in Protocol if protocols.uses(p, mechanism) == 1)
+
+
+def _reading(mechanism: int) -> tuple[Protocol, ...]:
+    """The protocols whose `mechanism` is a parameter's (protocols.READ)."""
+    return tuple(p for p in Protocol if protocols.uses(p, mechanism) == protocols.READ)
 
 
 GATED: dict[str, Gate] = {
@@ -292,10 +302,13 @@ GATED: dict[str, Gate] = {
                             ("zero_token_share", BatchSpread.zero),
                             ("batches", BatchSpread.list))},
     "dtype": _gate({"op": WITH_DISPATCH}),
-    # combine reads them for its copies' own signals and their deal
-    "sync": _gate({"op": WITH_DISPATCH}, {"protocol": _using(protocols.SIGNALLED_COPIES)}),
-    "schedule": _gate({"op": WITH_DISPATCH}, {"protocol": _using(protocols.SCHEDULED_RETURN)}),
-    "combine_dtype": _gate({"op": (Op.combine, Op.layer)}),
+    # where the protocol reads them: sync for its counts (dispatch) and signalled copies (both
+    # ops), schedule for either op's deal
+    "sync": _gate({"op": WITH_DISPATCH, "protocol": _reading(protocols.SYNC)},
+                  {"protocol": _using(protocols.SIGNALLED_COPIES)}),
+    "schedule": _gate({"op": WITH_DISPATCH, "protocol": _reading(protocols.DEAL)},
+                      {"op": WITH_COMBINE, "protocol": _reading(protocols.RETURN_DEAL)}),
+    "combine_dtype": _gate({"op": WITH_COMBINE}),
     "expert_fixed_us": _gate({"op": (Op.layer,)}),
     "expert_ns_per_copy": _gate({"op": (Op.layer,)}),
 }

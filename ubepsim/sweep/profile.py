@@ -145,7 +145,7 @@ class Profile:
 
 # Built-in profiles (ubepsim/profiles/<name>.toml): cm384 the calibrated one; the others are
 # presets of other fabrics, each naming the keys it takes from cm384.
-BUILTIN = ("cm384", "cm384_pod", "three_tier", "cm384_oversubscribed")
+BUILTIN = ("cm384", "cm384_pod", "three_tier", "cm384_oversubscribed", "h800")
 # What a profile file may hold: its [hardware] table, and the keys it takes from a built-in
 # profile ([takes]: profile = [keys], or "*" for every key the file does not set).
 TABLES = ("hardware", "takes")
