@@ -49,6 +49,9 @@ READ = -1
 # DEAL: how the copies are dealt to the token cores: READ, by `schedule` (Section 3.3); or a
 #   fixed deal (DeepEP: a core per token, all its top-k copies, as token_order).
 # HEADER_BYTES: bytes a copy carries beside its token (DeepEP: the source token's index, 16 B).
+# EXPERT_CORES: the cores (`aivs`) a configuration runs unless it names them: 0, the profile's;
+#   g > 0, a core per expert in whole groups of g, g x ceil(experts / g) (DeepEP's June 2025
+#   launch: 3 warp groups per SM on ceil(experts / 3) SMs; ubepsim.sweep.params.default_aivs).
 # Combine:
 # RETURN_DEAL: how the returned copies are dealt: READ, by `schedule` as dispatch's; or a fixed
 #   deal (CANN's V1 and DeepEP split by destination: expert_block on the plain walk).
@@ -60,11 +63,11 @@ READ = -1
 # HIDDEN_SPLIT: where a die holds fewer tokens than cores, the cores split each token's hidden
 #   dimension in the reduction (V1's reduce split; ubepsim.sweep.costs prices it).
 (COUNT_GROUP, COUNTS_AFTER, FIXED_SLOTS, SIGNALLED_COPIES, ORDERED, SYNC, TOKEN_PRELOAD, DEAL,
- HEADER_BYTES, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER, HIDDEN_SPLIT) = range(13)
+ HEADER_BYTES, EXPERT_CORES, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER, HIDDEN_SPLIT) = range(14)
 Mechanisms = namedtuple("Mechanisms", (
     "count_group", "counts_after", "fixed_slots", "signalled_copies", "ordered", "sync",
-    "token_preload", "deal", "header_bytes", "return_deal", "return_status", "status_after",
-    "hidden_split"))
+    "token_preload", "deal", "header_bytes", "expert_cores", "return_deal", "return_status",
+    "status_after", "hidden_split"))
 
 # The protocols, by the code of ubepsim.sweep.params.Protocol.
 MECHANISMS = np.zeros((3, len(Mechanisms._fields)), np.int64)
@@ -73,8 +76,8 @@ MECHANISMS[BSP, [COUNTS_AFTER, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER, HIDDEN_
     THEN_SYNCALL, EXPERT_BLOCK, 1, THEN_FENCE, 1
 MECHANISMS[UBEP, [COUNT_GROUP, SIGNALLED_COPIES, TOKEN_PRELOAD]] = 1
 MECHANISMS[DEEPEP_LL, [COUNTS_AFTER, FIXED_SLOTS, ORDERED, SYNC, TOKEN_PRELOAD, DEAL,
-                       HEADER_BYTES, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER]] = \
-    THEN_ISSUED, 1, 1, SP, 1, TOKEN_ORDER, 16, EXPERT_BLOCK, 1, THEN_NEXT
+                       HEADER_BYTES, EXPERT_CORES, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER]] = \
+    THEN_ISSUED, 1, 1, SP, 1, TOKEN_ORDER, 16, 3, EXPERT_BLOCK, 1, THEN_NEXT
 # (V1's statuses are flags behind their core's fence, never verified or re-armed: sw)
 STATUS_SYNC = SW
 
@@ -84,7 +87,7 @@ def mechanisms(protocol):
     """A protocol's MECHANISMS row, as the stages read it (see Mechanisms)."""
     r = MECHANISMS[protocol]
     return Mechanisms(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11],
-                      r[12])
+                      r[12], r[13])
 
 
 @njit(inline="always")

@@ -189,14 +189,13 @@ def reorder(p, aivs, stores, ecnt, c, fx, chance, first_aiv, m, offsets):
 
 
 @njit(inline="always")
-def pair_receive(p, aivs, stores, sched, c, fx, chance):
+def pair_receive(p, aivs, stores, sched, c, fx, chance, ordered):
     """Fixed slots (protocols.FIXED_SLOTS, DeepEP's receive): on every die, each AIV takes an
     equal contiguous share of the (local expert, source) pairs, pair q = e * ranks + s (DeepEP's
     responsible expert index); per pair it polls the source's count message, reads it out and
     checks it as the variant asks (fx), then copies the pair's copies out of their slots, each
-    taken once it is there (the count came behind them on their queue: protocols.ORDERED).
-    Returns (delivered, violations, collisions), as reorder's (no copy is read before it is
-    there, by construction: violations stay 0)."""
+    taken once it is there where the count came behind them on their queue (`ordered`,
+    protocols.ORDERED). Returns (delivered, violations, collisions), as reorder's."""
     t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
     sto, copy_ref, count_signal = stores.sto, stores.copy_ref, stores.count_signal
     bstart, bfill = stores.bstart, stores.bfill
@@ -216,7 +215,7 @@ def pair_receive(p, aivs, stores, sched, c, fx, chance):
         for x in range(cfirst[s], cfirst[s + 1]):
             src_of[u(xslot[u(x)])] = s
     pstart = np.empty(P + 1, np.int64)
-    delivered = collisions = 0
+    delivered = violations = collisions = 0
     for d in range(R):
         skey = rng.stream(p[P_SEED], p[P_WKEY], d, rng.DOMAIN_SENTINEL)
         b_lo, b_hi = bstart[d], bfill[d]
@@ -243,9 +242,11 @@ def pair_receive(p, aivs, stores, sched, c, fx, chance):
                 for g in range(pstart[q], pstart[q + 1]):
                     data_sid = copy_ref[u(g), 0]
                     v = sto[u(data_sid), VIS]
-                    if v > t:
+                    if ordered and v > t:
                         polled += v - t
                         t = v
+                    if t < v:
+                        violations += 1
                     w = sto[u(data_sid), ARR]
                     if (w == LOCAL - K_COPY or (w >= 0 and w & 3 == K_COPY)) and \
                             b_lo <= data_sid < b_hi:
@@ -256,7 +257,7 @@ def pair_receive(p, aivs, stores, sched, c, fx, chance):
             n_pairs = (a + 1) * P // A - a * P // A
             close_step(d, a, t, polled, n_pairs * after, B_REORDER, copied * work, t_aiv, bucket,
                        wait, marks, nmarks)
-    return delivered, 0, collisions
+    return delivered, violations, collisions
 
 
 @njit(inline="always")
@@ -271,7 +272,7 @@ def receive(p, c, chance, fx, sched, aivs, stores, C, m):
     EL = (sched.ecnt.shape[0] - 1) // R
     if m.fixed_slots:
         delivered, violations, collisions = pair_receive(p, aivs, stores, sched, c, fx,
-                                                         chance[1])
+                                                         chance[1], m.ordered)
         return delivered, violations, collisions, die_ends(t_aiv)
     # polling every source's counts: by the count group, with its partial prefix sum per
     # source; or by every AIV (CANN's Flag verification)

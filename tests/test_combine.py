@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from test_twin import PROFILES, differences, random_configs, twins  # noqa: F401 (a fixture)
-from test_twin import ROUTINGS
+from test_twin import PROTOCOLS, ROUTINGS
 # test_twin's checks, run here on this file's configurations: the kernel checks the twin's
 # latency bound; costs.time_bound is above every time of every op; every AIV's phase
 # boundaries (a layer's dispatch's, then its combine's) are the twin's
@@ -33,10 +33,10 @@ OPS = ("dispatch", "combine", "layer")
 
 def combine_modes(i):
     """Configuration i's op and modes: cycled through so that every combination shows up."""
-    return dict(op=OPS[i % 3], protocol=["bsp", "ubep"][(i // 3) % 2],
-                sync=["sw", "tff", "dc", "sp"][(i // 6) % 4],
-                schedule=["expert_block", "balanced", "homogenized"][(i // 24) % 3],
-                routing=ROUTINGS[(i // 72) % len(ROUTINGS)])
+    return dict(op=OPS[i % 3], protocol=PROTOCOLS[(i // 3) % 3],
+                sync=["sw", "tff", "dc", "sp"][(i // 9) % 4],
+                schedule=["expert_block", "balanced", "homogenized"][(i // 36) % 3],
+                routing=ROUTINGS[i % len(ROUTINGS)])
 
 
 def combine_draws(rnd):
@@ -57,7 +57,7 @@ def test_random_configurations_cover_every_op_protocol_sync_and_schedule(configs
     """As asked for: a bsp combine records sync and schedule at their defaults (it reads
     neither), so the modes are those the generator gave."""
     asked = [combine_modes(i) for i in range(len(configs))]
-    assert len({(v["op"], v["protocol"], v["sync"], v["schedule"]) for v in asked}) == 72
+    assert len({(v["op"], v["protocol"], v["sync"], v["schedule"]) for v in asked}) == 108
     assert all(c.op.name == v["op"] and c.protocol.name == v["protocol"]
                for (c, _), v in zip(configs, asked))
     assert {v["routing"] for v in asked} == set(ROUTINGS)

@@ -29,6 +29,8 @@ from ubepsim.sweep import kernel_io, model
 from ubepsim.sweep.params import NAMES, make_config, polars_dtype
 from ubepsim.sweep.profile import load_profile
 
+PROTOCOLS = ("bsp", "ubep", "deepep_ll")
+
 DIES, AIVS, BATCH, TOPK = 8, 8, 64, 4
 # the modules in which a fault swaps a stage it calls
 STAGES = ("dispatch", "receive", "layer", "combine", "reduce")
@@ -103,9 +105,21 @@ def read_from_the_copy_before(lasts):
     return change
 
 
+def receiver(protocol):
+    """The stage that takes a die's received copies: Token-Reordering, or fixed slots' pair
+    receive (deepep_ll)."""
+    return "pair_receive" if protocol == "deepep_ll" else "reorder"
+
+
+def ecnt(args):
+    """The receive counts a receiving stage is handed (pair_receive: in its schedule)."""
+    return args["ecnt"] if "ecnt" in args else args["sched"].ecnt
+
+
 def unpolled(args):
     """Copies read without polling their signals (and the offsets), as bsp reads after its
-    SyncAlls: reorder's mechanisms, reduce_tokens' flags."""
+    SyncAlls, or without waiting for them behind their counts or statuses (ordered): reorder's
+    mechanisms, pair_receive's and reduce_tokens' flags."""
     if "m" in args:
         args["m"] = args["m"]._replace(count_group=0, signalled_copies=0)
     else:
@@ -134,13 +148,13 @@ def last_copy_a_flag(args, end):
 # token AIV sends its last copy as a flag; a configuration of seed 1 is abandoned before its
 # dispatch.
 FAULTS = {
-    "skip": lambda k: before(k.receive, "reorder", read_from_the_copy_before(
-        lambda args, dies: [args["ecnt"][(d + 1) * (len(args["ecnt"]) - 1) // dies] - 1
+    "skip": lambda k, p: before(k.receive, receiver(p), read_from_the_copy_before(
+        lambda args, dies: [ecnt(args)[(d + 1) * (len(ecnt(args)) - 1) // dies] - 1
                             for d in range(dies)])),
-    "early": lambda k: before(k.receive, "reorder", unpolled),
-    "short": lambda k: after(k.dispatch, "receive", quarter_ends),
-    "miskind": lambda k: after(k.dispatch, "token_programs", last_copy_a_flag),
-    "abandoned": lambda k: unless_seed_1(k.layer, "dispatch"),
+    "early": lambda k, p: before(k.receive, receiver(p), unpolled),
+    "short": lambda k, p: after(k.dispatch, "receive", quarter_ends),
+    "miskind": lambda k, p: after(k.dispatch, "token_programs", last_copy_a_flag),
+    "abandoned": lambda k, p: unless_seed_1(k.layer, "dispatch"),
 }
 abandoned = FAULTS["abandoned"]
 
@@ -176,18 +190,18 @@ def run(kernel, protocol, op="dispatch"):
     return out[0], lambda: kernel_io.result_columns(out, cols, costs, profile)
 
 
-@pytest.mark.parametrize("protocol", ["bsp", "ubep"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_the_uncompiled_kernel_is_the_kernel(python_kernels, protocol):
     good, check = run(python_kernels.layer, protocol)
     check()
     assert np.array_equal(good, run(layer, protocol)[0])
 
 
-@pytest.mark.parametrize("protocol", ["bsp", "ubep"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_each_fault_trips_its_check(python_kernels, monkeypatch, fault, protocol):
     good, _ = run(layer, protocol)
-    monkeypatch.setattr(*FAULTS[fault](python_kernels))
+    monkeypatch.setattr(*FAULTS[fault](python_kernels, protocol))
     bad, results = run(python_kernels.layer, protocol)
     total = good[O_COPIES_TOTAL]
     assert good[O_SENT] == good[O_DELIVERED] == total == DIES * BATCH * TOPK
@@ -215,7 +229,7 @@ def test_each_fault_trips_its_check(python_kernels, monkeypatch, fault, protocol
 
 
 @pytest.mark.parametrize("op", ["combine", "layer"])
-@pytest.mark.parametrize("protocol", ["bsp", "ubep"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("fault", list(RETURN_FAULTS))
 def test_each_return_fault_trips_its_check(python_kernels, monkeypatch, fault, protocol, op):
     good, _ = run(layer, protocol, op)
@@ -249,7 +263,7 @@ def test_each_return_fault_trips_its_check(python_kernels, monkeypatch, fault, p
 def test_a_sweeps_failed_row_names_its_configuration(python_kernels, monkeypatch):
     """Through simulate_table, a sweep's path, the configuration of a row the kernel did not
     finish is named by its parameters: its index in the batch tells a user nothing."""
-    monkeypatch.setattr(*abandoned(python_kernels))
+    monkeypatch.setattr(*abandoned(python_kernels, "ubep"))
     monkeypatch.setattr(model, "layer", python_kernels.layer)
     seeds = (0, 1, 0)
     points = pl.DataFrame([config("ubep", s).as_dict() for s in seeds],

@@ -130,11 +130,16 @@ def _hardware() -> list[str]:
         rows.append(f"| `{key}` | {kind} | {shown} | {allowed} | {_cell(f.help)} |")
     rows += ["", "The built-in profiles: `cm384` is calibrated (docs/calibration.md); the others "
              "are presets of other fabrics, each taking the keys it does not set from cm384 "
-             "(its `[takes]` table lists them).", "",
+             "(its `[takes]` table lists them), but for `h800`, a GPU cluster whose every key "
+             "is its own (its file says where each comes from; two are fitted to Table 4's "
+             "DeepEP column).", "",
              "| profile | what it sets beside what it takes from cm384 |", "|---|---|"]
     for name in BUILTIN[1:]:
         doc = tomllib.loads(resources.files("ubepsim").joinpath("profiles", f"{name}.toml")
                             .read_text())
+        if "takes" not in doc:
+            rows.append(f"| `{name}` | every key (ubepsim/profiles/{name}.toml) |")
+            continue
         own = {**{k: v for k, v in doc["hardware"].items() if k != "latency_ns"},
                **{f"latency_ns.{h}": v for h, v in doc["hardware"].get("latency_ns", {}).items()}}
         shown = (f"`{k}` = {v if isinstance(v, list) else _number(v)}" for k, v in own.items())

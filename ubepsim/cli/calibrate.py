@@ -12,6 +12,7 @@ from ..errors import InputError
 from ..sweep.files import check_out, write_text
 
 PAPER_COMMAND = "ubepsim calibrate --paper --out ubepsim/profiles/cm384.toml"
+PAPER_PROFILES = ("cm384", "h800")   # the built-in profiles the paper's numbers refit
 
 
 @cli.command()
@@ -31,7 +32,8 @@ PAPER_COMMAND = "ubepsim calibrate --paper --out ubepsim/profiles/cm384.toml"
 @click.option("--paper", is_flag=True,
               help="Refit the built-in cm384 profile to the paper's numbers (Table 2, Table 4, "
                    "Figure 3(b), the SyncAll share, Figure 14's 64- and 128-rank panels) from "
-                   "its provisional start values.")
+                   "its provisional start values; with --profile h800, the h800 preset to Table "
+                   "4's DeepEP column.")
 @click.option("--check", is_flag=True,
               help="With --paper: compare the refit with the shipped cm384 profile; exit 1 if "
                    "they differ.")
@@ -39,8 +41,8 @@ PAPER_COMMAND = "ubepsim calibrate --paper --out ubepsim/profiles/cm384.toml"
               help="Cross-validate instead of writing a profile: refit with each source left "
                    "out in turn and print, per source, its out-of-sample errors beside its "
                    "in-sample ones. With --paper the sources are Table 4, Figure 3(b) and each "
-                   "Figure 14 panel; a measurement file folds on its source column, or on "
-                   "group.")
+                   "Figure 14 panel (h800: each EP size of the DeepEP column); a measurement "
+                   "file folds on its source column, or on group.")
 @workers_option("; with --cv, the processes the fits run in, one thread each")
 @click.option("--max-evaluations", type=int, default=100, show_default=True,
               help="Model evaluations per least-squares run at most.")
@@ -65,16 +67,18 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
         raise InputError("--cv", f"writes no profile and checks none: without "
                          f"{'--check' if check else '--out'}, or run it without --cv")
     if paper:
-        if measurements is not None or keys is not None or profile_spec != "cm384":
-            raise InputError("--paper", "takes no MEASUREMENTS, --fit or --profile: it refits "
-                             "cm384's free keys to the paper's numbers")
+        if measurements is not None or keys is not None or profile_spec not in PAPER_PROFILES:
+            raise InputError("--paper", "takes no MEASUREMENTS or --fit, and --profile only "
+                             f"as {' or '.join(PAPER_PROFILES)}: it refits that profile's free "
+                             "keys to the paper's numbers")
         if cv:
             from ..paper import crossval
-            _cross_validate(crossval.paper_specs(max_evaluations), threads)
+            _cross_validate(crossval.paper_specs(max_evaluations, profile=profile_spec),
+                            threads)
             return
         if out is not None:
             check_out(out, (".toml",))
-        _paper(out, check, threads, max_evaluations)
+        _paper(profile_spec, out, check, threads, max_evaluations)
         return
     if check:
         raise InputError("--check", "only with --paper")
@@ -113,24 +117,27 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
     click.echo(f"wrote {target}")
 
 
-def _paper(out: Path | None, check: bool, threads: int | None, max_evaluations: int) -> None:
-    from ..paper import cm384
+def _paper(name: str, out: Path | None, check: bool, threads: int | None,
+           max_evaluations: int) -> None:
+    """Refit built-in profile `name` to the paper's numbers (its module in ubepsim.paper)."""
+    import importlib
     from ..sweep.profile import load_profile
 
-    click.echo(f"refitting cm384: {', '.join(cm384.PAPER_KEYS)} (about half an hour on 2 cores)",
+    module = importlib.import_module(f"ubepsim.paper.{name}")
+    click.echo(f"refitting {name}: {', '.join(module.PAPER_KEYS)} ({module.DURATION})",
                err=True)
-    result = cm384.calibrate_paper(threads=threads, max_evaluations=max_evaluations,
-                                   progress=_progress)
-    click.echo(_report(result, cm384.paper_start(), cm384.HARDWARE_FIGURES))
-    text = cm384.paper_profile_toml(result)
+    result = module.calibrate_paper(threads=threads, max_evaluations=max_evaluations,
+                                    progress=_progress)
+    click.echo(_report(result, module.paper_start(), module.HARDWARE_FIGURES))
+    text = module.paper_profile_toml(result)
     if check:
-        shipped = load_profile().values
+        shipped = load_profile(name).values
         differ = {k: (shipped[k], v) for k, v in result.profile.values.items()
                   if shipped[k] != v}
         if differ:
-            raise CheckFailed("the refit differs from the shipped cm384 profile: " + "; ".join(
+            raise CheckFailed(f"the refit differs from the shipped {name} profile: " + "; ".join(
                 f"{k} shipped {old}, refit {new}" for k, (old, new) in differ.items()))
-        click.echo("the shipped cm384 profile is the fit's")
+        click.echo(f"the shipped {name} profile is the fit's")
     if out is not None:
         write_text(out, text)
         click.echo(f"wrote {out}")

@@ -39,7 +39,7 @@ import polars as pl
 
 from ..errors import InputError
 from . import calibrate as cal
-from . import cm384, numbers
+from . import cm384, h800, numbers
 
 TABLE4, FIG3B = "Table 4", "Figure 3(b)"
 PANELS = tuple(sorted(numbers.FIG14_PANELS))
@@ -219,7 +219,11 @@ class FoldResult:
 
 def run_fold(spec: FoldSpec, threads: int | None = 1) -> FoldResult:
     """Fit everything but the left-out source from the common start, then score every source."""
-    if spec.measurements is None:
+    if spec.measurements is None and spec.profile == "h800":
+        sources = [x for x in h800.SOURCES if x != spec.left_out]
+        result = h800.calibrate_paper(threads, spec.max_evaluations, sources=sources)
+        scores = h800.score_paper(result.profile, threads)
+    elif spec.measurements is None:
         sources = [x for x in cm384.SOURCES if x != spec.left_out]
         result = cal.fit(cm384.paper_problem(spec.fit_seeds, sources), cm384.paper_start(),
                          spec.keys, grid=cm384.paper_grid(), threads=threads,
@@ -257,9 +261,12 @@ def cross_validate(specs: Sequence[FoldSpec], workers: int) -> list[FoldResult]:
 
 
 def paper_specs(max_evaluations: int, keys: Sequence[str] = cm384.PAPER_KEYS,
-                folds: Sequence[str] = FOLDS) -> list[FoldSpec]:
-    """The paper fit with every source, then one fold per source left out."""
-    return [FoldSpec(f, tuple(keys), max_evaluations) for f in (None, *folds)]
+                folds: Sequence[str] = FOLDS, profile: str = "cm384") -> list[FoldSpec]:
+    """The paper fit with every source, then one fold per source left out (h800: its own
+    keys, a fold per EP size of the DeepEP column)."""
+    if profile == "h800":
+        keys, folds = h800.PAPER_KEYS, h800.SOURCES
+    return [FoldSpec(f, tuple(keys), max_evaluations, profile=profile) for f in (None, *folds)]
 
 
 def file_specs(measurements: str, keys: Sequence[str], profile: str,
@@ -291,7 +298,8 @@ def summary(results: Sequence[FoldResult]) -> list[dict[str, Any]]:
 def _brief(source: str, s: dict[str, Any] | None) -> str:
     if s is None:
         return "-"
-    if source == TABLE4:
+    if source in h800.SOURCES:
+        return f"{s['latency_us'][0]:.1f} us, {s['error'][0]:+.1%}"
         return (" ".join(f"{e:+.1%}" for e in s["error"]) + f"  (max {s['max_abs_error']:.1%};"
                 f" 16 -> 256 ranks {s['growth']:+.0%}" + ("" if s["rising"] else ", not rising")
                 + ")")

@@ -84,8 +84,8 @@ def pair_receive(run: Run, dies: list[Die], d: int, mark: int) -> None:
     """Fixed slots (DeepEP's receive): each AIV of die d takes its equal contiguous share of
     the (local expert, source) pairs, pair q = expert * ranks + source; per pair it polls the
     source's count message (verified and re-armed as run.count_sync says), then copies the
-    pair's copies out of their slots, each once it is there: the count came behind them on
-    their queue. Then it ends its phase `mark`."""
+    pair's copies out of their slots, each once it is there where the count came behind them
+    on their queue (ORDERED). Then it ends its phase `mark`."""
     c, policy = run.c, run.count_sync
     die = dies[d]
     R, EL = run.ranks, run.e_local
@@ -103,7 +103,10 @@ def pair_receive(run: Run, dies: list[Die], d: int, mark: int) -> None:
                 a.spend("sync", c["count_reset"])
             for s, i in pairs[q]:
                 data = dies[s].copy_store[i]
-                a.spend("sync", max(0, data.visible - a.t), waiting=True)
+                if run.mech.ordered:
+                    a.spend("sync", max(0, data.visible - a.t), waiting=True)
+                if a.t < data.visible:
+                    die.violations += 1
                 a.spend("reorder", c["local_copy"])
                 if (s, i) not in die.taken and data.dst == d:
                     die.taken.add((s, i))

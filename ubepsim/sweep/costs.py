@@ -138,7 +138,8 @@ def _store_costs(kind: str, wire, profile: Profile, xfer, issue) -> dict[str, np
     v = profile.values
     out = {f"{kind}_issue": issue(wire), f"{kind}_egress": xfer(wire, v["egress_gbps"]),
            f"{kind}_ingress": xfer(wire, v["ingress_gbps"]),
-           f"{kind}_nic": xfer(wire, v["nic_gbps"]) if v["nic_gbps"] else 0 * wire}
+           f"{kind}_nic": xfer(wire, v["nic_gbps"]) + profile.cycles(v["nic_message_ns"])
+           if v["nic_gbps"] else 0 * wire}
     for k, gbps in enumerate(tier_links(profile)):
         out[f"{kind}_tier{k + 1}"] = xfer(wire, gbps) if gbps else 0 * wire
     return out

@@ -23,8 +23,8 @@ from ..errors import InputError
 from .filters import Filter
 from .kernel_io import check_machine, check_time_bound
 from ..kernels.layout import MAX_TIME
-from .params import (ENUMS, GATED, NAMES, PARAMS, canonical, check_rules, columns, polars_dtype,
-                     same_config, series, stable_id)
+from .params import (ENUMS, GATED, NAMES, PARAMS, canonical, check_rules, columns, default_aivs,
+                     polars_dtype, same_config, series, stable_id)
 from .profile import Profile
 
 CHUNK = 1 << 18   # points built at a time while expanding (larger chunks measured slower)
@@ -109,7 +109,7 @@ def corner(values: list[list[pl.Series]], profile: Profile) -> dict[str, np.ndar
     (workload.batch_max) bounded by every die's tokens where batches may spread (a spread, or
     a trace, which carries its own)."""
     axis = {s.name: s for cols in values for s in cols}
-    defaults = {p.name: p.default for p in PARAMS} | {"aivs": profile.aivs}
+    defaults = {p.name: p.default for p in PARAMS}
 
     def largest(name: str) -> int:
         return int(axis[name].max()) if name in axis else defaults[name]
@@ -117,6 +117,10 @@ def corner(values: list[list[pl.Series]], profile: Profile) -> dict[str, np.ndar
     ranks = largest("ranks")
     per_die = -(-int(axis["experts"].max()) // (int(axis["ranks"].min()) if "ranks" in axis
                                                 else ranks)) if "experts" in axis else 1
+    # the most cores a point defaults to: the profile's, or a protocol's at the most experts
+    protocols = columns((axis["protocol"] if "protocol" in axis else pl.Series(
+        "protocol", [defaults["protocol"]])).unique().to_frame(), ("protocol",))["protocol"]
+    defaults["aivs"] = int(default_aivs(protocols, per_die * ranks, profile.aivs).max())
     names = ("dtype", "sync", "protocol", "op", "combine_dtype")
     enums = [columns(axis[n].unique().to_frame(), (n,))[n] if n in axis else
              np.array([ENUMS[n][defaults[n]].value]) for n in names]
@@ -184,13 +188,17 @@ def _canonical(points: pl.DataFrame) -> pl.DataFrame:
 
 def _resolve(frame: pl.DataFrame, profile: Profile) -> pl.DataFrame:
     """A frame of every parameter: the axes, and defaults elsewhere (experts = ranks, aivs =
-    the profile's)."""
-    defaults = {p.name: p.default for p in PARAMS} | {"aivs": profile.aivs}
+    params.default_aivs: the profile's, or its protocol's)."""
+    defaults = {p.name: p.default for p in PARAMS}
     frame = frame.with_columns(pl.lit(defaults[name], polars_dtype(name)).alias(name)
                                for name in NAMES if name not in frame.columns
-                               and name != "experts")
+                               and name not in ("experts", "aivs"))
     if "experts" not in frame.columns:
         frame = frame.with_columns(experts=pl.col("ranks"))
+    if "aivs" not in frame.columns:
+        protocol = columns(frame.select("protocol"), ("protocol",))["protocol"]
+        frame = frame.with_columns(pl.Series("aivs", default_aivs(
+            protocol, frame["experts"].to_numpy(), profile.aivs), polars_dtype("aivs")))
     return frame.select(NAMES)
 
 

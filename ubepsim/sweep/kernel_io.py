@@ -17,7 +17,9 @@ import numpy as np
 from .costs import lower, time_bound
 from ..errors import InputError
 from ..kernels import layout as k
-from .params import BatchSpread, Op, Routing, workload_keys
+from ..kernels.protocols import READ, SYNC, uses
+from ..kernels.sync import IN_BLOCK, POLICY, REARM
+from .params import BatchSpread, Op, Routing, Sync, workload_keys
 from .profile import BUILTIN, Profile, load_profile
 from .result_fields import RESULT_NAMES, RESULTS
 from .workload import (batches_key, cdf_key, die_batches, expert_cdf, has_weights, trace_key,
@@ -124,6 +126,18 @@ def check_machine(cols: dict[str, np.ndarray], profile: Profile,
         raise InputError("ranks", f"{ranks} is more than the {profile.dies} dies of profile "
                          f"{profile.name}" + (f"; a profile of more dies: {', '.join(bigger)}"
                                               if bigger else ""), source)
+    # Data-as-Flag's in-block variants need a block the fabric writes whole (paper Table 5)
+    if profile.atomic_bytes < profile.block_bytes:
+        sync = np.asarray(cols["sync"], dtype=np.int64)
+        reads = uses(np.asarray(cols["protocol"]), SYNC) == READ
+        whole = reads & ((POLICY[sync, IN_BLOCK] == 1) | (POLICY[sync, REARM] == 1))
+        if whole.any():
+            name = Sync(int(sync[np.flatnonzero(whole)[0]])).name
+            raise InputError("sync", f"{name} needs stores the fabric writes whole, blocks of "
+                             f"{profile.block_bytes} bytes, and profile {profile.name} writes "
+                             f"{profile.atomic_bytes} bytes whole (atomic_bytes): use dc or sw "
+                             f"(paper Table 5: without atomic writes Data-as-Flag falls back to "
+                             f"data-for-checksum or fences)", source)
 
 
 def check_time_bound(cols: dict[str, np.ndarray], costs: np.ndarray, profile: Profile,

@@ -157,8 +157,8 @@ PARAMS: tuple[Param, ...] = (
     Param("dtype", str, "bf16", "Token element type: bf16 (2 B), fp8 (1 B + fp32 scale per "
           "128 elements), int8 (1 B + one fp32 scale per token)."),
     Param("aivs", int, None, "AIVs per die, the cores that run the kernels (default: the "
-          "profile's); under deepep_ll, warp groups (its June 2025 kernels run 3 per SM, "
-          "ceil(experts / 3) SMs).", 2, 4096),
+          "profile's); under deepep_ll, warp groups (default: its June 2025 launch, 3 per SM "
+          "on ceil(experts / 3) SMs).", 2, 4096),
     Param("cumsum_aivs", int, 1, "AIVs in UBEP's CalCumSum group (the rest send tokens; under "
           "bsp every AIV runs every phase).", 1, 4095),
     Param("protocol", str, "ubep", "bsp (CANN EP, SyncAll between phases), ubep (kernel "
@@ -586,6 +586,14 @@ def polars_dtype(name: str) -> pl.DataType:
 SCHEMA = {name: polars_dtype(name) for name in NAMES}   # a frame of configurations
 
 
+def default_aivs(protocol, experts, profile_aivs):
+    """The cores (aivs) of configurations that name none (numpy columns or scalars): the
+    profile's, or where the protocol sizes its launch by the experts, its own
+    (protocols.EXPERT_CORES)."""
+    g = protocols.uses(protocol, protocols.EXPERT_CORES)
+    return np.where(g > 0, g * -(-np.asarray(experts) // np.maximum(g, 1)), profile_aivs)
+
+
 def make_config(values: dict[str, Any], aivs_default: int, source: str | None = None,
                 check_trace: bool = True) -> Config:
     """Validate one point: types, ranges and the cross-parameter rules of the model. GATED
@@ -600,7 +608,8 @@ def make_config(values: dict[str, Any], aivs_default: int, source: str | None = 
     if resolved["experts"] is None:
         resolved["experts"] = resolved["ranks"]
     if resolved["aivs"] is None:
-        resolved["aivs"] = aivs_default
+        resolved["aivs"] = int(default_aivs(int(resolved["protocol"]), resolved["experts"],
+                                            aivs_default))
     cols = canonical({k: np.asarray([v]) for k, v in resolved.items()})
     for name in GATED:
         kind = PARAM_BY_NAME[name].kind

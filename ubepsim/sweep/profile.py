@@ -57,8 +57,14 @@ FIELDS: dict[str, Field] = {
                       "the die's egress and ingress ports", 0.0, 1e6),
     "nic_from": Field(str, "the nearest hop class whose stores use the NIC (with nic_gbps > 0); "
                       "one of " + ", ".join(HOP_CLASSES[1:])),
+    "nic_message_ns": Field(float, "the NIC's fixed time per store it sends or takes in, ns, "
+                            "beside its bytes (its work request, doorbell and completion)",
+                            0.0, 1e6),
     "block_bytes": Field(int, "atomic remote-store unit, bytes", 64, 1 << 16),
     "flag_bytes": Field(int, "flag / marker / sentinel field inside a block, bytes", 1, 1 << 15),
+    "atomic_bytes": Field(int, "the largest store the fabric writes whole, so that a receiver "
+                          "never sees part of it, bytes (0: none): Data-as-Flag's tff and sp "
+                          "need block_bytes (paper Table 5)", 0, 1 << 16),
     "blocks_in_flight": Field(int, "blocks of stores one AIV may have outstanding; credits "
                               "return in issue order", 1, 1 << 16),
     "egress_gbps": Field(float, "die egress port bandwidth, GB/s", MIN_GBPS, MAX_GBPS),
