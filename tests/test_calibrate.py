@@ -11,7 +11,7 @@ import pytest
 
 from conftest import run_cli
 from ubepsim.paper import calibrate as cal
-from ubepsim.paper import cm384, numbers
+from ubepsim.paper import cm384, h800, numbers
 from ubepsim.sweep.model import simulate_table
 from ubepsim.sweep.params import make_config
 from ubepsim.sweep.profile import FIELDS, load_profile
@@ -263,12 +263,15 @@ def test_paper_check_compares_the_refit_with_the_shipped_profile(monkeypatch, tm
     assert "fitted" in target.read_text() and "near: Table 2: 929 ns" in target.read_text()
 
 
-def test_the_shipped_profile_is_the_generators_text():
-    """cm384.toml is exactly what `calibrate --paper --out` writes for its values: its comments
-    (stated, fitted, provisional) and its rms error are the generator's."""
-    shipped = load_profile()
-    problem = cm384.paper_problem()
+@pytest.mark.parametrize("name", ["cm384", "h800"])
+def test_the_shipped_profile_is_the_generators_text(name):
+    """cm384.toml and h800.toml are exactly what `calibrate --paper --out` writes for their
+    values: their comments (stated, fitted, provisional) and rms errors are the generator's."""
+    module = {"cm384": cm384, "h800": h800}[name]
+    shipped = load_profile(name)
+    problem = module.paper_problem()
     table = problem.table(problem.simulate(shipped))
-    text = cm384.paper_profile_toml(cal.Fit({}, shipped, table, cal.rms_in_tolerances(table), 0,
-                                          0.0))
-    assert (cal.Path(cal.__file__).parent.parent / "profiles" / "cm384.toml").read_text() == text
+    text = module.paper_profile_toml(cal.Fit({}, shipped, table, cal.rms_in_tolerances(table), 0,
+                                           0.0))
+    assert (cal.Path(cal.__file__).parent.parent / "profiles" / f"{name}.toml").read_text() \
+        == text

@@ -26,13 +26,19 @@ LISTS = ("ranks", "batch", "experts", "topk", "seed")
 @click.option("--max-cumsum-aivs", type=int, default=None,
               show_default="16, or one below the workloads' aivs if fewer",
               help="Largest CalCumSum group size tried (from 1); must be below aivs.")
+@click.option("--sms", is_flag=True,
+              help="Size deepep_ll's SMs instead (use with --profile h800): per workload, the "
+                   "SMs of least latency and the fewest within 5% of it, beside DeepEP V2's "
+                   "formula; every even SM count up to --max-sms, 3 warp groups per SM.")
+@click.option("--max-sms", type=int, default=None, show_default="the profile's cores",
+              help="With --sms: the most SMs tried.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the lookup table to FILE.toml or FILE.parquet.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print a JSON list, one object per workload.")
 @workers_option()
-def tune(grid_file: str | None, max_cumsum_aivs: int | None, out: Path | None, as_json: bool,
-         threads: int | None, **flags) -> None:
+def tune(grid_file: str | None, max_cumsum_aivs: int | None, sms: bool, max_sms: int | None,
+         out: Path | None, as_json: bool, threads: int | None, **flags) -> None:
     """Find the best CalCumSum group size (cumsum_aivs) for UBEP, per (ranks, batch, experts,
     topk): the size of least latency of the op, a dispatch or (--op layer) a whole layer.
 
@@ -52,6 +58,11 @@ def tune(grid_file: str | None, max_cumsum_aivs: int | None, out: Path | None, a
     if max_cumsum_aivs is not None and max_cumsum_aivs < 1:
         raise InputError("--max-cumsum-aivs", f"must be at least 1, got {max_cumsum_aivs}")
     check_threads(WORKERS, threads)
+    if sms:
+        _tune_sms(grid_file, max_cumsum_aivs, max_sms, out, as_json, threads, flags)
+        return
+    if max_sms is not None:
+        raise InputError("--max-sms", "only with --sms")
     if out is not None:
         check_out(out, engine.OUT_FORMATS)
     if grid_file is not None:
@@ -84,6 +95,38 @@ def tune(grid_file: str | None, max_cumsum_aivs: int | None, out: Path | None, a
         click.echo(_table(result))
     if out is not None:
         click.echo(f"wrote {out}", err=as_json)
+
+
+def _tune_sms(grid_file, max_cumsum_aivs, max_sms, out, as_json, threads, flags) -> None:
+    """`tune --sms`: deepep_ll's SMs per workload, from the flags."""
+    from ..paper import tune as engine
+    from ..sweep.profile import load_profile
+
+    for name, given in (("--grid", grid_file), ("--max-cumsum-aivs", max_cumsum_aivs),
+                        ("--out", out), ("--aivs", flags.get("aivs"))):
+        if given is not None:
+            raise InputError(name, "not with --sms, which sizes deepep_ll's SMs from the "
+                             "flags and prints them (--json for a list)")
+    if flags.get("protocol") not in (None, "deepep_ll"):
+        raise InputError("protocol", "tune --sms sizes deepep_ll's SMs: protocol must be "
+                         "deepep_ll")
+    profile = load_profile(flags.pop("profile"), key="--profile")
+    lists = {k: list_values(k, flags.pop(k)) for k in LISTS if flags.get(k) is not None}
+    seeds = engine.distinct("seed", lists.pop("seed", [0]))
+    fixed = {k: parse_value(k, v) for k, v in flags.items() if v is not None}
+    rows = engine.rows_from_lists(lists, fixed, profile.aivs, "deepep_ll")
+    table = engine.tune_sms(rows, seeds, profile, max_sms, threads)
+    if as_json:
+        click.echo(json.dumps(table.to_dicts(), indent=2))
+        return
+    lines = ["  ".join(f"{k:>8}" for k in table.columns)]
+    for row in table.iter_rows(named=True):
+        lines.append("  ".join(f"{_cell(row[k]):>{max(8, len(k))}}" for k in table.columns))
+    lines.append(f"fewest_sms: the fewest SMs within {engine.SMS_SLACK:.0%} of the best latency "
+                 f"({engine.WARP_GROUPS} warp groups each); v2_sms: DeepEP V2's "
+                 f"get_theoretical_num_sms at the profile's NIC and NVLink bandwidths; "
+                 f"{len(seeds)} seed(s)")
+    click.echo("\n".join(lines))
 
 
 def _check_ops(rows: list[dict[str, Any]], grid_file: str | None) -> None:

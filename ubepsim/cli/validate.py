@@ -29,10 +29,11 @@ def validate(profile_spec: str, as_json: bool, strict: bool, ablation: bool,
     """Run every calibration point (Table 2, Table 4, Figure 3(b), the SyncAll share, Figure
     14's panels, each with the regret of the group sizes the model picks beside three rules of
     thumb fitted on the other panel) and every qualitative claim of the paper's text (Sections
-    3.2-3.4, Appendix C.3, the abstract's headline), and print the paper's value or statement
-    beside the model's: the error of each point, pass or fail for each claim. Takes about a minute
-    once the kernel is compiled (the first run of ubepsim on a machine compiles it); with
-    --ablation, that again per mechanism.
+    3.2-3.4, Appendix C.3, the abstract's headline), then Table 4's DeepEP column on the h800
+    preset with the SMs deepep_ll needs beside DeepEP V2's formula, and print the paper's value
+    or statement beside the model's: the error of each point, pass or fail for each claim.
+    Takes about a minute once the kernels are compiled (the first run of ubepsim on a machine
+    compiles them); with --ablation, that again per mechanism (DeepEP's points left out).
     """
     from ..sweep.profile import load_profile
     from ..paper import validate as v

@@ -257,6 +257,8 @@ PAPER_NOTES = {
     "tier_sizes": "paper: a 16-die server under a first-tier switch",
     "block_bytes": f"paper: {BLOCK_BYTES} B atomic stores",
     "flag_bytes": f"paper: {FLAG_BYTES} B",
+    "atomic_bytes": f"paper: {BLOCK_BYTES} B atomic writes (Table 5)",
+    "nic_message_ns": "no NIC on CM384",
     "sentinel_collision_prob": f"paper: 2^-{8 * FLAG_BYTES} for a {FLAG_BYTES} B sentinel",
     "latency_ns.local": "same die; not in Table 2 (negligible): provisional",
     "latency_ns.three_hop": "no third tier on CM384: provisional",

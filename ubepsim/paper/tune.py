@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from pathlib import Path
 from typing import Any
 
@@ -42,15 +43,15 @@ class Tuning:
 
 
 def rows_from_lists(lists: dict[str, list[Any]], fixed: dict[str, Any],
-                    aivs_default: int) -> list[dict[str, Any]]:
+                    aivs_default: int, protocol: str = "ubep") -> list[dict[str, Any]]:
     """Every combination of the listed values (ranks slowest), with the fixed parameters;
-    each checked as a UBEP configuration (experts default to one per rank)."""
+    each checked as a configuration of `protocol` (experts default to one per rank)."""
     names = [n for n in KEYS if n in lists]
     for n in names:
         distinct(n, lists[n])
     rows = []
     for combo in itertools.product(*(lists[n] for n in names)):
-        values = {**fixed, **dict(zip(names, combo)), "protocol": "ubep", "cumsum_aivs": 1}
+        values = {**fixed, **dict(zip(names, combo)), "protocol": protocol, "cumsum_aivs": 1}
         rows.append(resolved_row(values, aivs_default))
     return rows
 
@@ -168,3 +169,85 @@ def toml_text(t: Tuning) -> str:
 
 def _short(v: Any) -> Any:
     return round(v, 4) if isinstance(v, float) else v
+
+
+# --- SMs for DeepEP's low-latency kernels -----------------------------------------------------
+
+WARP_GROUPS = 3       # DeepEP's June 2025 LL kernels: warp groups per SM (kNumWarpGroups)
+SMS_SLACK = 0.05      # the fewest SMs within 5% of the best latency: what compute gets back
+
+
+def v2_sms(experts: int, topk: int, ranks: int, nvlink_ranks: int, rdma_gbs: float,
+           nvlink_gbs: float, device_sms: int, scaleout_ranks: int = 1,
+           sm_read_gbs: float = 200, sm_write_gbs: float = 50,
+           prefer_overlap_with_compute: bool = True) -> int:
+    """DeepEP V2's `get_theoretical_num_sms` (deep_ep/buffers/elastic.py at dd758ca, L728-834),
+    as published, its buffer's fields as arguments: the SMs that move a dispatch's traffic
+    over the bottleneck link (RDMA only with scale-out ranks, else NVLink) at 200 GB/s of reads
+    and 50 GB/s of writes per SM, with 25% headroom, even, at least 4. It sizes V2's kernels, not
+    the LL ones; `ubepsim tune --sms` shows it beside the model's advice."""
+    def expected_topk(groups: int) -> float:
+        return groups * (1 - math.comb(experts - experts // groups, topk)
+                         / math.comb(experts, topk))
+
+    rdma_ranks = -(-ranks // nvlink_ranks)
+    sm_read = sm_write = rdma_traffic = nvlink_traffic = 0.0
+    scaleout_topk = expected_topk(scaleout_ranks) if scaleout_ranks > 1 else 0
+    topk_ranks = expected_topk(ranks)
+    sm_read += 1 / topk_ranks
+    if scaleout_ranks > 1:
+        scaleup_ranks = ranks // scaleout_ranks
+        sm_write += 1 / topk_ranks
+        sm_write += (1 / topk_ranks) * (scaleout_topk / scaleout_ranks)
+        rdma_traffic += (1 / topk_ranks) * (scaleout_topk * (1 - 1 / scaleout_ranks))
+        sm_read += scaleout_topk / topk_ranks
+        sm_write += 1
+        nvlink_traffic += 1 - 1 / scaleup_ranks
+    else:
+        if rdma_ranks > 1:
+            sm_write += 1 / topk_ranks
+        sm_write += nvlink_ranks / ranks
+        nvlink_traffic += nvlink_ranks / ranks * (1 - 1 / nvlink_ranks)
+        rdma_traffic += (ranks - nvlink_ranks) / ranks
+    if scaleout_ranks > 1 and rdma_traffic / rdma_gbs > nvlink_traffic / nvlink_gbs:
+        traffic, gbs = rdma_traffic, rdma_gbs
+    else:
+        traffic, gbs = nvlink_traffic, nvlink_gbs
+    sms: float = device_sms
+    if traffic > 0:
+        sms = max(gbs / traffic * sm_read / sm_read_gbs, gbs / traffic * sm_write / sm_write_gbs)
+    sms = max(4, math.ceil(sms * 1.25))
+    sms += sms % 2
+    sms = sms if prefer_overlap_with_compute else max(sms, 64)
+    return int(min(sms, device_sms))
+
+
+def tune_sms(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
+             most_sms: int | None = None, threads: int | None = None) -> pl.DataFrame:
+    """deepep_ll's SMs per workload (rows: resolved deepep_ll configurations): every even SM
+    count from 2 to most_sms (default: the profile's cores, an SM each), WARP_GROUPS warp groups
+    per SM, every seed. Per row: the SMs of least mean latency, the fewest SMs within SMS_SLACK
+    of it (what a user can give back to compute) and their latencies, beside v2_sms with the
+    profile's NIC and NVLink bandwidths."""
+    from ..sweep.model import simulate_columns
+
+    most = profile.aivs if most_sms is None else most_sms
+    if most < 2:
+        raise InputError("--max-sms", f"must be at least 2, got {most}")
+    counts = list(range(2, most + 1, 2))
+    points = [{**row, "aivs": WARP_GROUPS * n, "cumsum_aivs": 1, "seed": s}
+              for row in rows for n in counts for s in seeds]
+    latency = simulate_columns(config_columns(points), profile, threads)["latency_us"]
+    latency = latency.reshape(len(rows), len(counts), len(seeds)).mean(axis=2)
+    best = latency.argmin(axis=1)
+    fewest = (latency <= latency.min(axis=1, keepdims=True) * (1 + SMS_SLACK)).argmax(axis=1)
+    node = profile.tier_sizes[0] if profile.tier_sizes else profile.dies
+    return pl.DataFrame({
+        **{k: [r[k] for r in rows] for k in KEYS},
+        "best_sms": [counts[b] for b in best],
+        "latency_us": [float(latency[i, b]) for i, b in enumerate(best)],
+        "fewest_sms": [counts[f] for f in fewest],
+        "fewest_latency_us": [float(latency[i, f]) for i, f in enumerate(fewest)],
+        "v2_sms": [v2_sms(r["experts"], r["topk"], r["ranks"], min(node, r["ranks"]),
+                          profile.nic_gbps, profile.egress_gbps, profile.aivs) for r in rows],
+    })

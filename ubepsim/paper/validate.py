@@ -430,17 +430,48 @@ def combine_claims(profile: Profile, threads: int | None) -> list[Check]:
     ]
 
 
+def deepep_points(profile: Profile, threads: int | None) -> list[Check]:
+    """Table 4's DeepEP column, on the h800 preset whatever the profile validated (the column
+    was measured on H800s): each EP size's dispatch latency; then, per EP size, the fewest SMs
+    the model finds within 5% of deepep_ll's best latency (`ubepsim tune --sms`) beside
+    DeepEP V2's formula (not the paper's: DeepEP's own sizing of its V2 kernels)."""
+    from . import h800
+    from .tune import SMS_SLACK, tune_sms
+    from ..sweep.profile import load_profile
+
+    gpu = load_profile("h800")
+    ranks = list(numbers.TABLE4_DEEPEP)
+    rows = [h800.deepep(r) for r in ranks]
+    latency = _simulate(rows, gpu, threads)["latency_us"]
+    w = numbers.DEEPEP_LL
+    setup = (f"deepep_ll on the h800 preset: {w['batch']} tokens per rank, hidden "
+             f"{w['hidden']}, top-{w['topk']}, {w['dtype']}, {w['experts']} experts, "
+             f"{w['aivs']} warp groups")
+    out = [_point(f"Table 4: DeepEP's dispatch latency (us), {r} ranks",
+                  numbers.TABLE4_DEEPEP[r][0], float(v), setup) for r, v in zip(ranks, latency)]
+    sms = tune_sms(rows, [0], gpu, threads=threads)
+    for row in sms.iter_rows(named=True):
+        out.append(Check(
+            "point", f"DeepEP's SMs, {row['ranks']} ranks: the fewest within "
+            f"{SMS_SLACK:.0%} of the best latency, against DeepEP V2's formula",
+            str(row["v2_sms"]), str(row["fewest_sms"]), row["fewest_sms"] - row["v2_sms"],
+            None, f"{setup}; every even SM count up to {gpu.aivs}, 3 warp groups each; the "
+            f"reference is V2's get_theoretical_num_sms at {gpu.nic_gbps:g} GB/s RDMA and "
+            f"{gpu.egress_gbps:g} GB/s NVLink, not a number of the paper", "SMs"))
+    return out
+
+
 CLAIMS: tuple[Callable[[Profile, int | None], list[Check]], ...] = (
     sync_claims, schedule_claims, search_claims, cumsum_claims, protocol_claims,
     reduction_claims, combine_claims)
 
 
-def validate(profile: Profile, threads: int | None = None) -> list[Check]:
-    """Every calibration point, then every claim."""
+def validate(profile: Profile, threads: int | None = None, deepep: bool = True) -> list[Check]:
+    """Every calibration point, then every claim, then (`deepep`) DeepEP's points on h800."""
     out = calibration_points(profile, threads)
     for claims in CLAIMS:
         out += claims(profile, threads)
-    return out
+    return out + (deepep_points(profile, threads) if deepep else [])
 
 
 def ablation(profile: Profile, threads: int | None = None) -> dict[str, list[Check]]:
@@ -448,7 +479,8 @@ def ablation(profile: Profile, threads: int | None = None) -> dict[str, list[Che
     at its vanishing value, the others as they are: what each mechanism buys, point by point
     and claim by claim. Keys: "model", then each mechanism's key."""
     from ..sweep.profile import FIELDS, MECHANISMS
-    out = {"model": validate(profile, threads)}
+    # (DeepEP's points run on h800 whatever the profile, the same in every variant: left out)
+    out = {"model": validate(profile, threads, False)}
     for key in MECHANISMS:
-        out[key] = validate(with_values(profile, {key: FIELDS[key].vanish}), threads)
+        out[key] = validate(with_values(profile, {key: FIELDS[key].vanish}), threads, False)
     return out
