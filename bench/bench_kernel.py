@@ -2,6 +2,7 @@
 
     python bench/bench_kernel.py [--ranks 256 --batch 128 --topk 8 --experts 256] [--repeat 7]
     python bench/bench_kernel.py --no-twin --skew '{"routing": "lognormal", "lognormal_sigma": 1}'
+    python bench/bench_kernel.py --no-twin --profile h800 --sync dc     # every protocol on GPUs
 
 For each protocol: the kernel's time for one configuration (one thread, after JIT warm-up, kernel
 only: inputs are prepared once), the best of --repeat runs (other load on the machine only ever
@@ -25,7 +26,7 @@ from ubepsim import reference
 from ubepsim.kernels.layer import simulate_batch
 from ubepsim.kernels.layout import N_OUT
 from ubepsim.sweep import kernel_io, memory
-from ubepsim.sweep.params import make_config
+from ubepsim.sweep.params import Protocol, make_config
 from ubepsim.sweep.profile import load_profile
 
 
@@ -53,23 +54,27 @@ def main() -> None:
     ap.add_argument("--no-twin", action="store_true", help="skip the twin (slow)")
     ap.add_argument("--skew", type=json.loads, default=None,
                     help="parameters of a skewed routing (JSON), timed beside uniform's")
+    ap.add_argument("--profile", default="cm384", help="a built-in profile or a TOML file")
+    ap.add_argument("--sync", default=None,
+                    help="the Data-as-Flag variant where a protocol reads it (h800: dc or sw)")
     args = ap.parse_args()
     numba.set_num_threads(1)
-    profile = load_profile()
+    profile = load_profile(args.profile)
     print(f"ranks {args.ranks}, batch {args.batch}, top-{args.topk}, {args.experts} experts, "
           f"1 thread")
-    for protocol in ("bsp", "ubep"):
+    for protocol in (p.name for p in Protocol):
         cfg = make_config({"ranks": args.ranks, "batch": args.batch, "topk": args.topk,
-                           "experts": args.experts, "protocol": protocol}, profile.aivs)
+                           "experts": args.experts, "protocol": protocol, "sync": args.sync},
+                          profile.aivs)
         copies = cfg.ranks * cfg.batch * cfg.topk
         k, median = kernel_seconds(cfg, profile, args.repeat)
-        line = (f"{protocol:5s} kernel {k * 1e3:8.2f} ms  {k / copies * 1e9:7.1f} ns/copy"
+        line = (f"{protocol:9s} kernel {k * 1e3:8.2f} ms  {k / copies * 1e9:7.1f} ns/copy"
                 f"  (median {median / copies * 1e9:.1f})")
         if args.skew is not None:
             skewed = make_config({**cfg.as_dict(), **args.skew}, profile.aivs)
             s, s_median = kernel_seconds(skewed, profile, args.repeat)
             k, median = kernel_seconds(cfg, profile, args.repeat)    # again, after it
-            line = (f"{protocol:5s} uniform {k / copies * 1e9:7.1f} ns/copy, skewed "
+            line = (f"{protocol:9s} uniform {k / copies * 1e9:7.1f} ns/copy, skewed "
                     f"{s / copies * 1e9:7.1f} (medians {median / copies * 1e9:.1f}, "
                     f"{s_median / copies * 1e9:.1f}): {s / k:.2f}x")
         if not args.no_twin:

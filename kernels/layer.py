@@ -13,7 +13,7 @@ import numpy as np
 from .combine import combine, combine_stages
 from .dispatch import dispatch, dispatch_stages
 from .jit import njit
-from .layout import (C_EXPERT, C_EXPERT_COPY, C_NPU_DIES, C_TIER1_DIES, COMBINE, LAYER, DISPATCH,
+from .layout import (C_EXPERT, C_EXPERT_COPY, C_NPU_DIES, C_RAILS, C_TIER1_DIES, COMBINE, LAYER, DISPATCH,
                      EXPERT_SHIFT, N_PARAMS, N_PORTS, N_TIERS, P_CDF_LEN, P_CDF_START,
                      P_EXPERTS, P_OP, P_PROTOCOL, P_RANKS, P_ROUTING, P_SYNC, P_TOPK, P_TRACE,
                      TRACE)
@@ -50,7 +50,7 @@ def layer(p, c, chance, sched, rsched, out, marks_out):
 
 
 # What the schedules read besides the parameters (all of them but sync): the fabric's shape.
-SCHEDULE_COSTS = (C_NPU_DIES, *(C_TIER1_DIES + k for k in range(N_TIERS)))
+SCHEDULE_COSTS = (C_NPU_DIES, C_RAILS, *(C_TIER1_DIES + k for k in range(N_TIERS)))
 
 
 @njit

@@ -226,7 +226,7 @@ COSTS = (
     # the vector unit's fixed cycles and bytes a cycle that count is priced at
     "ids_load", "init_load", "copy_load", "copy_switch", "copy_count", "vector_op",
     "vector_bytes",
-    "npu_dies", *(f"tier{k + 1}_dies" for k in range(N_TIERS)), "nic_from",
+    "npu_dies", *(f"tier{k + 1}_dies" for k in range(N_TIERS)), "rails", "nic_from",
     *(f"lat_{h}" for h in HOP_CLASSES),
     # combine (docs/model.md, "Combine"): a returned copy's bytes, blocks and store costs, the
     # sender's read of the expert's output into UBuf, the int8 quantization, the reducer's

@@ -21,7 +21,7 @@ import numpy as np
 from .jit import njit, u
 from .routing import most_copies
 from .protocols import jit_chosen, mechanisms
-from .layout import (BALANCED, C_NPU_DIES, C_TIER1_DIES, EXPERT_BLOCK, HOMOGENIZED, N_HOPS,
+from .layout import (BALANCED, C_NPU_DIES, C_RAILS, C_TIER1_DIES, EXPERT_BLOCK, HOMOGENIZED, N_HOPS,
                      N_TIERS, P_AIVS, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SCHEDULE,
                      P_TOPK, TOKEN_ORDER, Schedule)
 
@@ -30,7 +30,9 @@ from .layout import (BALANCED, C_NPU_DIES, C_TIER1_DIES, EXPERT_BLOCK, HOMOGENIZ
 def hop_classes(c, R):
     """hops[s * R + d]: the hop class from die s to die d (layout.HOP_CLASSES): local, the
     other die of the NPU, then one more per switch tier climbed (paper Table 2): the smallest
-    domain holding both dies, of the NPU and each tier of the profile's tier_sizes."""
+    domain holding both dies, of the NPU and each tier of the profile's tier_sizes. On rails
+    (c's rails = r > 0) a domain above the first tier holds two dies only on the same rail,
+    their index in their first-tier domain the same (s mod r = d mod r)."""
     sizes = np.empty(N_TIERS + 1, np.int64)   # the domains' sizes, the NPU's first
     levels = 1
     sizes[0] = c[C_NPU_DIES]
@@ -38,6 +40,7 @@ def hop_classes(c, R):
         if c[C_TIER1_DIES + k]:
             sizes[levels] = c[C_TIER1_DIES + k]
             levels += 1
+    rails = c[C_RAILS]
     hops = np.empty(R * R, np.int8)
     for s in range(R):
         for d in range(R):
@@ -45,7 +48,8 @@ def hop_classes(c, R):
             if d != s:
                 h = levels + 1
                 for x in range(levels):
-                    if s // sizes[x] == d // sizes[x]:
+                    if s // sizes[x] == d // sizes[x] and \
+                            (x < 2 or rails == 0 or s % rails == d % rails):
                         h = x + 1
                         break
             hops[s * R + d] = h

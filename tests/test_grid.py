@@ -412,7 +412,7 @@ BAD_SWEEP = [
     ('name = "t"\nfilter = 3\n', "sweep.filter", "a string or a list of strings"),
     ('name = "t"\nprofile = "nowhere.toml"\n', "sweep.profile", "cannot read"),
     ('name = "t"\nprofile = "cm385"\n', "sweep.profile",
-     "a built-in profile (cm384, cm384_pod, three_tier, cm384_oversubscribed) or a TOML"),
+     "a built-in profile (cm384, cm384_pod, three_tier, cm384_oversubscribed, h800) or a TOML"),
     ('name = "t"\nprofile = 3\n', "sweep.profile", "expected a string"),
     ('name = "t"\nout = 3\n', "sweep.out", "expected a directory name"),
 ]

@@ -212,7 +212,9 @@ def test_each_fault_trips_its_check(python_kernels, monkeypatch, fault, protocol
         assert bad[O_SENT] == total
         assert bad[O_DELIVERED] == total - DIES
     elif fault == "early":
-        if protocol == "bsp":   # bsp reads after the SyncAlls, not after each copy's signal
+        # bsp reads after the SyncAlls, not after each copy's signal; deepep_ll's counts leave
+        # their port behind its copies, and come later: read without waiting, they are there
+        if protocol in ("bsp", "deepep_ll"):
             assert np.array_equal(bad, good)
             return
         assert bad[O_VIOLATIONS] > 0
@@ -245,7 +247,9 @@ def test_each_return_fault_trips_its_check(python_kernels, monkeypatch, fault, p
         assert bad[O_SENT] == moved
         assert bad[O_DELIVERED] == moved - DIES
     elif fault == "early_return":
-        if protocol == "bsp":         # bsp reduces after its SyncAll, polling no copy
+        # bsp reduces after its SyncAll, polling no copy; deepep_ll's flags come behind its
+        # copies on their port
+        if protocol in ("bsp", "deepep_ll"):
             assert np.array_equal(bad, good)
             return
         assert bad[O_VIOLATIONS] > 0

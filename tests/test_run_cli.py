@@ -242,7 +242,8 @@ def test_bsp_takes_any_cumsum_aivs_as_it_never_reads_it():
 @pytest.mark.parametrize("args, note", [
     (("--op", "combine", "--protocol", "bsp", "--sync", "sw"),
      "note: --sync is not read under --op combine --protocol bsp (only where op = "
-     "dispatch/layer, or protocol = ubep); recorded at its default, sp"),
+     "dispatch/layer and protocol = bsp/ubep, or protocol = ubep); recorded at its default, "
+     "sp"),
     (("--op", "combine", "--dtype", "fp8"), "note: --dtype is not read under --op combine"),
     (("--expert-fixed-us", "5"), "note: --expert-fixed-us is not read under --op dispatch "
                                  "(only where op = layer); recorded at its default, 0.0"),

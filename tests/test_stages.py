@@ -102,14 +102,24 @@ def test_route_die(batch, topk, experts, seed, die, weighted, data):
 
 @SETTINGS
 @given(ranks=st.integers(1, 80), npu=st.sampled_from([1, 2, 4]), t1=st.sampled_from([0, 1, 2, 4]),
-       t2=st.sampled_from([0, 2, 3]))
-def test_hop_classes(ranks, npu, t1, t2):
+       t2=st.sampled_from([0, 2, 3]), on_rails=st.booleans())
+def test_hop_classes(ranks, npu, t1, t2, on_rails):
     tier1 = npu * t1
     tier2 = tier1 * t2 if tier1 else 0
-    c = cost_row(npu_dies=npu, tier1_dies=tier1, tier2_dies=tier2)
+    rails = tier1 if on_rails else 0
+    c = cost_row(npu_dies=npu, tier1_dies=tier1, tier2_dies=tier2, rails=rails)
     kernel = k_schedule.hop_classes(c, ranks).reshape(ranks, ranks)
-    twin = t_schedule.hop_classes(ranks, npu, [t for t in (tier1, tier2) if t])
+    twin = t_schedule.hop_classes(ranks, npu, [t for t in (tier1, tier2) if t], rails)
     assert kernel.tolist() == twin
+
+
+def test_rails_send_other_rails_a_tier_higher():
+    """8-die nodes in 32-die leaf groups: on rails, die 0 reaches die 8 (rail 0 of the next
+    node) through its leaf, die 9 (rail 1) only through the tier above; without rails both
+    through the leaf."""
+    hops = t_schedule.hop_classes(32, 1, [8, 32], rails=8)
+    assert (hops[0][1], hops[0][8], hops[0][9]) == (2, 3, 4)
+    assert t_schedule.hop_classes(32, 1, [8, 32])[0][9] == 3
 
 
 @st.composite

@@ -17,10 +17,11 @@ import pytest
 from ubepsim import reference
 from ubepsim.errors import InputError
 from ubepsim.kernels import layer, layout
+from ubepsim.kernels.layout import NIC
 from ubepsim.paper import cm384
 from ubepsim.reference.state import (BSP_COUNTS_SENT, BSP_CUMSUM, BSP_SENT, BSP_SYNCALL_1,
-                                    BSP_SYNCALL_2, BSP_SYNCALL_3, BSP_VERIFIED, COPY, UBEP_COUNTS,
-                                    UBEP_OFFSETS, UBEP_SENT)
+                                    BSP_SYNCALL_2, BSP_SYNCALL_3, BSP_VERIFIED, COPY,
+                                    FIXED_RECEIVED, UBEP_COUNTS, UBEP_OFFSETS, UBEP_SENT)
 from ubepsim.sweep import kernel_io, model
 from ubepsim.sweep.costs import time_bound
 from ubepsim.sweep.params import config_columns, make_config
@@ -47,10 +48,11 @@ PROFILES = {
                                     "syncall_cycles": 0, "sentinel_collision_prob": 0.3,
                                     "sentinel_timeout_ns": 50.0,
                                     "latency_ns": dict.fromkeys(HOP_CLASSES, 0.0)}),
-    # the GPU preset: 8-GPU NVLink nodes, a NIC per GPU with its per-message cost; its blocks
-    # taken as written whole, so that every sync variant runs (the preset itself refuses tff
-    # and sp: test_run_cli)
-    "h800": load_profile("h800", overrides={"atomic_bytes": 4096, "nic_message_ns": 40.0}),
+    # the GPU preset: 8-GPU NVLink nodes, a NIC per GPU with its per-message cost, on rails;
+    # its blocks taken as written whole, so that every sync variant runs (the preset itself
+    # refuses tff and sp: test_run_cli)
+    "h800": load_profile("h800", overrides={"atomic_bytes": 4096, "nic_message_ns": 40.0,
+                                            "rails": 8}),
 }
 N_CONFIGS = 320
 CHUNK = 40
@@ -177,7 +179,8 @@ def test_sync_variants_on_one_schedule_equal_each_alone(configs):
     configuration's four sync variants, in one table per profile, equal the same configurations
     simulated one at a time (each on its own schedule, which the twin checks)."""
     for prof in PROFILES:
-        mine = [c for c, p in configs if p == prof][:12]
+        # (deepep_ll reads no sync: its four variants would be one configuration)
+        mine = [c for c, p in configs if p == prof and c.protocol.name != "deepep_ll"][:12]
         variants = [{**c.as_dict(), "sync": sync} for c in mine
                     for sync in ("sw", "tff", "dc", "sp")]
         params, costs, chances, *shared = kernel_io.prepare(config_columns(variants),
@@ -219,7 +222,11 @@ def test_random_configurations_cover_every_mode(configs, twins):
             hops[key] = hops.get(key, 0) + twins(i)[f"copies_{h}"]
     assert hops["three_tier", True, "three_hop"] > 0 == hops["three_tier", False, "three_hop"]
     assert hops["three_tier", True, "two_hop"] > 0 and hops["cm384", True, "intra_npu"] > 0
-    assert sum(v for (p, _, h), v in hops.items() if p != "three_tier" and h != "intra_npu") == 0
+    # h800's rails: past its 8-GPU nodes, another rail's GPU is three hops away, the same
+    # rail's two
+    assert hops["h800", True, "two_hop"] > 0 and hops["h800", True, "three_hop"] > 0
+    assert sum(v for (p, _, h), v in hops.items()
+               if p not in ("three_tier", "h800") and h != "intra_npu") == 0
     assert hops["flat", True, "intra_npu"] == hops["flat", False, "intra_npu"] == 0
 
 
@@ -236,7 +243,7 @@ def test_invariants_hold_in_the_twin(configs, twins, chunk):
         assert d["latency_cycles"] >= d["bound_cycles"]
         # the per-hop counts are the stores' own, recounted from where each went
         v = PROFILES[configs[i][1]].values
-        climbs = [_climb(src, st["dst"], v["npu_dies"], v["tier_sizes"])
+        climbs = [_climb(src, st["dst"], v["npu_dies"], v["tier_sizes"], v["rails"])
                   for src, stores in enumerate(d["stores"]) for st in stores
                   if st["kind"] == COPY]
         assert [out[f"copies_{h}"] for h in HOP_CLASSES] == \
@@ -405,14 +412,14 @@ def test_ports_serve_one_store_at_a_time_and_credits_return_in_issue_order(confi
         d = twins(i)["_detail"]
         c = d["costs"]
         for s, stores in enumerate(d["stores"]):
-            free = 0
+            free = {}                  # per port: the die's own, its NIC
             for st in stores:
                 if st["dst"] == s:
                     assert st["visible"] == st["ack"] == st["issue_end"] + c["lat_local"]
                     continue
-                cost = c[SIGNAL[st["kind"]] + "_egress"]
-                assert st["depart"] >= max(st["issue_end"], free) + cost
-                free = st["depart"]
+                cost = c[SIGNAL[st["kind"]] + ("_nic" if st["port"] == NIC else "_egress")]
+                assert st["depart"] >= max(st["issue_end"], free.get(st["port"], 0)) + cost
+                free[st["port"]] = st["depart"]
                 hop = c[f"lat_{HOP_CLASSES[st['hop']]}"]
                 assert st["arrival"] == st["depart"] + hop // 2
                 assert st["ack"] == st["visible"] + hop - hop // 2
@@ -430,12 +437,29 @@ def test_ports_serve_one_store_at_a_time_and_credits_return_in_issue_order(confi
             came = sorted((st for src, stores in enumerate(d["stores"]) for st in stores
                            if st["dst"] == dst != src),
                           key=lambda st: (st["visible"], st["arrival"]))
-            free = 0
+            free = {}
             for st in came:
-                cost = c[SIGNAL[st["kind"]] + "_ingress"]
-                assert st["visible"] == max(st["arrival"], free) + cost
+                cost = c[SIGNAL[st["kind"]] + ("_nic" if st["port"] == NIC else "_ingress")]
+                assert st["visible"] == max(st["arrival"], free.get(st["port"], 0)) + cost
                 assert st["queued"] == st["visible"] - cost - st["arrival"]
-                free = st["visible"]
+                free[st["port"]] = st["visible"]
+
+
+def _fixed_slots_wait(cfg, d):
+    """deepep_ll: the counts wait for the die's last copy issued (one local latency later), not
+    its acknowledgement; each AIV's pairs are received after their counts are visible (pair
+    q = local expert x ranks + source)."""
+    c, R, A = d["costs"], cfg.ranks, cfg.aivs
+    EL = cfg.experts // R
+    for dst, marks in enumerate(d["marks"]):
+        sent = max(m[BSP_SENT] for m in marks)
+        assert all(m[BSP_SYNCALL_1] >= sent + c["lat_local"] for m in marks)
+        assert all(m[BSP_SYNCALL_1] == marks[0][BSP_SYNCALL_1] for m in marks)
+        for j in range(A):
+            sources = {q % R for q in range(j * EL * R // A, (j + 1) * EL * R // A)}
+            seen = max((st["visible"] for s in sources for st in d["stores"][s]
+                        if st["dst"] == dst and _count_related(st, cfg)), default=0)
+            assert marks[j][FIXED_RECEIVED] >= seen
 
 
 def test_no_phase_ends_before_what_it_waits_for(configs, twins):
@@ -446,6 +470,9 @@ def test_no_phase_ends_before_what_it_waits_for(configs, twins):
         d = twins(i)["_detail"]
         c = d["costs"]
         R, A = cfg.ranks, cfg.aivs
+        if cfg.protocol.name == "deepep_ll":
+            _fixed_slots_wait(cfg, d)
+            continue
         ubep = cfg.protocol.name == "ubep"
         C = cfg.cumsum_aivs if ubep else A      # the AIVs that count
         # the marks ending the count polls and the sending of the count messages
@@ -477,24 +504,29 @@ def test_no_phase_ends_before_what_it_waits_for(configs, twins):
                     assert all(m[x] >= after + c["syncall"] for m in marks), (i, dst, x)
 
 
-def _climb(src, dst, npu_dies, tiers):
+def _climb(src, dst, npu_dies, tiers, rails=0):
     """The hop class a store takes: 0 on its own die, 1 within an NPU, then one more for each
-    switch tier it climbs (the smallest domain holding both dies)."""
+    switch tier it climbs (the smallest domain holding both dies; above the first tier, on
+    rails, only both on one rail)."""
     if src == dst:
         return 0
     sizes = [npu_dies, *tiers]
-    return next((i + 1 for i, n in enumerate(sizes) if src // n == dst // n), len(sizes) + 1)
+    return next((i + 1 for i, n in enumerate(sizes) if src // n == dst // n
+                 and (i < 2 or not rails or src % rails == dst % rails)), len(sizes) + 1)
 
 
 def test_every_store_takes_the_hop_class_of_the_smallest_domain_holding_both_dies(configs,
                                                                                    twins):
     # by hand, on the three-tier fabric (2-die NPUs, 4- and 8-die switch domains)
     assert [_climb(0, d, 2, [4, 8]) for d in (0, 1, 3, 5, 9)] == [0, 1, 2, 3, 4]
+    # on rails of 4: die 5 is on die 0's rail 1 of the next 4-die domain, die 4 on rail 0
+    assert [_climb(0, d, 1, [4, 8], rails=4) for d in (1, 4, 5)] == [2, 3, 4]
     for i, (cfg, prof) in enumerate(configs):
         v = PROFILES[prof].values
         for src, stores in enumerate(twins(i)["_detail"]["stores"]):
             for st in stores:
-                assert st["hop"] == _climb(src, st["dst"], v["npu_dies"], v["tier_sizes"])
+                assert st["hop"] == _climb(src, st["dst"], v["npu_dies"], v["tier_sizes"],
+                                           v["rails"])
 
 
 def test_waiting_covers_every_poll_and_barrier(configs, twins):

@@ -34,9 +34,16 @@ def test_every_calibration_point_is_reported(checks):
     points = {c["item"]: c for c in checks if c["kind"] == "point"}
     # Table 2; Table 4's latencies and bandwidths; Figure 3(b) but its reference; the SyncAll
     # share; Figure 14's two points per row and a regret per panel
+    # ...; then DeepEP's column on h800, and the SMs it needs beside V2's formula
     expected = (3 + 2 * len(numbers.TABLE4_CANN_EP) + len(numbers.FIG3B_EFFICIENCY) - 1 + 1
-                + len(numbers.FIG14_PANELS) * (2 * len(numbers.FIG14_EXTRA_US) + 1))
+                + len(numbers.FIG14_PANELS) * (2 * len(numbers.FIG14_EXTRA_US) + 1)
+                + 2 * len(numbers.TABLE4_DEEPEP))
     assert len(points) == expected
+    for r, (lat, _) in numbers.TABLE4_DEEPEP.items():
+        assert points[f"Table 4: DeepEP's dispatch latency (us), {r} ranks"]["paper"] == f"{lat:g}"
+        sms = [c for k, c in points.items() if k.startswith(f"DeepEP's SMs, {r} ranks")]
+        assert len(sms) == 1 and sms[0]["unit"] == "SMs"
+        assert 2 <= int(sms[0]["model"]) <= 132 and int(sms[0]["paper"]) % 2 == 0
     for r, (lat, bw) in numbers.TABLE4_CANN_EP.items():
         assert points[f"Table 4: CANN EP latency, {r} ranks (us)"]["paper"] == f"{lat:g}"
         assert f"Table 4: CANN EP bandwidth, {r} ranks (GB/s)" in points
@@ -154,7 +161,7 @@ def test_the_documented_residuals_are_the_models(checks):
     for c in points:
         error = f"{c['error']:+.1%}" if not c["unit"] else f"{c['error']:+.1f} {c['unit']}"
         assert rows[c["item"]] == [c["paper"], c["model"], error], c["item"]
-    documented = [k for k in rows if re.match(r"(Table|Figure) \d", k)]
+    documented = [k for k in rows if re.match(r"(Table|Figure) \d|DeepEP's SMs", k)]
     assert len(documented) == len([c for c in points if not c["item"].startswith("Section")])
 
 

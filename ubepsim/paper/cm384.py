@@ -32,7 +32,7 @@ def _fmt_figure(v: float) -> str:
 # calibrated cm384 profile"): the vector unit reads 256 bytes a repeat.
 STATED: dict[str, Any] = {
     "dies": TESTBED_DIES, "aivs": AIVS, "npu_dies": NPU_DIES, "tier_sizes": [16],
-    "tier_gbps": [], "nic_gbps": 0.0, "nic_message_ns": 0.0, "block_bytes": BLOCK_BYTES,
+    "tier_gbps": [], "rails": 0, "nic_gbps": 0.0, "nic_message_ns": 0.0, "block_bytes": BLOCK_BYTES,
     "flag_bytes": FLAG_BYTES, "atomic_bytes": BLOCK_BYTES,
     "sentinel_collision_prob": 0.0, "vector_bytes": VECTOR_BYTES,
     "latency_ns": {"local": 100.0, **TABLE2_NS, "three_hop": 5000.0},
@@ -259,6 +259,7 @@ PAPER_NOTES = {
     "flag_bytes": f"paper: {FLAG_BYTES} B",
     "atomic_bytes": f"paper: {BLOCK_BYTES} B atomic writes (Table 5)",
     "nic_message_ns": "no NIC on CM384",
+    "rails": "paper: its tiers are switch domains, not rails",
     "sentinel_collision_prob": f"paper: 2^-{8 * FLAG_BYTES} for a {FLAG_BYTES} B sentinel",
     "latency_ns.local": "same die; not in Table 2 (negligible): provisional",
     "latency_ns.three_hop": "no third tier on CM384: provisional",

@@ -300,6 +300,7 @@ def _brief(source: str, s: dict[str, Any] | None) -> str:
         return "-"
     if source in h800.SOURCES:
         return f"{s['latency_us'][0]:.1f} us, {s['error'][0]:+.1%}"
+    if source == TABLE4:
         return (" ".join(f"{e:+.1%}" for e in s["error"]) + f"  (max {s['max_abs_error']:.1%};"
                 f" 16 -> 256 ranks {s['growth']:+.0%}" + ("" if s["rising"] else ", not rising")
                 + ")")

@@ -100,10 +100,12 @@ NOTES = {
     "tier_gbps": "a non-blocking fat tree: no tier queues",
     "nic_gbps": "one ConnectX-7, 400 Gb/s (DeepEP README; DeepEP issue 16)",
     "nic_from": "stores leaving the node go through the NIC; within it over NVLink",
+    "rails": "provisional: not rail-optimized; 8 puts each GPU's NIC on its own rail's leaf",
     "block_bytes": "provisional: an IB MTU",
     "flag_bytes": "a 64-bit flag",
     "atomic_bytes": "IB's 8-byte atomics: an RDMA write is not written whole",
-    "blocks_in_flight": "provisional",
+    "blocks_in_flight": "provisional: 32 KB a core, 4 of its copies; a GPU's 258 cores keep "
+                        "far more in flight than its NIC's bandwidth-delay product (185 KB)",
     "egress_gbps": "NVLink, ~160 GB/s usable per direction (DeepEP issue 16; arXiv 2412.19437)",
     "ingress_gbps": "NVLink, as egress_gbps",
     "aiv_store_gbps": "DeepEP V2's model of an SM: 50 GB/s of writes (deep_ep/buffers/elastic.py)",

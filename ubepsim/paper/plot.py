@@ -35,7 +35,8 @@ TIMELINE_HINT = "not a timeline as `ubepsim run --timeline FILE.parquet` writes 
 # kernels/layout.py declares them, then the result phases that are not timeline phases (sync,
 # in a light shade of syncall's red).
 PALETTE = ("#9e9e9e", "#1f77b4", "#d62728", "#ff7f0e", "#e377c2", "#2ca02c", "#8c564b",
-           "#bcbd22", "#9467bd", "#17becf", "#7b4173", "#ffbb78", "#ff9896")
+           "#bcbd22", "#9467bd", "#17becf", "#7b4173", "#ffbb78", "#ff9896", "#393b79",
+           "#637939", "#843c39")
 PHASE_COLOURS = dict(zip((*TIMELINE_PHASES, *(p.name for p in PHASES
                                              if p.name not in TIMELINE_PHASES)), PALETTE))
 # The columns that make a Parquet file sweep results: `ubepsim sweep` writes every parameter,

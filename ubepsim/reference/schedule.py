@@ -41,20 +41,24 @@ class Schedule(NamedTuple):
     qsteps_max: int          # the longest quaternary search
 
 
-def hop_of(src: int, dst: int, npu_dies: int, tiers: list[int]) -> int:
-    """Hop class index: 0 local, 1 intra-NPU, then one more per switch tier climbed."""
+def hop_of(src: int, dst: int, npu_dies: int, tiers: list[int], rails: int = 0) -> int:
+    """Hop class index: 0 local, 1 intra-NPU, then one more per switch tier climbed. On rails
+    (rails > 0), a domain above the first tier joins two dies only on the same rail."""
     if src == dst:
         return 0
     domains = [npu_dies] + tiers
     for level, size in enumerate(domains):
-        if src // size == dst // size:
+        if src // size == dst // size and (level < 2 or not rails
+                                            or src % rails == dst % rails):
             return level + 1
     return len(domains) + 1
 
 
-def hop_classes(ranks: int, npu_dies: int, tiers: list[int]) -> list[list[int]]:
+def hop_classes(ranks: int, npu_dies: int, tiers: list[int],
+                rails: int = 0) -> list[list[int]]:
     """[src][dst]: the hop class of every pair of dies."""
-    return [[hop_of(s, d, npu_dies, tiers) for d in range(ranks)] for s in range(ranks)]
+    return [[hop_of(s, d, npu_dies, tiers, rails) for d in range(ranks)]
+            for s in range(ranks)]
 
 
 def walk(die_hop: list[int], src: int, homogenized: bool) -> list[int]:
@@ -189,7 +193,7 @@ def schedule(run: Run, tokens: list[list[list[int]]]) -> Schedule:
     """Every die's schedule, from its routing tokens[die][token][k]."""
     cfg = run.cfg
     kind = params.Schedule(chosen(run.mech.deal, cfg.schedule))
-    hops = hop_classes(run.ranks, run.c["npu_dies"], run.tiers)
+    hops = hop_classes(run.ranks, run.c["npu_dies"], run.tiers, run.c["rails"])
     dies = []
     copies_hop = [0] * len(HOP_CLASSES)
     into = [0] * run.ranks
@@ -225,7 +229,7 @@ def return_schedule(run: Run, tokens: list[list[list[int]]]) -> Schedule:
     destination rank whatever the configuration: expert_block on the plain walk."""
     cfg = run.cfg
     kind = params.Schedule(chosen(run.mech.return_deal, cfg.schedule))
-    hops = hop_classes(run.ranks, run.c["npu_dies"], run.tiers)
+    hops = hop_classes(run.ranks, run.c["npu_dies"], run.tiers, run.c["rails"])
     dies = []
     copies_hop = [0] * len(HOP_CLASSES)
     into = [0] * run.ranks

@@ -111,6 +111,7 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
         "blocks_in_flight": np.full_like(m, v["blocks_in_flight"]),
         "timeout": np.full_like(m, profile.cycles(v["sentinel_timeout_ns"])),
         "npu_dies": np.full_like(m, v["npu_dies"]),
+        "rails": np.full_like(m, v["rails"]),
         # per new destination, per expert counted, per source's status read (docs/model.md,
         # "Costs per destination and per source")
         "dest_switch": np.full_like(m, v["dest_switch_cycles"]),

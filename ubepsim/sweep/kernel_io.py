@@ -17,9 +17,8 @@ import numpy as np
 from .costs import lower, time_bound
 from ..errors import InputError
 from ..kernels import layout as k
-from ..kernels.protocols import READ, SYNC, uses
 from ..kernels.sync import IN_BLOCK, POLICY, REARM
-from .params import BatchSpread, Op, Routing, Sync, workload_keys
+from .params import GATED, BatchSpread, Op, Routing, Sync, workload_keys
 from .profile import BUILTIN, Profile, load_profile
 from .result_fields import RESULT_NAMES, RESULTS
 from .workload import (batches_key, cdf_key, die_batches, expert_cdf, has_weights, trace_key,
@@ -129,8 +128,8 @@ def check_machine(cols: dict[str, np.ndarray], profile: Profile,
     # Data-as-Flag's in-block variants need a block the fabric writes whole (paper Table 5)
     if profile.atomic_bytes < profile.block_bytes:
         sync = np.asarray(cols["sync"], dtype=np.int64)
-        reads = uses(np.asarray(cols["protocol"]), SYNC) == READ
-        whole = reads & ((POLICY[sync, IN_BLOCK] == 1) | (POLICY[sync, REARM] == 1))
+        whole = GATED["sync"].reads(cols) & ((POLICY[sync, IN_BLOCK] == 1) |
+                                             (POLICY[sync, REARM] == 1))
         if whole.any():
             name = Sync(int(sync[np.flatnonzero(whole)[0]])).name
             raise InputError("sync", f"{name} needs stores the fabric writes whole, blocks of "

@@ -52,6 +52,10 @@ FIELDS: dict[str, Field] = {
                        "domain queues on its source domain's uplink and its destination "
                        "domain's downlink, where the uplink is slower than the ports of the "
                        "domain's dies together (oversubscribed); a tier left out never queues"),
+    "rails": Field(int, "rail-optimized switching above the first tier: the dies of a first-tier "
+                   "domain (a node), each on a rail of its own; a domain above it joins two "
+                   "dies only on the same rail (the same index in their nodes), others climb "
+                   "one tier more (0: no rails)", 0, 4096),
     "nic_gbps": Field(float, "bandwidth of each die's NIC, GB/s each way (0: no NIC): stores of "
                       "hop class nic_from and above leave and enter through the NIC instead of "
                       "the die's egress and ingress ports", 0.0, 1e6),
@@ -338,6 +342,14 @@ def _check(values: dict[str, Any], table: str, source: str | None) -> None:
     if values["nic_from"] not in HOP_CLASSES[1:]:
         raise InputError(f"{table}.nic_from", f"unknown hop class {values['nic_from']!r}; "
                          f"allowed: {', '.join(HOP_CLASSES[1:])}", source)
+    if values["rails"] and (not tiers or values["rails"] != tiers[0]):
+        raise InputError(f"{table}.rails", f"{values['rails']} must be the first tier's dies "
+                         f"(tier_sizes[0]: {tiers[0] if tiers else 'none'}), one rail each, "
+                         f"or 0", source)
+    if values["rails"] and len(values["tier_gbps"]) > 1:
+        raise InputError(f"{table}.rails", "rails with an oversubscribed tier above the first "
+                         "(tier_gbps) are not modelled: a rail's uplink is not a domain's",
+                         source)
     if values["nic_gbps"] and values["nic_gbps"] < MIN_GBPS:
         raise InputError(f"{table}.nic_gbps", f"{values['nic_gbps']!r} is below {MIN_GBPS:g} "
                          f"GB/s; 0 means no NIC", source)
