@@ -13,8 +13,8 @@ import numpy as np
 from .combine import combine, combine_stages
 from .dispatch import dispatch, dispatch_stages
 from .jit import njit
-from .layout import (C_EXPERT, C_EXPERT_COPY, C_NPU_DIES, C_RAILS, C_TIER1_DIES, COMBINE, LAYER, DISPATCH,
-                     EXPERT_SHIFT, N_PARAMS, N_PORTS, N_TIERS, P_CDF_LEN, P_CDF_START,
+from .layout import (C_EXPERT, C_EXPERT_COPY, C_NPU_DIES, C_RAILS, C_TIER1_DIES, COMBINE, LAYER,
+                     DISPATCH, EXPERT_SHIFT, N_PARAMS, N_PORTS, N_TIERS, P_CDF_LEN, P_CDF_START,
                      P_EXPERTS, P_OP, P_PROTOCOL, P_RANKS, P_ROUTING, P_SYNC, P_TOPK, P_TRACE,
                      TRACE)
 from .protocols import mechanisms
