@@ -454,7 +454,7 @@ def deepep_points(profile: Profile, threads: int | None) -> list[Check]:
         out.append(Check(
             "point", f"DeepEP's SMs, {row['ranks']} ranks: the fewest within "
             f"{SMS_SLACK:.0%} of the best latency, against DeepEP V2's formula",
-            str(row["v2_sms"]), str(row["fewest_sms"]), row["fewest_sms"] - row["v2_sms"],
+            str(row["v2_sms"]), str(row["fewest_sms"]), float(row["fewest_sms"] - row["v2_sms"]),
             None, f"{setup}; every even SM count up to {gpu.aivs}, 3 warp groups each; the "
             f"reference is V2's get_theoretical_num_sms at {gpu.nic_gbps:g} GB/s RDMA and "
             f"{gpu.egress_gbps:g} GB/s NVLink, not a number of the paper", "SMs"))
