@@ -54,7 +54,9 @@ READ = -1
 #   launch: 3 warp groups per SM on ceil(experts / 3) SMs; ubepsim.sweep.params.default_aivs).
 # Combine:
 # RETURN_DEAL: how the returned copies are dealt: READ, by `schedule` as dispatch's; or a fixed
-#   deal (CANN's V1 and DeepEP split by destination: expert_block on the plain walk).
+#   deal (CANN's V1 splits by destination: expert_block on the plain walk; DeepEP runs a warp
+#   group per (local expert, destination) pair: equal contiguous slices of the copies in receive
+#   order, expert by expert and source by source, token_order).
 # RETURN_STATUS: after its copies, a status to each destination a core owns, which the
 #   receivers poll (every source's), then SyncAll, then reduce (CANN's V1; DeepEP's flag per
 #   expert and grid sync). Without it each token is reduced once its copies are there.
@@ -77,7 +79,7 @@ MECHANISMS[BSP, [COUNTS_AFTER, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER, HIDDEN_
 MECHANISMS[UBEP, [COUNT_GROUP, SIGNALLED_COPIES, TOKEN_PRELOAD]] = 1
 MECHANISMS[DEEPEP_LL, [COUNTS_AFTER, FIXED_SLOTS, ORDERED, SYNC, TOKEN_PRELOAD, DEAL,
                        HEADER_BYTES, EXPERT_CORES, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER]] = \
-    THEN_ISSUED, 1, 1, SP, 1, TOKEN_ORDER, 16, 3, EXPERT_BLOCK, 1, THEN_NEXT
+    THEN_ISSUED, 1, 1, SP, 1, TOKEN_ORDER, 16, 3, TOKEN_ORDER, 1, THEN_NEXT
 # (V1's statuses are flags behind their core's fence, never verified or re-armed: sw)
 STATUS_SYNC = SW
 

@@ -188,7 +188,7 @@ def reorder(p, aivs, stores, ecnt, c, fx, chance, first_aiv, m, offsets):
     return delivered, violations, collisions
 
 
-@njit(inline="always")
+@njit   # compiled apart: inlined, its loops grew the dispatch function and slowed the others'
 def pair_receive(p, aivs, stores, sched, c, fx, chance, ordered):
     """Fixed slots (protocols.FIXED_SLOTS, DeepEP's receive): on every die, each AIV takes an
     equal contiguous share of the (local expert, source) pairs, pair q = e * ranks + s (DeepEP's
