@@ -527,3 +527,17 @@ def test_ranks_beyond_the_machine_are_refused_naming_a_larger_profile():
     code, out, err = run_cli("run", "--ranks", "512", "--batch", "1", "--topk", "1", "--aivs",
                              "4", "--cumsum-aivs", "1", "--profile", "cm384_pod", "--json")
     assert code == 0, err
+
+
+def test_a_fabric_without_atomic_blocks_refuses_in_block_signals():
+    """Paper Table 5: Data-as-Flag's tff and sp need blocks the fabric writes whole; h800's
+    InfiniBand writes 8 bytes whole. ubep's default (sp) is refused there before any work; dc
+    runs, and so does deepep_ll, whose counts are atomics of their own."""
+    code, out, err = run_cli("run", "--profile", "h800", "--protocol", "ubep", "--ranks", "16")
+    assert code == 2 and out == ""
+    assert "sync (--sync): sp needs stores the fabric writes whole" in err
+    assert "use dc or sw" in err
+    for extra in (("--protocol", "ubep", "--sync", "dc"), ("--protocol", "deepep_ll")):
+        code, out, err = run_cli("run", "--profile", "h800", "--ranks", "16", "--json", *extra)
+        assert code == 0, err
+        assert json.loads(out)["latency_us"] > 0

@@ -221,3 +221,25 @@ def test_the_default_group_size_is_the_best_of_the_default_workload():
     (row,) = tune_json("--ranks", "128", "--batch", "64", "--seed", seeds)
     assert row["best_cumsum_aivs"] == PARAM_BY_NAME["cumsum_aivs"].default
     assert f"The default `cumsum_aivs = {row['best_cumsum_aivs']}` is the best" in doc
+
+
+def test_v2s_formula_as_published():
+    """DeepEP V2's get_theoretical_num_sms by hand, one 8-GPU node (no RDMA): the NVLink writes
+    bound, 160 / (1 - 1/8) GB/s over 50 GB/s an SM = 3.66 SMs, x1.25 = 4.57, up to 5, even: 6;
+    capped by the device's SMs, at least 4."""
+    from ubepsim.paper.tune import v2_sms
+    assert v2_sms(256, 8, 8, 8, 50.0, 160.0, 132) == 6
+    assert v2_sms(256, 8, 8, 8, 50.0, 160.0, 4) == 4
+    assert v2_sms(256, 8, 8, 8, 50.0, 1.0, 132) == 4
+
+
+def test_sms_finds_the_fewest_within_five_percent():
+    code, out, err = run_cli("tune", "--sms", "--profile", "h800", "--ranks", "16", "--batch",
+                             "16", "--experts", "32", "--max-sms", "12", "--json")
+    assert code == 0, err
+    (row,) = json.loads(out)
+    assert row["best_sms"] in range(2, 13, 2) and row["fewest_sms"] <= row["best_sms"]
+    assert row["fewest_latency_us"] <= 1.05 * row["latency_us"]
+    assert row["v2_sms"] >= 4 and row["v2_sms"] % 2 == 0
+    code, _, err = run_cli("tune", "--sms", "--profile", "h800", "--ranks", "16", "--aivs", "9")
+    assert code == 2 and "--aivs" in err and "--sms" in err
