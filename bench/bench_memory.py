@@ -49,8 +49,10 @@ def estimate(config: dict, timeline: bool) -> int:
     from ubepsim.sweep.params import make_config
     from ubepsim.sweep.profile import load_profile
 
-    c = make_config(dict(config), load_profile().aivs)
-    return int(memory.working_memory(c.columns())[0]) + (model.timeline_bytes(c) if timeline else 0)
+    profile = load_profile()
+    c = make_config(dict(config), profile.aivs)
+    return int(memory.working_memory(c.columns(), profile)[0]) + \
+        (model.timeline_bytes(c) if timeline else 0)
 
 
 def main() -> None:

@@ -105,7 +105,7 @@ def combine(p, c, chance, rsched, out, marks_out):
                 p[P_TOPK], sent, delivered, violations, collisions, queued)
 
 
-def working_bytes(ranks, batch, topk, experts, aivs, protocol, sync, batch_max):
+def working_bytes(ranks, batch, topk, experts, aivs, protocol, sync, batch_max, cap):
     """The bytes combine allocates beside the routing, as numbers or numpy columns: its arrays
     whose sizes grow with the configuration (keep in step with the allocations of
     return_schedule, combine_stages and the stages they run), a die's scratch at its largest
@@ -125,4 +125,5 @@ def working_bytes(ranks, batch, topk, experts, aivs, protocol, sync, batch_max):
             + 8 * R * A * (N_BUCKETS + N_CMARKS + 8)   # per-AIV state, marks, Init
             + 8 * 5 * most               # the schedule's per-die scratch, a die's program
             # the ingress sort's keys and buffer, at the fullest bucket
-            + 16 * (np.asarray(batch_max) * K * (1 + own_copy) + statuses))
+            + 16 * (np.asarray(batch_max) * K * (1 + own_copy) + statuses)
+            + 12 * R * A * np.asarray(cap))   # the fabric's rings of stores in flight

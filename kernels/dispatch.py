@@ -122,7 +122,7 @@ def dispatch(p, c, chance, sched, out, marks_out):
                violations, collisions, queued)
 
 
-def working_bytes(ranks, batch, topk, experts, aivs, protocol, sync, batch_max):
+def working_bytes(ranks, batch, topk, experts, aivs, protocol, sync, batch_max, cap):
     """The bytes a dispatch allocates for a configuration, as numbers or numpy
     columns: its arrays whose sizes grow with the configuration (keep in step with the
     allocations of the stages), a die's scratch at batch_max tokens (the most a die holds),
@@ -143,4 +143,6 @@ def working_bytes(ranks, batch, topk, experts, aivs, protocol, sync, batch_max):
             + 8 * R * A * (N_MARKS + 13)   # per-AIV state across passes, marks, Init
             + 8 * (10 * np.asarray(batch_max) * K + 16 * R + 5 * E)   # per-die scratch,
             # programs, expert tables
-            + 16 * bucket)              # the ingress sort's keys and buffer
+            + 16 * bucket               # the ingress sort's keys and buffer
+            + 12 * R * A * np.asarray(cap))   # the fabric's rings of stores in flight (cap:
+            # blocks_in_flight slots a core, an ack and a block count each)

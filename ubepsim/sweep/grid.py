@@ -91,7 +91,7 @@ class Grid:
         bytes simulated together. The grid's corner bounds them all, so only a grid whose
         corner does not fit somewhere is walked point by point, once for every limit."""
         limits = [(min(n, self.size), available, where) for n, available, where in limits]
-        at_corner = working_memory(corner(self.values, self.profile)).max()
+        at_corner = working_memory(corner(self.values, self.profile), self.profile).max()
         if all(at_corner * n <= available for n, available, _ in limits):
             return
         most = max(n for n, _, _ in limits)
@@ -99,7 +99,7 @@ class Grid:
         largest: dict[str, Any] = {}
         for lo in range(0, self.size, CHUNK):
             points = self.frame(lo, min(lo + CHUNK, self.size))
-            need = working_memory(columns(points))
+            need = working_memory(columns(points), self.profile)
             i = int(need.argmax())
             if not top.size or need[i] > top[0]:
                 largest = points.row(i, named=True)

@@ -17,21 +17,22 @@ import numpy as np
 from ..errors import InputError
 from ..kernels import combine, dispatch
 from .params import Op
+from .profile import Profile
 from .workload import batch_max
 
 
-def working_memory(cols: dict[str, np.ndarray]) -> np.ndarray:
+def working_memory(cols: dict[str, np.ndarray], profile: Profile) -> np.ndarray:
     """Bytes the kernel works in while it simulates each configuration of resolved columns
-    (params.columns): kernels.dispatch.working_bytes unless the op is combine alone (then its
-    routing), plus kernels.combine.working_bytes unless it is dispatch alone (a layer holds
-    both)."""
+    (params.columns) on `profile` (its cores' rings of stores in flight): kernels.dispatch.
+    working_bytes unless the op is combine alone (then its routing), plus kernels.combine.
+    working_bytes unless it is dispatch alone (a layer holds both)."""
     protocol = np.asarray(cols["protocol"], dtype=np.int64)
     sync = np.asarray(cols["sync"], dtype=np.int64)
     op = np.asarray(cols["op"], dtype=np.int64)
     routing = 4 * np.asarray(cols["ranks"], dtype=np.int64) * np.asarray(cols["batch"]) * \
         np.asarray(cols["topk"])
     shape = (cols["ranks"], cols["batch"], cols["topk"], cols["experts"], cols["aivs"], protocol,
-             sync, batch_max(cols))
+             sync, batch_max(cols), profile.blocks_in_flight)
     first = dispatch.working_bytes(*shape)
     second = combine.working_bytes(*shape)
     return np.where(op == Op.combine, routing, first) + np.where(op == Op.dispatch, 0, second)

@@ -49,7 +49,7 @@ def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int
     if threads is not None:
         numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
     if not memory_checked and len(cols["ranks"]):
-        need = memory.working_memory(cols)
+        need = memory.working_memory(cols, profile)
         top = np.argsort(need)[::-1][:numba.get_num_threads()]   # at most one per thread
         memory.check_memory(need[top], {n: np.asarray(cols[n])[top[0]] for n in NAMES},
                             memory.available_memory())
@@ -130,8 +130,8 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     profile = _profile(profile)
     config = _config(config, profile, "config")
     cols = config.columns()
-    memory.check_memory(memory.working_memory(cols) + (timeline_bytes(config) if timeline else 0),
-                        config.as_dict(), memory.available_memory())
+    need = memory.working_memory(cols, profile) + (timeline_bytes(config) if timeline else 0)
+    memory.check_memory(need, config.as_dict(), memory.available_memory())
     memory.keep_freed_memory()
     inputs = prepare(cols, profile)
     costs = inputs[1]
