@@ -12,7 +12,8 @@ from .layout import (B_SYNC, C_INIT, C_VCOUNT, N_BUCKETS, N_CMARKS, N_MARKS, N_P
                      P_AIVS, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK,
                      THEN_NONE, STO_WIDTH, Aivs, Stores)
 from .programs import init_phase, status_programs, token_programs
-from .protocols import RETURN_STATUS, SIGNALLED_COPIES, STATUS_SYNC, mechanisms, uses
+from .protocols import (RETURN_STATUS, SIGNALLED_COPIES, STATUS_SYNC, mechanisms, uses,
+                        v1_phases)
 from .reduce import reduce
 from .results import combine_row, put_marks
 from .sync import NO_SIGNAL, effects, signal_stores
@@ -101,7 +102,7 @@ def combine(p, c, chance, rsched, out, marks_out):
     aivs, ends, sent, delivered, violations, collisions, queued = combine_stages(
         p, c, chance, rsched, starts, np.zeros((R, N_PORTS), np.int64),
         np.zeros((R, N_PORTS), np.int64), marks_out)
-    combine_row(out, aivs, ends, starts, rsched, c, mechanisms(p[P_PROTOCOL]).return_status,
+    combine_row(out, aivs, ends, starts, rsched, c, v1_phases(mechanisms(p[P_PROTOCOL])),
                 p[P_TOPK], sent, delivered, violations, collisions, queued)
 
 

@@ -13,8 +13,8 @@ from collections import namedtuple
 import numpy as np
 
 from .jit import njit
-from .layout import (BSP, DEEPEP_LL, EXPERT_BLOCK, SP, SW, THEN_FENCE, THEN_ISSUED, THEN_NEXT,
-                     THEN_SYNCALL, TOKEN_ORDER, UBEP)
+from .layout import (BALANCED, BSP, DEEPEP_LL, EXPERT_BLOCK, SP, SW, THEN_FENCE, THEN_ISSUED,
+                     THEN_NEXT, THEN_SYNCALL, TOKEN_ORDER, UBEP)
 
 # A column whose value is a parameter's code may instead read the configuration's parameter.
 READ = -1
@@ -55,8 +55,10 @@ READ = -1
 # Combine:
 # RETURN_DEAL: how the returned copies are dealt: READ, by `schedule` as dispatch's; or a fixed
 #   deal (CANN's V1 splits by destination: expert_block on the plain walk; DeepEP runs a warp
-#   group per (local expert, destination) pair: equal contiguous slices of the copies in receive
-#   order, expert by expert and source by source, token_order).
+#   group per (local expert, destination) pair, every warp group at once, and its NIC interleaves
+#   their QPs: balanced, equal contiguous slices of the die's walk, which starts at the next
+#   die. Slices in the order every rank shares (token_order) would have the ports, first come
+#   first served, take one destination at a time from every die: an incast DeepEP does not have).
 # RETURN_STATUS: after its copies, a status to each destination a core owns, which the
 #   receivers poll (every source's), then SyncAll, then reduce (CANN's V1; DeepEP's flag per
 #   expert and grid sync). Without it each token is reduced once its copies are there.
@@ -79,7 +81,7 @@ MECHANISMS[BSP, [COUNTS_AFTER, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER, HIDDEN_
 MECHANISMS[UBEP, [COUNT_GROUP, SIGNALLED_COPIES, TOKEN_PRELOAD]] = 1
 MECHANISMS[DEEPEP_LL, [COUNTS_AFTER, FIXED_SLOTS, ORDERED, SYNC, TOKEN_PRELOAD, DEAL,
                        HEADER_BYTES, EXPERT_CORES, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER]] = \
-    THEN_ISSUED, 1, 1, SP, 1, TOKEN_ORDER, 16, 3, TOKEN_ORDER, 1, THEN_NEXT
+    THEN_ISSUED, 1, 1, SP, 1, TOKEN_ORDER, 16, 3, BALANCED, 1, THEN_NEXT
 # (V1's statuses are flags behind their core's fence, never verified or re-armed: sw)
 STATUS_SYNC = SW
 
@@ -90,6 +92,13 @@ def mechanisms(protocol):
     r = MECHANISMS[protocol]
     return Mechanisms(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11],
                       r[12], r[13])
+
+
+@njit(inline="always")
+def v1_phases(m):
+    """Whether a combine's phases on the critical path are CANN's V1's, shared by the die's
+    AIVs (statuses behind each AIV's fence, then SyncAll); else the last AIV's own buckets."""
+    return m.return_status == 1 and m.status_after == THEN_FENCE
 
 
 @njit(inline="always")

@@ -6,7 +6,7 @@ import numpy as np
 
 from .jit import njit
 from .routing import most_copies
-from .protocols import by_aiv
+from .protocols import by_aiv, v1_phases
 from .schedule import busiest
 from .layout import (C_COPY_EGRESS, C_COPY_INGRESS, C_COPY_ISSUE, C_EXPERT, C_INIT, C_COPY_LOAD,
                      C_IDS_LOAD, C_INIT_LOAD, C_LAT_LOCAL, C_LOCAL_COPY, C_RETURN_QUANT,
@@ -65,16 +65,16 @@ def phases(out, aivs, crit, latency, by_aiv, c):
 
 
 @njit
-def combine_phases(out, aivs, crit, start, end, statuses):
+def combine_phases(out, aivs, crit, start, end, v1):
     """The time of each phase of a combine on the critical path, through die `crit` from its
     start to its end, added to out's phase columns (a layer's dispatch wrote them first).
-    Without `statuses` (protocols.RETURN_STATUS): the die's last AIV, bucket by bucket. With
-    them (CANN's V1): Init until the die's last AIV's Init ends, Token-Sending until its last copy
-    completed, synchronization (fences, statuses, status polls) until its SyncAll ends, then the
+    Unless `v1` (protocols.v1_phases): the die's last AIV, bucket by bucket. CANN's V1: Init
+    until the die's last AIV's Init ends, Token-Sending until its last copy completed,
+    synchronization (fences, statuses, status polls) until its SyncAll ends, then the
     reduction."""
     t_aiv, bucket, marks = aivs.t, aivs.bucket, aivs.marks
     first_copy, last_copy_ack = aivs.first_copy, aivs.last_copy_ack
-    if not statuses:
+    if not v1:
         ca = last_aiv(t_aiv, crit)
         for b in range(N_BUCKETS):
             out[O_PHASE0 + b] += bucket[crit, ca, b]
@@ -228,14 +228,14 @@ def result_row(out, aivs, ends, sched, c, by_aiv, sent, delivered, violations, c
 
 
 @njit
-def combine_row(out, aivs, ends, starts, rsched, c, statuses, K, sent, delivered, violations,
+def combine_row(out, aivs, ends, starts, rsched, c, v1, K, sent, delivered, violations,
                 collisions, queued):
     """Writes out[N_OUT]: every result of a combine on its return schedule (rsched), die d
     started at starts[d]."""
     crit = critical(ends)
     for b in range(N_BUCKETS):
         out[O_PHASE0 + b] = 0
-    combine_phases(out, aivs, crit, starts[crit], ends[crit], statuses)
+    combine_phases(out, aivs, crit, starts[crit], ends[crit], v1)
     out[O_DISPATCH] = out[O_EXPERT] = 0
     out[O_COMBINE] = ends[crit] - starts[crit]
     acc = new_stats()
@@ -261,7 +261,7 @@ def layer_row(out, daivs, dends, sched, caivs, ends, starts, experts, rsched, c,
     time and its combine, each split into its phases (added up, expert time apart)."""
     crit = critical(ends)
     phases(out, daivs, crit, dends[crit], by_aiv(m), c)
-    combine_phases(out, caivs, crit, starts[crit], ends[crit], m.return_status)
+    combine_phases(out, caivs, crit, starts[crit], ends[crit], v1_phases(m))
     out[O_DISPATCH] = dends[crit]
     out[O_EXPERT] = experts[crit]
     out[O_COMBINE] = ends[crit] - starts[crit]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 
-from ..kernels.protocols import by_aiv
+from ..kernels.protocols import by_aiv, v1_phases
 from ..sweep.profile import HOP_CLASSES
 from ..sweep.result_fields import PHASE_NAMES, phase_column
 from .schedule import Schedule
@@ -43,7 +43,7 @@ def combine_phases(run: Run, die: Die, start: int) -> dict[str, int]:
     its last copy completed, synchronization (fences, statuses, status polls) until its
     SyncAll ends, then the reduction."""
     aivs = die.aivs
-    if not run.mech.return_status:
+    if not v1_phases.py_func(run.mech):
         last = max(range(len(aivs)), key=lambda j: (aivs[j].t, -j))
         return aivs[last].buckets
     init_end = max(a.marks[INIT] for a in aivs)
