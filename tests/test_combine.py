@@ -104,6 +104,9 @@ def test_the_invariants_hold_in_the_twin(configs, twins):
         assert d["latency_cycles"] >= d["bound_cycles"]
         total = sum(out[phase_column(p)] for p in PHASE_NAMES) + out["expert_us"]
         assert total == pytest.approx(out["latency_us"], rel=1e-12)
+        # ... each part of it a time (V1's attribution gave deepep_ll's unfenced statuses a
+        # negative one)
+        assert all(out[phase_column(p)] >= 0 for p in PHASE_NAMES), (cfg, prof)
         split = out["dispatch_us"] + out["expert_us"] + out["combine_us"]
         assert split == pytest.approx(out["latency_us"], rel=1e-12)
         # a result the op does not give (result_fields: its declaration's ops) is 0
@@ -186,3 +189,17 @@ def test_bsp_combine_phases_follow_v1(configs, twins):
                 assert len(m) == 7
                 assert m[0] <= m[INIT] <= m[C_SENT] <= m[C_BSP_STATUS] <= m[C_BSP_POLLED] \
                     <= m[C_BSP_SYNCALL] <= m[-1]
+
+
+def test_unfenced_statuses_keep_every_phase_a_time():
+    """deepep_ll's statuses follow their copies without a fence, so its combine's phases are its
+    last core's buckets, each a time. V1's attribution (the die's marks, Token-Sending until its
+    last copy's acknowledgement) goes negative where acknowledgements come back long after the
+    statuses were seen: here, a 50 us hop."""
+    from ubepsim.paper.numbers import DEEPEP_LL
+    from ubepsim.sweep.profile import load_profile
+    slow = load_profile("h800", overrides={"latency_ns": {"one_hop": 50000.0,
+                                                          "two_hop": 50000.0}})
+    out = model.simulate({**DEEPEP_LL, "ranks": 16, "op": "combine"}, slow)
+    assert all(out[phase_column(p)] >= 0 for p in PHASE_NAMES)
+    assert sum(out[phase_column(p)] for p in PHASE_NAMES) == pytest.approx(out["latency_us"])

@@ -251,6 +251,7 @@ def test_invariants_hold_in_the_twin(configs, twins, chunk):
         # phase attribution covers the critical path exactly
         phases = sum(out[phase_column(p)] for p in PHASE_NAMES)
         assert phases == pytest.approx(out["latency_us"], rel=1e-12)
+        assert all(out[phase_column(p)] >= 0 for p in PHASE_NAMES), configs[i]
         # every AIV's phase boundaries are ordered in time
         for die in d["marks"]:
             for marks in die:
