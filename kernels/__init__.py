@@ -14,6 +14,8 @@ mechanism, each stage a function of the same name as the plain-Python twin's
   homogenization), `slices`, `deal_copies`, `quaternary_search` of Algorithm 1, `qsteps_table`,
   `init_work`, `hop_counts`, and the stage, `schedule`); combine's (`receive_order`,
   `deal_returns`, `return_schedule`);
+- protocols: each protocol as the mechanisms it uses, one table (`MECHANISMS`, decoded once per
+  configuration by `mechanisms`; `v1_phases`, `by_aiv`);
 - sync: the Data-as-Flag variants, Section 3.4, as one table of effects (`POLICY`, decoded once
   per configuration by `effects`) and SyncAll (`syncall`);
 - programs: each die's Init and store programs, Section 2.3 (`init_phase`, `new_store`,
@@ -24,7 +26,8 @@ mechanism, each stage a function of the same name as the plain-Python twin's
   `kind_table`, combine's `return_kinds`, `outstanding`, `begin_phase`, `end_phase`, `turn`,
   `barrier`);
 - receive: polls, counts with CalCumSum, offsets, Token-Reordering, Section 3.2 (`poll`,
-  `seen`, `poll_counts`, `publish_offsets`, `bsp_cumsum`, `reorder`, and the stage, `receive`);
+  `seen`, `poll_counts`, `publish_offsets`, `bsp_cumsum`, `reorder`, DeepEP's fixed slots'
+  `pair_receive`, `die_ends`, and the stage, `receive`);
 - reduce: combine's receivers, each token's copies reduced (`reduce_tokens`, and the stage,
   `reduce`);
 - results: the output row (`phases`, `combine_phases`, `reach`, `latency_bound`,

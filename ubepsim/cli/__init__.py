@@ -24,7 +24,8 @@ from ..version import __version__
 # install keeps from the day it was made
 @click.version_option(version=__version__, prog_name="ubepsim")
 def cli() -> None:
-    """Cycle-approximate simulator of MoE expert-parallel dispatch on superpods (BSP / UBEP)."""
+    """Cycle-approximate simulator of MoE expert-parallel dispatch and combine on superpods (BSP /
+    UBEP), and of DeepEP's low-latency kernels on GPU clusters."""
 
 
 def _register() -> None:
