@@ -91,9 +91,11 @@ def grids(draw) -> str:
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
 @given(grids())
-# found by this test: a key holding a newline made a two-line message, and integers past the
-# floats' range raised OverflowError
+# found by this test: a key holding a newline made a two-line message, integers past the
+# floats' range raised OverflowError, and a file name holding a NUL raised ValueError
 @example('[sweep]\n"\\n" = 0\n')
+@example('[sweep]\nname = "t"\n[grid]\ntrace = ["\\u0000"]\n')
+@example('[sweep]\nname = "t"\nprofile = "a\\u0000"\n')
 @example('[sweep]\nname = "t"\n[grid]\nzipf_s = [1%s]\n' % ("0" * 400))
 @example('[sweep]\nname = "t"\nfilter = "10 ** 400 / 3 > batch"\n')
 def test_any_grid_loads_or_is_refused_naming_a_key(tmp_path_factory, text):

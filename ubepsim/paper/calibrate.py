@@ -248,7 +248,7 @@ def read_measurements(path: str | Path) -> pl.DataFrame:
     if "trace" in frame.columns and frame["trace"].dtype == pl.String:
         # as in a grid: a trace named in the file is relative to the file
         frame = frame.with_columns(pl.col("trace").map_elements(
-            lambda v: beside(source, v) if v else v, return_dtype=pl.String))
+            lambda v: beside(source, v, "trace") if v else v, return_dtype=pl.String))
     return frame
 
 

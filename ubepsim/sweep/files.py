@@ -16,10 +16,13 @@ from ..version import __version__
 META = "ubepsim."   # the prefix of ubepsim's keys in a Parquet file's key-value metadata
 
 
-def beside(source: str, value: str) -> str:
+def beside(source: str, value: str, key: str) -> str:
     """A file named in a grid (a trace, a profile) or in a measurement file: relative to that
     file, as an absolute path, so that the points (the rows' `trace`, the fingerprint a resume
-    checks) do not depend on the directory the sweep was started from."""
+    checks) do not depend on the directory the sweep was started from. A name no file can have
+    (a NUL character) is refused as `key`'s."""
+    if "\0" in value:
+        raise InputError(key, f"{value!r} is no file name: it holds a NUL character", source)
     return str((Path(source).parent / value).resolve())
 
 

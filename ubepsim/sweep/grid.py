@@ -156,7 +156,7 @@ def load_grid(path: str | Path, key: str = "GRID.toml", base_profile: str | None
         load_profile(base_profile, key="--profile")
         spec, spec_key = base_profile, "--profile"
     elif spec not in BUILTIN:
-        spec = beside(source, spec)
+        spec = beside(source, spec, "sweep.profile")
     profile = load_profile(spec, _table(doc, "profile", source), source, key=spec_key)
 
     axes = _axes(doc, sweep, source)
@@ -291,7 +291,7 @@ def _values(name: str, spec: Any, key: str, source: str, scalar: bool = True) ->
 
 def _trace_path(value: str, key: str, source: str) -> str:
     """A trace file named in a grid, which must exist."""
-    path = Path(beside(source, value))
+    path = Path(beside(source, value, key))
     if not path.is_file():
         raise InputError(key, f"no such file {path} (a grid's trace files are relative to the "
                          f"grid file)", source)
