@@ -65,13 +65,13 @@ def main() -> None:
     for protocol in (p.name for p in Protocol):
         cfg = make_config({"ranks": args.ranks, "batch": args.batch, "topk": args.topk,
                            "experts": args.experts, "protocol": protocol, "sync": args.sync},
-                          profile.aivs)
+                          profile.cores)
         copies = cfg.ranks * cfg.batch * cfg.topk
         k, median = kernel_seconds(cfg, profile, args.repeat)
         line = (f"{protocol:9s} kernel {k * 1e3:8.2f} ms  {k / copies * 1e9:7.1f} ns/copy"
                 f"  (median {median / copies * 1e9:.1f})")
         if args.skew is not None:
-            skewed = make_config({**cfg.as_dict(), **args.skew}, profile.aivs)
+            skewed = make_config({**cfg.as_dict(), **args.skew}, profile.cores)
             s, s_median = kernel_seconds(skewed, profile, args.repeat)
             k, median = kernel_seconds(cfg, profile, args.repeat)    # again, after it
             line = (f"{protocol:9s} uniform {k / copies * 1e9:7.1f} ns/copy, skewed "

@@ -50,7 +50,7 @@ def estimate(config: dict, timeline: bool) -> int:
     from ubepsim.sweep.profile import load_profile
 
     profile = load_profile()
-    c = make_config(dict(config), profile.aivs)
+    c = make_config(dict(config), profile.cores)
     return int(memory.working_memory(c.columns(), profile)[0]) + \
         (model.timeline_bytes(c) if timeline else 0)
 

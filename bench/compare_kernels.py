@@ -96,8 +96,8 @@ def batch_kernel(dispatch):
 RENAMED_SLOTS = {"O_PH_INIT": "O_PHASE_INIT", "O_PH_SEND": "O_PHASE_SEND",
                  "O_PH_SYNC": "O_PHASE_SYNC", "O_PH_CUMSUM": "O_PHASE_CUMSUM",
                  "O_PH_REORDER": "O_PHASE_REORDER", "O_PH_REDUCE": "O_PHASE_REDUCE",
-                 "O_SEND_MAX": "O_SEND_MAX_AIV", "O_SEND_MEAN": "O_SEND_MEAN_AIV",
-                 "O_SEND_SPREAD": "O_SEND_SPREAD_AIV", "O_QSTEPS": "O_QSEARCH_STEPS",
+                 "O_SEND_MAX": "O_SEND_MAX_CORE", "O_SEND_MEAN": "O_SEND_MEAN_CORE",
+                 "O_SEND_SPREAD": "O_SEND_SPREAD_CORE", "O_QSTEPS": "O_QSEARCH_STEPS",
                  "O_COLLISIONS": "O_SENTINEL_COLLISIONS"}
 
 
@@ -109,7 +109,7 @@ def common_slots(dispatch) -> tuple[list[int], list[int]]:
     if layout is None:
         return list(range(N_OUT)), list(range(N_OUT))
     # an old name means its new one only in a layout without the new one (O_SEND_MAX was
-    # send_max_aiv's slot before it was the busiest sender's)
+    # send_max_core's slot before it was the busiest sender's)
     slots = vars(layout)
     renamed = {old: new for old, new in RENAMED_SLOTS.items() if new not in slots}
     pairs = {(getattr(our_layout, renamed.get(name, name)), i)

@@ -95,7 +95,7 @@ def main() -> None:
     numba.set_num_threads(1)
     grid = load_grid(MILLION)
     if args.config is not None:
-        row = make_config(args.config, grid.profile.aivs).as_dict()
+        row = make_config(args.config, grid.profile.cores).as_dict()
         sample = pl.DataFrame([row], schema=SCHEMA)
     else:
         sample = stratified_sample(grid, args.per_setting)

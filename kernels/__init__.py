@@ -15,7 +15,7 @@ mechanism, each stage a function of the same name as the plain-Python twin's
   `init_work`, `hop_counts`, and the stage, `schedule`); combine's (`receive_order`,
   `deal_returns`, `return_schedule`);
 - protocols: each protocol as the mechanisms it uses, one table (`MECHANISMS`, decoded once per
-  configuration by `mechanisms`; `v1_phases`, `by_aiv`);
+  configuration by `mechanisms`; `v1_phases`, `by_core`);
 - sync: the Data-as-Flag variants, Section 3.4, as one table of effects (`POLICY`, decoded once
   per configuration by `effects`) and SyncAll (`syncall`);
 - programs: each die's Init and store programs, Section 2.3 (`init_phase`, `new_store`,

@@ -9,8 +9,8 @@ import numpy as np
 from .fabric import fabric, return_kinds
 from .jit import njit
 from .layout import (B_SYNC, C_INIT, C_VCOUNT, N_BUCKETS, N_CMARKS, N_MARKS, N_PHASES, N_PORTS,
-                     P_AIVS, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK,
-                     THEN_NONE, STO_WIDTH, Aivs, Stores)
+                     P_CORES, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK,
+                     THEN_NONE, STO_WIDTH, Cores, Stores)
 from .programs import init_phase, status_programs, token_programs
 from .protocols import (RETURN_STATUS, SIGNALLED_COPIES, STATUS_SYNC, mechanisms, uses,
                         v1_phases)
@@ -43,10 +43,10 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
     """One configuration's combine on its return schedule (schedule.return_schedule), die d
     starting at starts[d] with its ports free at egress_free[d] and ingress_free[d] (per port;
     left there when next free). chance: the sentinel collision chances (copy, count message,
-    returned copy). If marks_out has shape [ranks, aivs, ...], writes every AIV's phase
-    boundaries after its first N_MARKS. Returns (aivs, ends, sent, delivered, violations,
+    returned copy). If marks_out has shape [ranks, cores, ...], writes every AIV's phase
+    boundaries after its first N_MARKS. Returns (cores, ends, sent, delivered, violations,
     collisions, queued), as dispatch.dispatch_stages."""
-    R, E, A = p[P_RANKS], p[P_EXPERTS], p[P_AIVS]
+    R, E, A = p[P_RANKS], p[P_EXPERTS], p[P_CORES]
     m = mechanisms(p[P_PROTOCOL])
     statuses = m.return_status == 1
     # signalled copies: the Data-as-Flag variant on every copy; V1's statuses are flags behind
@@ -56,7 +56,7 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
     EL = E // R
     ecnt = rsched.ecnt
 
-    aivs = Aivs(np.zeros((R, A), np.int64), np.zeros((R, A, N_BUCKETS), np.int64),
+    cores = Cores(np.zeros((R, A), np.int64), np.zeros((R, A, N_BUCKETS), np.int64),
                 np.zeros((R, A), np.int64), np.full((R, A), -1, np.int64),
                 np.full((R, A), -1, np.int64), np.empty((R, A, N_CMARKS), np.int64),
                 np.empty((R, A), np.int64))
@@ -80,17 +80,17 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
         if statuses:
             n = status_programs(s, prog, pre, n, pb[s * A:(s + 1) * A, 1], bfill, count_signal)
 
-    init_phase(aivs, c[C_INIT], 0, c[C_VCOUNT], 0, rsched.loads, rsched.searches, starts)
+    init_phase(cores, c[C_INIT], 0, c[C_VCOUNT], 0, rsched.loads, rsched.searches, starts)
     # (scalars as dispatch passes them, int64: one compiled fabric serves both)
     sent, queued = fabric(R, c, return_kinds(c, fx, m.signalled_copies), rsched.hops, stores,
                           prog, pre, pb, 2 if statuses else 1,
                           m.status_after if statuses else THEN_NONE, np.int64(0),
-                          np.int64(B_SYNC), aivs, egress_free, ingress_free)
+                          np.int64(B_SYNC), cores, egress_free, ingress_free)
     delivered, violations, collisions, ends = reduce(p, rsched.cfirst, c, chance[2], fx,
-                                                     effects(STATUS_SYNC, 0), aivs, stores, m)
+                                                     effects(STATUS_SYNC, 0), cores, stores, m)
     if marks_out.shape[0] == R:
-        put_marks(marks_out, aivs.marks, N_MARKS)
-    return aivs, ends, sent, delivered, violations, collisions, queued
+        put_marks(marks_out, cores.marks, N_MARKS)
+    return cores, ends, sent, delivered, violations, collisions, queued
 
 
 @njit
@@ -99,21 +99,21 @@ def combine(p, c, chance, rsched, out, marks_out):
     then its row, out[N_OUT] (results.combine_row)."""
     R = p[P_RANKS]
     starts = np.zeros(R, np.int64)
-    aivs, ends, sent, delivered, violations, collisions, queued = combine_stages(
+    cores, ends, sent, delivered, violations, collisions, queued = combine_stages(
         p, c, chance, rsched, starts, np.zeros((R, N_PORTS), np.int64),
         np.zeros((R, N_PORTS), np.int64), marks_out)
-    combine_row(out, aivs, ends, starts, rsched, c, v1_phases(mechanisms(p[P_PROTOCOL])),
+    combine_row(out, cores, ends, starts, rsched, c, v1_phases(mechanisms(p[P_PROTOCOL])),
                 p[P_TOPK], sent, delivered, violations, collisions, queued)
 
 
-def working_bytes(ranks, batch, topk, experts, aivs, protocol, sync, batch_max, cap):
+def working_bytes(ranks, batch, topk, experts, cores, protocol, sync, batch_max, cap):
     """The bytes combine allocates beside the routing, as numbers or numpy columns: its arrays
     whose sizes grow with the configuration (keep in step with the allocations of
     return_schedule, combine_stages and the stages they run), a die's scratch at its largest
     (every copy a die can receive: each token sends at most min(topk, experts per die) there;
     its bucket at batch_max tokens, the most a die holds). Left out: what stays under a
     megabyte at every size. Measured against the resident set: bench/bench_memory.py."""
-    R, B, K, E, A = (np.asarray(x, dtype=np.int64) for x in (ranks, batch, topk, experts, aivs))
+    R, B, K, E, A = (np.asarray(x, dtype=np.int64) for x in (ranks, batch, topk, experts, cores))
     M = B * K
     most = R * B * np.minimum(K, E // R)            # the most copies one die returns
     own_copy, _ = signal_stores(np.asarray(sync), uses(protocol, SIGNALLED_COPIES))

@@ -18,10 +18,10 @@ from .fabric import fabric, kind_table
 from .jit import njit
 from .layout import (B_CUMSUM, B_SYNC, C_COPY_COUNT, C_COUNT_CHAIN, C_IDS_LOAD, C_INIT,
                      C_INIT_LOAD, C_VCOUNT, C_VECTOR_BYTES, C_VECTOR_OP, N_BUCKETS, N_MARKS,
-                     N_PHASES, N_PORTS, P_AIVS, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS,
-                     P_SYNC, STO_WIDTH, THEN_NONE, Aivs, Stores)
+                     N_PHASES, N_PORTS, P_CORES, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS,
+                     P_SYNC, STO_WIDTH, THEN_NONE, Cores, Stores)
 from .programs import count_programs, init_phase, token_programs
-from .protocols import SIGNALLED_COPIES, SYNC, by_aiv, chosen, jit_chosen, mechanisms, uses
+from .protocols import SIGNALLED_COPIES, SYNC, by_core, chosen, jit_chosen, mechanisms, uses
 from .receive import receive
 from .results import put_marks, result_row
 from .sync import NO_SIGNAL, effects, signal_stores
@@ -55,11 +55,11 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     """One configuration's dispatch on its schedule (schedule.schedule). p: parameter row, c:
     cost row, chance: sentinel collision chances (copy, count message, ...). Its ports start
     free at egress_free[d] and ingress_free[d] (per port: layout.N_PORTS) and are left there
-    when next free; if marks_out has shape [ranks, aivs, ...], writes every AIV's phase
-    boundaries into its first N_MARKS. Returns (aivs, ends, sent, delivered, violations,
-    collisions, queued): every AIV's state (layout.Aivs), when each die's last AIV is done, the
+    when next free; if marks_out has shape [ranks, cores, ...], writes every AIV's phase
+    boundaries into its first N_MARKS. Returns (cores, ends, sent, delivered, violations,
+    collisions, queued): every AIV's state (layout.Cores), when each die's last AIV is done, the
     counts result_row takes, and the longest wait in an ingress port's queue."""
-    R, E, A = p[P_RANKS], p[P_EXPERTS], p[P_AIVS]
+    R, E, A = p[P_RANKS], p[P_EXPERTS], p[P_CORES]
     m = mechanisms(p[P_PROTOCOL])      # the protocol and its Data-as-Flag variant, decoded once
     fx = effects(jit_chosen(m.sync, p[P_SYNC]), m.signalled_copies)
     grouped = m.count_group == 1
@@ -67,7 +67,7 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     EL = E // R
     cfirst = sched.cfirst
 
-    aivs = Aivs(np.zeros((R, A), np.int64), np.zeros((R, A, N_BUCKETS), np.int64),
+    cores = Cores(np.zeros((R, A), np.int64), np.zeros((R, A, N_BUCKETS), np.int64),
                 np.zeros((R, A), np.int64), np.full((R, A), -1, np.int64),
                 np.full((R, A), -1, np.int64), np.empty((R, A, N_MARKS), np.int64),
                 np.empty((R, A), np.int64))
@@ -98,16 +98,16 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
 
     # Init: every AIV's setup and its load of the die's expert ids; a token AIV's token loads
     # and search (all from 0)
-    init_phase(aivs, c[C_INIT] + c[C_IDS_LOAD], c[C_INIT_LOAD], c[C_VCOUNT], C, sched.loads,
+    init_phase(cores, c[C_INIT] + c[C_IDS_LOAD], c[C_INIT_LOAD], c[C_VCOUNT], C, sched.loads,
                sched.searches, np.zeros(R, np.int64))
     sent, queued = fabric(R, c, kind_table(c, fx, EL), sched.hops, stores, prog, pre, pb,
                           1 if grouped else 2, THEN_NONE if grouped else m.counts_after, C,
-                          B_CUMSUM if grouped else B_SYNC, aivs, egress_free, ingress_free)
-    delivered, violations, collisions, ends = receive(p, c, chance, fx, sched, aivs, stores, C,
+                          B_CUMSUM if grouped else B_SYNC, cores, egress_free, ingress_free)
+    delivered, violations, collisions, ends = receive(p, c, chance, fx, sched, cores, stores, C,
                                                       m)
     if marks_out.shape[0] == R:
-        put_marks(marks_out, aivs.marks, 0)
-    return aivs, ends, sent, delivered, violations, collisions, queued
+        put_marks(marks_out, cores.marks, 0)
+    return cores, ends, sent, delivered, violations, collisions, queued
 
 
 @njit
@@ -115,14 +115,14 @@ def dispatch(p, c, chance, sched, out, marks_out):
     """One configuration's dispatch on its schedule: dispatch_stages, then its row, out[N_OUT]
     (results.result_row)."""
     R = p[P_RANKS]
-    aivs, ends, sent, delivered, violations, collisions, queued = dispatch_stages(
+    cores, ends, sent, delivered, violations, collisions, queued = dispatch_stages(
         p, c, chance, sched, np.zeros((R, N_PORTS), np.int64),
         np.zeros((R, N_PORTS), np.int64), marks_out)
-    result_row(out, aivs, ends, sched, c, by_aiv(mechanisms(p[P_PROTOCOL])), sent, delivered,
+    result_row(out, cores, ends, sched, c, by_core(mechanisms(p[P_PROTOCOL])), sent, delivered,
                violations, collisions, queued)
 
 
-def working_bytes(ranks, batch, topk, experts, aivs, protocol, sync, batch_max, cap):
+def working_bytes(ranks, batch, topk, experts, cores, protocol, sync, batch_max, cap):
     """The bytes a dispatch allocates for a configuration, as numbers or numpy
     columns: its arrays whose sizes grow with the configuration (keep in step with the
     allocations of the stages), a die's scratch at batch_max tokens (the most a die holds),
@@ -130,7 +130,7 @@ def working_bytes(ranks, batch, topk, experts, aivs, protocol, sync, batch_max, 
     out: what stays under a megabyte at every size (per-AIV event state, kind tables, radix
     counts), and the comparison sort's buffers that only absurdly slow profiles need.
     Measured against the resident set: bench/bench_memory.py."""
-    R, B, K, E, A = (np.asarray(x, dtype=np.int64) for x in (ranks, batch, topk, experts, aivs))
+    R, B, K, E, A = (np.asarray(x, dtype=np.int64) for x in (ranks, batch, topk, experts, cores))
     M = B * K
     sync = chosen(uses(protocol, SYNC), np.asarray(sync))
     own_copy, own_count = signal_stores(sync, uses(protocol, SIGNALLED_COPIES))

@@ -27,7 +27,7 @@ figures).
 import numpy as np
 
 from .jit import njit, prefetch, u
-from .layout import (AIV_BITS, B_SEND, B_SYNC, C_BLOCKS_IN_FLIGHT, C_COPY_BLOCKS, C_COPY_ISSUE,
+from .layout import (CORE_BITS, B_SEND, B_SYNC, C_BLOCKS_IN_FLIGHT, C_COPY_BLOCKS, C_COPY_ISSUE,
                      C_COPY_VERIFY, C_COUNT_BLOCKS, C_COUNT_CHAIN, C_COUNT_ISSUE, C_DEST_SWITCH,
                      C_COPY_LOAD, C_COPY_SWITCH, C_LAT_LOCAL, C_NIC_FROM, C_RETURN_QUANT,
                      C_RETURN_BLOCKS, C_RETURN_ISSUE, C_RETURN_LOAD, C_RETURN_VERIFY,
@@ -48,7 +48,7 @@ OVER = -2   # an AIV's phase's program is over
 # << 2 | its kind
 SLOT_BITS = 32
 SLOT_MASK = (1 << SLOT_BITS) - 1
-AIV_MASK = (1 << AIV_BITS) - 1
+CORE_MASK = (1 << CORE_BITS) - 1
 # A link queue's entry: its key, arrival << LINK_SHIFT | source << 1 | port; its value, the
 # store's id << LINK_SID | destination << LINK_DST | the step of its path it is at
 LINK_SHIFT = SRC_BITS + 1
@@ -228,13 +228,13 @@ def outstanding(g, st, fifo, cap):
 
 
 @njit(inline="always")
-def begin_phase(g, s, a, phase, st, pb, t_aiv, drained):
+def begin_phase(g, s, a, phase, st, pb, t_core, drained):
     """AIV row g (AIV a of die s) starts `phase`: its clock, its program's bounds; if
     `drained`, nothing in flight (what it had came back: a fence or SyncAll saw to it), else its
     stores in flight keep their credits; in the first phase no store acknowledged and no copy
     sent yet."""
     st[g, S_PHASE] = phase
-    st[g, S_T] = t_aiv[s, a]
+    st[g, S_T] = t_core[s, a]
     st[g, S_SIG] = st[g, S_SW] = 0
     if drained:
         st[g, S_HEAD] = st[g, S_N] = st[g, S_OUT] = 0
@@ -249,50 +249,51 @@ def begin_phase(g, s, a, phase, st, pb, t_aiv, drained):
 
 
 @njit(inline="always")
-def end_phase(g, s, a, st, C, other, aivs):
+def end_phase(g, s, a, st, C, other, cores):
     """AIV row g's phase is over: its time, split into its signals' (flags and checksums with
     their waits) as sync and the rest as its main work's bucket (sending copies: the AIVs from C
-    on in the first phase; else `other`), and its mark at the phase's end (layout.Aivs)."""
-    t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
+    on in the first phase; else `other`), and its mark at the phase's end (layout.Cores)."""
+    t_core, bucket, wait = cores.t, cores.bucket, cores.wait
+    marks, nmarks = cores.marks, cores.nmarks
     phase = st[g, S_PHASE]
     main = B_SEND if (phase == 0 and a >= C) else other
-    bucket[s, a, main] += st[g, S_T] - t_aiv[s, a] - st[g, S_SIG]
+    bucket[s, a, main] += st[g, S_T] - t_core[s, a] - st[g, S_SIG]
     bucket[s, a, B_SYNC] += st[g, S_SIG]
     wait[s, a] += st[g, S_SW]
-    t_aiv[s, a] = st[g, S_T]
+    t_core[s, a] = st[g, S_T]
     if phase == 0:
-        aivs.first_copy[s, a] = st[g, S_FIRST]
-    marks[s, a, nmarks[s, a]] = t_aiv[s, a]
+        cores.first_copy[s, a] = st[g, S_FIRST]
+    marks[s, a, nmarks[s, a]] = t_core[s, a]
     nmarks[s, a] += 1
 
 
 @njit(inline="always")
-def turn(g, s, a, st, pb, fifo, cap, nph, then, C, other, aivs):
+def turn(g, s, a, st, pb, fifo, cap, nph, then, C, other, cores):
     """AIV a of die s (row g) at the end of its phase's program, or waiting at a fence of its
     own before its next phase: the phase's end, then the fence. Returns the key of the AIV's
     next event (a wake where the fence waits for an acknowledgement not yet known; its next
     phase's first step), -1 once it waits for its die (a SyncAll) or is done."""
     if st[g, S_STAGE] != STAGE_BOUNDARY:
-        end_phase(g, s, a, st, C, other, aivs)
+        end_phase(g, s, a, st, C, other, cores)
         if st[g, S_PHASE] + 1 < nph and then == THEN_FENCE:
             st[g, S_STAGE] = STAGE_BOUNDARY
         elif st[g, S_PHASE] + 1 < nph and then == THEN_NEXT:
-            begin_phase(g, s, a, st[g, S_PHASE] + 1, st, pb, aivs.t, False)
-            return aivs.t[s, a] << AIV_BITS | a
+            begin_phase(g, s, a, st[g, S_PHASE] + 1, st, pb, cores.t, False)
+            return cores.t[s, a] << CORE_BITS | a
         else:
             st[g, S_STAGE] = STAGE_DONE
             return -1
     latest, unknown = outstanding(g, st, fifo, cap)
     if unknown >= 0:
-        return max(st[g, S_T], unknown) << AIV_BITS | a
-    w = latest - aivs.t[s, a]
+        return max(st[g, S_T], unknown) << CORE_BITS | a
+    w = latest - cores.t[s, a]
     if w > 0:
-        aivs.t[s, a] += w
-        aivs.bucket[s, a, B_SYNC] += w
-        aivs.wait[s, a] += w
+        cores.t[s, a] += w
+        cores.bucket[s, a, B_SYNC] += w
+        cores.wait[s, a] += w
     st[g, S_MAX_ACK] = latest
-    begin_phase(g, s, a, st[g, S_PHASE] + 1, st, pb, aivs.t, True)
-    return aivs.t[s, a] << AIV_BITS | a
+    begin_phase(g, s, a, st[g, S_PHASE] + 1, st, pb, cores.t, True)
+    return cores.t[s, a] << CORE_BITS | a
 
 
 @njit(inline="always")
@@ -331,7 +332,7 @@ def links_left(h, step, queues, kc, row):
 
 
 @njit(inline="always")
-def barrier(s, A, st, fifo, cap, pb, aivs, cost, acked):
+def barrier(s, A, st, fifo, cap, pb, cores, cost, acked):
     """Die s's barrier once its last AIV is done with its phase: if `acked` (a SyncAll), when
     every store of the die was acknowledged; the barrier's cost after the last of them and of
     the AIVs, every AIV starts its next phase. Returns -1 once done, or the earliest time the
@@ -346,29 +347,29 @@ def barrier(s, A, st, fifo, cap, pb, aivs, cost, acked):
             unknown = max(unknown, later)
         if unknown >= 0:
             return unknown
-    syncall(s, ready, cost, aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks)
+    syncall(s, ready, cost, cores.t, cores.bucket, cores.wait, cores.marks, cores.nmarks)
     for a in range(A):
-        begin_phase(s * A + a, s, a, st[s * A + a, S_PHASE] + 1, st, pb, aivs.t, acked)
+        begin_phase(s * A + a, s, a, st[s * A + a, S_PHASE] + 1, st, pb, cores.t, acked)
     return -1
 
 
 @njit
-def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, aivs, egress_free,
+def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, cores, egress_free,
            ingress_free):
     """Every die's AIVs replay their programs (prog, each store's own work pre; AIV row s *
-    aivs + a's phase p runs pb[row, p, 0] .. pb[row, p, 1]) on one fabric, until every store is
+    cores + a's phase p runs pb[row, p, 0] .. pb[row, p, 1]) on one fabric, until every store is
     visible (layout.Stores' arr, vis, ack). nph phases, `then` between them (layout.THEN_*); the
     AIVs from C on send copies in the first phase, their time Token-Sending, the others' (and every
     AIV's in later phases) counting as `other`'s bucket; the first C AIVs queue apart (ubep's
     CalCumSum group). egress_free, ingress_free [ranks, ports]: when each port is next free, in and
-    out. Each die's AIVs start at their clocks in `aivs` (after Init). Returns (copies sent, the
+    out. Each die's AIVs start at their clocks in `cores` (after Init). Returns (copies sent, the
     longest wait of a store in an ingress port's queue).
 
     The loop's hot path (a port taking a store, an AIV going on to its next) is written out
     in it: an inlined function's array arguments cost a reference count up and down on every
     call, which Numba does not prune across the loop's branches (measured: 36% of the time)."""
-    t_aiv = aivs.t
-    A = t_aiv.shape[1]
+    t_core = cores.t
+    A = t_core.shape[1]
     cap = c[C_BLOCKS_IN_FLIGHT]
     sto, bstart = stores.sto, stores.bstart
     lat_local = c[C_LAT_LOCAL]
@@ -428,11 +429,11 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, aivs, egr
         base1 = (2 * s + 1) * qsize
         h1 = 0
         for a in range(A):
-            begin_phase(s * A + a, s, a, 0, st, pb, t_aiv, True)
-            h1 = ring_push(queue, base1, qmask, h1, a, t_aiv[s, a] << AIV_BITS | a)
+            begin_phase(s * A + a, s, a, 0, st, pb, t_core, True)
+            h1 = ring_push(queue, base1, qmask, h1, a, t_core[s, a] << CORE_BITS | a)
         rings[s, 2] = h1
         rings[s, 3] = A
-        dnext[s] = queue[base1 + h1] >> AIV_BITS
+        dnext[s] = queue[base1 + h1] >> CORE_BITS
     while True:
         # every die has run its events before `lo`: every store that reached a link before
         # then was requested before then, and is taken there in order of arrival (to the next
@@ -537,30 +538,30 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, aivs, egr
                     s1 -= 1
                 else:
                     break
-                a = top & AIV_MASK
+                a = top & CORE_MASK
                 # the next event's AIV state, on its way while this one runs
                 if s0 > 0 and (s1 == 0 or queue[u(base0 + h0)] < queue[u(base1 + h1)]):
-                    nb_ = (s * A + (queue[u(base0 + h0)] & AIV_MASK)) * S_WIDTH
+                    nb_ = (s * A + (queue[u(base0 + h0)] & CORE_MASK)) * S_WIDTH
                 else:
-                    nb_ = (s * A + (queue[u(base1 + h1)] & AIV_MASK)) * S_WIDTH
+                    nb_ = (s * A + (queue[u(base1 + h1)] & CORE_MASK)) * S_WIDTH
                 if s0 + s1 > 0 and nb_ < R * A * S_WIDTH:
                     prefetch(st, nb_)
                     prefetch(st, nb_ + 8)
                 if a == A:
-                    key = barrier(s, A, st, fifo, cap, pb, aivs,
+                    key = barrier(s, A, st, fifo, cap, pb, cores,
                                   c[C_SYNCALL] if then == THEN_SYNCALL else lat_local,
                                   then == THEN_SYNCALL)
                     if key >= 0:
-                        h1 = ring_push(queue, base1, qmask, h1, s1, key << AIV_BITS | A)
+                        h1 = ring_push(queue, base1, qmask, h1, s1, key << CORE_BITS | A)
                         s1 += 1
-                        if key << AIV_BITS | A == top:
+                        if key << CORE_BITS | A == top:
                             break                    # still waiting
                     else:
                         for b in range(A):
                             # every AIV goes on from the barrier (no CalCumSum group queues
                             # apart after the first phase)
                             h1 = ring_push(queue, base1, qmask, h1, s1,
-                                           t_aiv[s, b] << AIV_BITS | b)
+                                           t_core[s, b] << CORE_BITS | b)
                             s1 += 1
                         live[s] = A
                     continue
@@ -575,7 +576,7 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, aivs, egr
                     # tier links that queue or to the destination's ingress port, half the hop
                     # later; a store to the die itself is visible and acknowledged after the
                     # local latency
-                    t = top >> AIV_BITS
+                    t = top >> CORE_BITS
                     ip = st[u(g), S_PC]
                     word = st[u(g), S_WORD]
                     d = (word >> 2) & DEST_MASK
@@ -647,7 +648,7 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, aivs, egr
                         # sw's flag: the store waits until every earlier store completed
                         latest, unknown = outstanding(g, st, fifo, cap)
                         if unknown >= 0:
-                            key = max(t, unknown) << AIV_BITS | a
+                            key = max(t, unknown) << CORE_BITS | a
                         else:
                             if latest > t:
                                 st[u(g), S_SW] += latest - t
@@ -661,7 +662,7 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, aivs, egr
                             hd = st[u(g), S_HEAD]
                             x = fifo[u(fbase + hd)]
                             if x < 0:
-                                key = max(t, -1 - x) << AIV_BITS | a
+                                key = max(t, -1 - x) << CORE_BITS | a
                                 break
                             t = max(t, x)
                             st[u(g), S_MAX_ACK] = max(st[u(g), S_MAX_ACK], x)
@@ -675,12 +676,12 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, aivs, egr
                             if word & 1:                           # a flag or checksum
                                 st[u(g), S_SIG] += t - st[u(g), S_T0]
                             stage = STAGE_REQUEST
-                            key = t << AIV_BITS | a
+                            key = t << CORE_BITS | a
                     st[u(g), S_T] = t
                     st[u(g), S_STAGE] = stage
                 else:
                     st[u(g), S_STAGE] = stage
-                    key = turn(g, s, a, st, pb, fifo, cap, nph, then, C, other, aivs)
+                    key = turn(g, s, a, st, pb, fifo, cap, nph, then, C, other, cores)
                 if key >= 0:
                     if a < C and st[u(g), S_PHASE] == 0:
                         h0 = ring_push(queue, base0, qmask, h0, s0, key)
@@ -696,19 +697,19 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, aivs, egr
                     if live[s] == 0:
                         # the die's SyncAll, as soon as it can be known
                         h1 = ring_push(queue, base1, qmask, h1, s1,
-                                       t_aiv[s, a] << AIV_BITS | A)
+                                       t_core[s, a] << CORE_BITS | A)
                         s1 += 1
             rings[s, 0], rings[s, 1], rings[s, 2], rings[s, 3] = h0, s0, h1, s1
             dnext[s] = NEVER
             if s0 > 0:
-                dnext[s] = queue[base0 + h0] >> AIV_BITS
+                dnext[s] = queue[base0 + h0] >> CORE_BITS
             if s1 > 0:
-                dnext[s] = min(dnext[s], queue[base1 + h1] >> AIV_BITS)
+                dnext[s] = min(dnext[s], queue[base1 + h1] >> CORE_BITS)
     sent = 0
     for s in range(R):
         for a in range(A):
             g = s * A + a
             sent += st[g, S_COPIES]
             last = st[g, S_LAST]
-            aivs.last_copy_ack[s, a] = sto[last, ACK] if last >= 0 else 0
+            cores.last_copy_ack[s, a] = sto[last, ACK] if last >= 0 else 0
     return sent, longest

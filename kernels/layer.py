@@ -33,7 +33,7 @@ def layer(p, c, chance, sched, rsched, out, marks_out):
     EL = E // R
     egress_free = np.zeros((R, N_PORTS), np.int64)
     ingress_free = np.zeros((R, N_PORTS), np.int64)
-    daivs, dends, dsent, ddelivered, dviolations, dcollisions, dqueued = dispatch_stages(
+    dcores, dends, dsent, ddelivered, dviolations, dcollisions, dqueued = dispatch_stages(
         p, c, chance, sched, egress_free, ingress_free, marks_out)
     experts = np.empty(R, np.int64)
     starts = np.empty(R, np.int64)
@@ -42,9 +42,9 @@ def layer(p, c, chance, sched, rsched, out, marks_out):
         experts[d] = c[C_EXPERT] + ((n * c[C_EXPERT_COPY] + (1 << EXPERT_SHIFT) - 1)
                                     >> EXPERT_SHIFT)
         starts[d] = dends[d] + experts[d]
-    caivs, ends, sent, delivered, violations, collisions, queued = combine_stages(
+    ccores, ends, sent, delivered, violations, collisions, queued = combine_stages(
         p, c, chance, rsched, starts, egress_free, ingress_free, marks_out)
-    layer_row(out, daivs, dends, sched, caivs, ends, starts, experts, rsched, c,
+    layer_row(out, dcores, dends, sched, ccores, ends, starts, experts, rsched, c,
               mechanisms(p[P_PROTOCOL]), p[P_TOPK], dsent + sent, ddelivered + delivered,
               dviolations + violations, dcollisions + collisions, max(dqueued, queued))
 
@@ -98,7 +98,7 @@ def routed(p, cdf_values, trace_values, batch_values):
 # One batch kernel per op, so that an op is compiled only when a batch first holds it: row i
 # of `out` from row i of the inputs only. Consecutive rows with one schedule share its
 # computation, a sixth of a configuration's time; one prange iteration runs each such run of
-# rows and writes only theirs. marks_out: [ranks, aivs, N_MARKS + N_CMARKS] for a batch of one
+# rows and writes only theirs. marks_out: [ranks, cores, N_MARKS + N_CMARKS] for a batch of one
 # configuration whose timeline is asked for, else empty.
 
 @njit(parallel=True)

@@ -88,11 +88,11 @@ RESULTS = (
     *(Result(f"copies_{h}", COUNT, f"token copies whose destination is {h.replace('_', ' ')} "
              f"(in combine, whose source: a copy returns over the hop it went)")
       for h in HOP_CLASSES),
-    Result("send_max_aiv_us", US, "largest per-AIV token transmission latency: from an AIV's "
+    Result("send_max_core_us", US, "largest per-AIV token transmission latency: from an AIV's "
            "first token store to its last one's completion (paper Figure 9)"),
-    Result("send_mean_aiv_us", US, "mean per-AIV token transmission latency over the AIVs that "
+    Result("send_mean_core_us", US, "mean per-AIV token transmission latency over the AIVs that "
            "send at least one token copy"),
-    Result("send_spread_aiv_us", US, "slowest minus fastest per-AIV token transmission latency "
+    Result("send_spread_core_us", US, "slowest minus fastest per-AIV token transmission latency "
            "over the AIVs that send: the imbalance of Figure 9"),
     Result("wait_us", US, "mean time an AIV spends waiting in SyncAll, fences and polls"),
     Result("ingress_queue_us", US, "longest a store waited in an ingress port's queue, from "
@@ -205,7 +205,7 @@ LAYER_GAP = "expert"
 # Columns of the parameter matrix (ubepsim.sweep.kernel_io.prepare builds it).
 # P_BATCHES: where the row's tokens per die start in the batches array, or EQUAL_BATCHES (every
 # die holds P_BATCH).
-(P_RANKS, P_BATCH, P_TOPK, P_EXPERTS, P_AIVS, P_CUMSUM, P_PROTOCOL, P_SYNC, P_SCHEDULE,
+(P_RANKS, P_BATCH, P_TOPK, P_EXPERTS, P_CORES, P_CUMSUM, P_PROTOCOL, P_SYNC, P_SCHEDULE,
  P_ROUTING, P_SEED, P_WKEY, P_CDF_START, P_CDF_LEN, P_TRACE, P_OP, P_BATCHES) = range(17)
 N_PARAMS = 17
 EQUAL_BATCHES = -1
@@ -245,7 +245,7 @@ EXPERT_SHIFT = 10   # expert_copy is in 1/1024 cycles per copy
 
 # Egress requests are ordered by (time, AIV): both packed in one key, the AIV in the low bits
 # (one more index than the AIVs: a die's own wait for its SyncAll).
-AIV_BITS = 13   # aivs <= 4096
+CORE_BITS = 13   # cores <= 4096
 # A program word: the store id above SID_SHIFT, then the new-destination bit (the store goes to
 # another die than its AIV's store before it: it first loads that die's window address), then
 # the destination (ranks <= 16384), then the kind in the low two bits.
@@ -312,9 +312,9 @@ Schedule = namedtuple("Schedule", ("cfirst", "ecnt", "hops", "xdest", "xslot", "
                                    "loads", "searches", "copies_hop", "max_in", "max_out",
                                    "qsteps_max"))
 
-# Every AIV's state across the stages, [die, aiv]: its clock, its time per bucket (B_*), its
+# Every AIV's state across the stages, [die, core]: its clock, its time per bucket (B_*), its
 # waiting, its first copy's issue and last copy's ack (its send latency), its phase marks.
-Aivs = namedtuple("Aivs", ("t", "bucket", "wait", "first_copy", "last_copy_ack", "marks",
+Cores = namedtuple("Cores", ("t", "bucket", "wait", "first_copy", "last_copy_ack", "marks",
                            "nmarks"))
 
 # Every store of a configuration, destination-major: destination d's stores (its bucket) are

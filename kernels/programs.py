@@ -38,13 +38,13 @@ def mark_switch(prog, n, d):
 
 
 @njit(inline="always")
-def init_phase(aivs, setup, load, vcount, C, loads, searches, starts):
+def init_phase(cores, setup, load, vcount, C, loads, searches, starts):
     """Init on every die, die s from starts[s]: every AIV's setup (`setup` cycles); sending AIV
     j of die s (AIV C + j: dispatch's token group, every AIV in combine) also loads its tokens
     into UBuf (loads[s * NS + j] of them, `load` cycles each) and runs its slice's quaternary
     search (searches[s * NS + j] VectorCounts of `vcount` cycles)."""
-    t_aiv, bucket, marks, nmarks = aivs.t, aivs.bucket, aivs.marks, aivs.nmarks
-    R, A = t_aiv.shape
+    t_core, bucket, marks, nmarks = cores.t, cores.bucket, cores.marks, cores.nmarks
+    R, A = t_core.shape
     NS = A - C
     for s in range(R):
         for a in range(A):
@@ -52,7 +52,7 @@ def init_phase(aivs, setup, load, vcount, C, loads, searches, starts):
             if a >= C:
                 x = s * NS + a - C
                 cyc += searches[x] * vcount + loads[x] * load
-            t_aiv[s, a] = starts[s] + cyc
+            t_core[s, a] = starts[s] + cyc
             bucket[s, a, B_INIT] = cyc
             marks[s, a, MARK_START] = starts[s]
             marks[s, a, MARK_INIT] = starts[s] + cyc
@@ -166,7 +166,7 @@ def count_programs(s, prog, pre, n, bounds, n_count, bfill, count_signal, signal
 @njit(inline="always")
 def status_programs(s, prog, pre, n, bounds, bfill, count_signal):
     """CANN's V1 combine (SetStatus) on die s: each AIV's status to each destination it owns,
-    those at walk positions r with r x aivs / ranks = its index (expert_block on the plain
+    those at walk positions r with r x cores / ranks = its index (expert_block on the plain
     walk: also the destinations it had no copies for), each a one-block flag to another die,
     the store that destination polls for this die (count_signal[d * R + s]). Sets each AIV's
     program bounds; returns where the programs end."""

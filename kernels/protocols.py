@@ -20,7 +20,7 @@ from .layout import (BALANCED, BSP, DEEPEP_LL, EXPERT_BLOCK, SP, SW, THEN_FENCE,
 READ = -1
 
 # The mechanisms, one column each. Dispatch:
-# COUNT_GROUP: the count messages come from a group of cores of their own (`cumsum_aivs`, UBEP's
+# COUNT_GROUP: the count messages come from a group of cores of their own (`cumsum_cores`, UBEP's
 #   CalCumSum group, paper Fig. 5(b)) beside the token cores, in one phase with them: the group
 #   polls the sources' counts with a partial prefix sum each, then publishes the offsets with
 #   one local store, which the token cores poll before their Token-Reordering. Without it every
@@ -49,9 +49,9 @@ READ = -1
 # DEAL: how the copies are dealt to the token cores: READ, by `schedule` (Section 3.3); or a
 #   fixed deal (DeepEP: a core per token, all its top-k copies, as token_order).
 # HEADER_BYTES: bytes a copy carries beside its token (DeepEP: the source token's index, 16 B).
-# EXPERT_CORES: the cores (`aivs`) a configuration runs unless it names them: 0, the profile's;
+# EXPERT_CORES: the cores (`cores`) a configuration runs unless it names them: 0, the profile's;
 #   g > 0, a core per expert in whole groups of g, g x ceil(experts / g) (DeepEP's June 2025
-#   launch: 3 warp groups per SM on ceil(experts / 3) SMs; ubepsim.sweep.params.default_aivs).
+#   launch: 3 warp groups per SM on ceil(experts / 3) SMs; ubepsim.sweep.params.default_cores).
 # Combine:
 # RETURN_DEAL: how the returned copies are dealt: READ, by `schedule` as dispatch's; or a fixed
 #   deal (CANN's V1 splits by destination: expert_block on the plain walk; DeepEP runs a warp
@@ -102,7 +102,7 @@ def v1_phases(m):
 
 
 @njit(inline="always")
-def by_aiv(m):
+def by_core(m):
     """Whether a dispatch's phases on the critical path are its last AIV's own time buckets:
     wherever no SyncAll splits the die's AIVs into phases they share (CANN EP's)."""
     return m.counts_after != THEN_SYNCALL

@@ -42,27 +42,28 @@ def seen(visible, skey, index, chance, timeout):
 
 
 @njit(inline="always")
-def close_step(d, a, t, polled, checked, work_bucket, work, t_aiv, bucket, wait, marks, nmarks):
+def close_step(d, a, t, polled, checked, work_bucket, work, t_core, bucket, wait, marks, nmarks):
     """AIV a of die d ends a step of polls at t: the polls' cycles (polled, spent waiting) and
     the checks after them (checked) count as sync, `work` as work_bucket's; its clock moves to
     t, which marks the step's end."""
     bucket[d, a, B_SYNC] += polled + checked
     bucket[d, a, work_bucket] += work
     wait[d, a] += polled
-    t_aiv[d, a] = t
+    t_core[d, a] = t
     marks[d, a, nmarks[d, a]] = t
     nmarks[d, a] += 1
 
 
 @njit(inline="always")
-def poll_counts(p, aivs, stores, c, fx, chance, n_poll, prefix):
+def poll_counts(p, cores, stores, c, fx, chance, n_poll, prefix):
     """Every die's count polls: each of its first n_poll AIVs (a count group, UBEP's CalCumSum
     group; or every AIV, in CANN's Flag verification) polls the signal of a share of the sources'
     counts, checks and re-arms it as the variant asks (fx: sync.Effects), and adds `prefix` cycles
     of partial prefix sum per source. Returns the sentinel collisions."""
-    t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
+    t_core, bucket, wait = cores.t, cores.bucket, cores.wait
+    marks, nmarks = cores.marks, cores.nmarks
     sto, count_signal = stores.sto, stores.count_signal
-    R = t_aiv.shape[0]
+    R = t_core.shape[0]
     period = c[C_POLL]
     inv_period = 1.0 / period
     timeout = c[C_TIMEOUT]
@@ -74,7 +75,7 @@ def poll_counts(p, aivs, stores, c, fx, chance, n_poll, prefix):
     for d in range(R):
         skey = rng.stream(p[P_SEED], p[P_WKEY], d, rng.DOMAIN_SENTINEL)
         for j in range(n_poll):
-            t = t_aiv[d, j]
+            t = t_core[d, j]
             polled = 0
             s_lo = j * R // n_poll
             s_hi = (j + 1) * R // n_poll
@@ -86,58 +87,60 @@ def poll_counts(p, aivs, stores, c, fx, chance, n_poll, prefix):
                 polled += t2p - t
                 t = t2p + after + prefix
             n_src = s_hi - s_lo
-            close_step(d, j, t, polled, n_src * after, B_CUMSUM, n_src * prefix, t_aiv, bucket,
+            close_step(d, j, t, polled, n_src * after, B_CUMSUM, n_src * prefix, t_core, bucket,
                        wait, marks, nmarks)
     return collisions
 
 
 @njit(inline="always")
-def publish_offsets(aivs, C, c):
+def publish_offsets(cores, C, c):
     """A count group: each die's (AIVs below C, UBEP's CalCumSum group) publishes the offsets
     with one local store once its last AIV is done. Returns when they are visible to the token
     AIVs, per die."""
-    t_aiv = aivs.t
-    offsets = np.empty(t_aiv.shape[0], np.int64)
-    for d in range(t_aiv.shape[0]):
+    t_core = cores.t
+    offsets = np.empty(t_core.shape[0], np.int64)
+    for d in range(t_core.shape[0]):
         last = 0
         for j in range(C):
-            last = max(last, t_aiv[d, j])
+            last = max(last, t_core[d, j])
         offsets[d] = last + c[C_SIGNAL_ISSUE] + c[C_LAT_LOCAL]
     return offsets
 
 
 @njit(inline="always")
-def bsp_cumsum(aivs, c, entries):
+def bsp_cumsum(cores, c, entries):
     """Without a count group (CANN EP), on every die: SyncAll, CalCumSum over the `entries` counts
     (ranks x experts per die) split evenly over every AIV, SyncAll."""
-    t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
-    R, A = t_aiv.shape
+    t_core, bucket, wait = cores.t, cores.bucket, cores.wait
+    marks, nmarks = cores.marks, cores.nmarks
+    R, A = t_core.shape
     for d in range(R):
-        syncall(d, 0, c[C_SYNCALL], t_aiv, bucket, wait, marks, nmarks)
+        syncall(d, 0, c[C_SYNCALL], t_core, bucket, wait, marks, nmarks)
         for a in range(A):
             work = c[C_PREFIX] * ((a + 1) * entries // A - a * entries // A)
             bucket[d, a, B_CUMSUM] += work
-            t_aiv[d, a] += work
-            marks[d, a, nmarks[d, a]] = t_aiv[d, a]
+            t_core[d, a] += work
+            marks[d, a, nmarks[d, a]] = t_core[d, a]
             nmarks[d, a] += 1
-        syncall(d, 0, c[C_SYNCALL], t_aiv, bucket, wait, marks, nmarks)
+        syncall(d, 0, c[C_SYNCALL], t_core, bucket, wait, marks, nmarks)
 
 
 @njit(inline="always")
-def reorder(p, aivs, stores, ecnt, c, fx, chance, first_aiv, m, offsets):
-    """Token-Reordering on every die: AIVs first_aiv on, each an equal contiguous slice of the
+def reorder(p, cores, stores, ecnt, c, fx, chance, first_core, m, offsets):
+    """Token-Reordering on every die: AIVs first_core on, each an equal contiguous slice of the
     die's received copies (receive order: ecnt, layout.Schedule), a local copy each (m:
     protocols.Mechanisms). After a count group, an AIV first polls the offsets (offsets[d]);
     where copies signal their own arrival, it polls each copy's signal and checks it (fx:
     sync.Effects), and the variant may re-arm the sentinel after the copy. Returns (delivered,
     violations, collisions): copies taken for the first time from their die's bucket, copies read
     before they were visible, sentinel collisions."""
-    t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
+    t_core, bucket, wait = cores.t, cores.bucket, cores.wait
+    marks, nmarks = cores.marks, cores.nmarks
     sto, copy_ref = stores.sto, stores.copy_ref
     bstart, bfill = stores.bstart, stores.bfill
-    R, A = t_aiv.shape
+    R, A = t_core.shape
     EL = (ecnt.shape[0] - 1) // R
-    n_reorder = A - first_aiv
+    n_reorder = A - first_core
     period = c[C_POLL]
     inv_period = 1.0 / period
     timeout = c[C_TIMEOUT]
@@ -150,8 +153,8 @@ def reorder(p, aivs, stores, ecnt, c, fx, chance, first_aiv, m, offsets):
         n_recv = ecnt[(d + 1) * EL] - r_lo
         b_lo, b_hi = bstart[d], bfill[d]
         for j in range(n_reorder):
-            a = first_aiv + j
-            t = t_aiv[d, a]
+            a = first_core + j
+            t = t_core[d, a]
             if m.count_group:
                 t2p = poll(t, offsets[d], period, inv_period)
                 bucket[d, a, B_CUMSUM] += t2p - t
@@ -183,24 +186,25 @@ def reorder(p, aivs, stores, ecnt, c, fx, chance, first_aiv, m, offsets):
                     violations += 1
                 t += work
             n_copies = (j + 1) * n_recv // n_reorder - j * n_recv // n_reorder
-            close_step(d, a, t, polled, n_copies * verify, B_REORDER, n_copies * work, t_aiv,
+            close_step(d, a, t, polled, n_copies * verify, B_REORDER, n_copies * work, t_core,
                        bucket, wait, marks, nmarks)
     return delivered, violations, collisions
 
 
 @njit   # compiled apart: inlined, its loops grew the dispatch function and slowed the others'
-def pair_receive(p, aivs, stores, sched, c, fx, chance, ordered):
+def pair_receive(p, cores, stores, sched, c, fx, chance, ordered):
     """Fixed slots (protocols.FIXED_SLOTS, DeepEP's receive): on every die, each AIV takes an
     equal contiguous share of the (local expert, source) pairs, pair q = e * ranks + s (DeepEP's
     responsible expert index); per pair it polls the source's count message, reads it out and
     checks it as the variant asks (fx), then copies the pair's copies out of their slots, each
     taken once it is there where the count came behind them on their queue (`ordered`,
     protocols.ORDERED). Returns (delivered, violations, collisions), as reorder's."""
-    t_aiv, bucket, wait, marks, nmarks = aivs.t, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks
+    t_core, bucket, wait = cores.t, cores.bucket, cores.wait
+    marks, nmarks = cores.marks, cores.nmarks
     sto, copy_ref, count_signal = stores.sto, stores.copy_ref, stores.count_signal
     bstart, bfill = stores.bstart, stores.bfill
     ecnt, cfirst, xslot = sched.ecnt, sched.cfirst, sched.xslot
-    R, A = t_aiv.shape
+    R, A = t_core.shape
     EL = (ecnt.shape[0] - 1) // R
     P = EL * R
     period = c[C_POLL]
@@ -228,7 +232,7 @@ def pair_receive(p, aivs, stores, sched, c, fx, chance, ordered):
         for q in range(P):
             pstart[q + 1] += pstart[q]
         for a in range(A):
-            t = t_aiv[d, a]
+            t = t_core[d, a]
             polled = 0
             copied = 0
             for q in range(a * P // A, (a + 1) * P // A):
@@ -255,46 +259,46 @@ def pair_receive(p, aivs, stores, sched, c, fx, chance, ordered):
                     t += work
                 copied += pstart[q + 1] - pstart[q]
             n_pairs = (a + 1) * P // A - a * P // A
-            close_step(d, a, t, polled, n_pairs * after, B_REORDER, copied * work, t_aiv, bucket,
+            close_step(d, a, t, polled, n_pairs * after, B_REORDER, copied * work, t_core, bucket,
                        wait, marks, nmarks)
     return delivered, violations, collisions
 
 
 @njit(inline="always")
-def receive(p, c, chance, fx, sched, aivs, stores, C, m):
+def receive(p, c, chance, fx, sched, cores, stores, C, m):
     """Every die's receivers (m: protocols.Mechanisms): count polls, then a count group's
     offsets or CANN's SyncAll-CalCumSum-SyncAll, then Token-Reordering. A die's receivers touch
     nothing of another's, so each step runs over every die before the next. chance: the sentinel
     collision chances (copy, count message). Returns (delivered, violations, collisions, ends):
     ends[d] is when die d's last AIV is done."""
-    t_aiv = aivs.t
-    R, A = t_aiv.shape
+    t_core = cores.t
+    R, A = t_core.shape
     EL = (sched.ecnt.shape[0] - 1) // R
     if m.fixed_slots:
-        delivered, violations, collisions = pair_receive(p, aivs, stores, sched, c, fx,
+        delivered, violations, collisions = pair_receive(p, cores, stores, sched, c, fx,
                                                          chance[1], m.ordered)
-        return delivered, violations, collisions, die_ends(t_aiv)
+        return delivered, violations, collisions, die_ends(t_core)
     # polling every source's counts: by the count group, with its partial prefix sum per
     # source; or by every AIV (CANN's Flag verification)
     grouped = m.count_group == 1
-    collisions = poll_counts(p, aivs, stores, c, fx, chance[1], C if grouped else A,
+    collisions = poll_counts(p, cores, stores, c, fx, chance[1], C if grouped else A,
                              c[C_PREFIX] * EL if grouped else 0)
     if grouped:
-        offsets = publish_offsets(aivs, C, c)
+        offsets = publish_offsets(cores, C, c)
     else:
-        bsp_cumsum(aivs, c, R * EL)
+        bsp_cumsum(cores, c, R * EL)
         offsets = np.zeros(0, np.int64)
-    delivered, violations, hits = reorder(p, aivs, stores, sched.ecnt, c, fx, chance[0],
+    delivered, violations, hits = reorder(p, cores, stores, sched.ecnt, c, fx, chance[0],
                                           C if grouped else 0, m, offsets)
-    return delivered, violations, collisions + hits, die_ends(t_aiv)
+    return delivered, violations, collisions + hits, die_ends(t_core)
 
 
 @njit(inline="always")
-def die_ends(t_aiv):
+def die_ends(t_core):
     """When each die's last AIV is done."""
-    R, A = t_aiv.shape
+    R, A = t_core.shape
     ends = np.zeros(R, np.int64)
     for d in range(R):
         for a in range(A):
-            ends[d] = max(ends[d], t_aiv[d, a])
+            ends[d] = max(ends[d], t_core[d, a])
     return ends

@@ -13,7 +13,7 @@ from .sync import syncall
 
 
 @njit(inline="always")
-def reduce_tokens(p, cfirst, aivs, stores, c, fx, chance, signalled, ordered):
+def reduce_tokens(p, cfirst, cores, stores, c, fx, chance, signalled, ordered):
     """Every die's reduction: each AIV its share of the die's tokens (bsp's split: a part of
     one token's hidden dimension, when c's reduce_split > 1), each token's topk copies read
     (copy_ref[cfirst[d] + t * topk + k]) once visible; each `signalled` copy's signal polled
@@ -21,10 +21,10 @@ def reduce_tokens(p, cfirst, aivs, stores, c, fx, chance, signalled, ordered):
     (protocols.ORDERED), each copy taken once it is there. Returns (delivered, violations,
     collisions): copies taken for the first time from their die's bucket, copies read before
     they were visible, sentinel collisions."""
-    t_aiv = aivs.t
+    t_core = cores.t
     sto, copy_ref = stores.sto, stores.copy_ref
     bstart, bfill = stores.bstart, stores.bfill
-    R, A = t_aiv.shape
+    R, A = t_core.shape
     K = p[P_TOPK]
     split = c[C_REDUCE_SPLIT]
     period = c[C_POLL]
@@ -49,7 +49,7 @@ def reduce_tokens(p, cfirst, aivs, stores, c, fx, chance, signalled, ordered):
                 last = True
             each = (c[C_REDUCE_COPY_LAST] if last else c[C_REDUCE_COPY]) + rearm
             token = c[C_REDUCE_TOKEN_LAST] if last else c[C_REDUCE_TOKEN]
-            t = t_aiv[d, a]
+            t = t_core[d, a]
             polled = 0
             for tok in range(t_lo, t_hi):
                 g0 = cfirst[d] + tok * K
@@ -84,25 +84,25 @@ def reduce_tokens(p, cfirst, aivs, stores, c, fx, chance, signalled, ordered):
                         sto[u(data_sid), ARR] = TAKEN
                 t += K * each + token
             n = t_hi - t_lo
-            close_step(d, a, t, polled, n * K * verify, B_REDUCE, n * (K * each + token), t_aiv,
-                       aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks)
+            close_step(d, a, t, polled, n * K * verify, B_REDUCE, n * (K * each + token), t_core,
+                       cores.bucket, cores.wait, cores.marks, cores.nmarks)
     return delivered, violations, collisions
 
 
 @njit(inline="always")
-def reduce(p, cfirst, c, chance, fx, status_fx, aivs, stores, m):
+def reduce(p, cfirst, c, chance, fx, status_fx, cores, stores, m):
     """Every die's receivers in combine (m: protocols.Mechanisms): with statuses (CANN's V1)
     each AIV polls its share of the sources' statuses (WaitDispatch, read out as status_fx
     says), then SyncAll, then the reduction; else the reduction, with its polls where copies
     are signalled. A die's receivers touch nothing of
     another's, so each step runs over every die before the next. Returns (delivered,
     violations, collisions, ends): ends[d] is when die d's last AIV is done."""
-    t_aiv = aivs.t
-    R, A = t_aiv.shape
+    t_core = cores.t
+    R, A = t_core.shape
     if m.return_status:
-        poll_counts(p, aivs, stores, c, status_fx, 0.0, A, 0)
+        poll_counts(p, cores, stores, c, status_fx, 0.0, A, 0)
         for d in range(R):
-            syncall(d, 0, c[C_SYNCALL], t_aiv, aivs.bucket, aivs.wait, aivs.marks, aivs.nmarks)
-    delivered, violations, collisions = reduce_tokens(p, cfirst, aivs, stores, c, fx, chance,
+            syncall(d, 0, c[C_SYNCALL], t_core, cores.bucket, cores.wait, cores.marks, cores.nmarks)
+    delivered, violations, collisions = reduce_tokens(p, cfirst, cores, stores, c, fx, chance,
                                                       m.signalled_copies, m.ordered)
-    return delivered, violations, collisions, die_ends(t_aiv)
+    return delivered, violations, collisions, die_ends(t_core)

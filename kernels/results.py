@@ -6,7 +6,7 @@ import numpy as np
 
 from .jit import njit
 from .routing import most_copies
-from .protocols import by_aiv, v1_phases
+from .protocols import by_core, v1_phases
 from .schedule import busiest
 from .layout import (C_COPY_EGRESS, C_COPY_INGRESS, C_COPY_ISSUE, C_EXPERT, C_INIT, C_COPY_LOAD,
                      C_IDS_LOAD, C_INIT_LOAD, C_LAT_LOCAL, C_LOCAL_COPY, C_RETURN_QUANT,
@@ -17,32 +17,32 @@ from .layout import (C_COPY_EGRESS, C_COPY_INGRESS, C_COPY_ISSUE, C_EXPERT, C_IN
                      O_COMBINE, O_COPIES_HOP0, O_COPIES_TOTAL, O_DELIVERED, O_INGRESS_QUEUE,
                      O_DISPATCH, O_EXPERT, O_LATENCY, O_LATENCY_MEAN, O_PHASE0, O_PHASE_CUMSUM,
                      O_PHASE_INIT, O_PHASE_REDUCE, O_PHASE_REORDER, O_PHASE_SEND, O_PHASE_SYNC,
-                     O_QSEARCH_STEPS, O_SEND_MAX_AIV, O_SEND_MEAN_AIV, O_SEND_SPREAD_AIV, O_SENT,
+                     O_QSEARCH_STEPS, O_SEND_MAX_CORE, O_SEND_MEAN_CORE, O_SEND_SPREAD_CORE, O_SENT,
                      O_SENTINEL_COLLISIONS, O_VIOLATIONS, O_WAIT, O_SLOWEST_DIE, O_MEDIAN_DIE,
                      O_RECV_MAX, O_SEND_MAX)
 
 
 @njit(inline="always")
-def last_aiv(t_aiv, crit):
+def last_core(t_core, crit):
     """The AIV of die crit that ends last, the lowest-numbered on a tie."""
     ca = 0
-    for a in range(t_aiv.shape[1]):
-        if t_aiv[crit, a] > t_aiv[crit, ca]:
+    for a in range(t_core.shape[1]):
+        if t_core[crit, a] > t_core[crit, ca]:
             ca = a
     return ca
 
 
 @njit
-def phases(out, aivs, crit, latency, by_aiv, c):
+def phases(out, cores, crit, latency, by_core, c):
     """The time of each phase of a dispatch on the critical path, through die `crit`, which
-    ends at `latency`; `by_aiv`: whether no SyncAll splits the die's AIVs into shared phases
-    (protocols.by_aiv)."""
-    t_aiv, bucket, marks = aivs.t, aivs.bucket, aivs.marks
-    A = t_aiv.shape[1]
-    if by_aiv:
+    ends at `latency`; `by_core`: whether no SyncAll splits the die's AIVs into shared phases
+    (protocols.by_core)."""
+    t_core, bucket, marks = cores.t, cores.bucket, cores.marks
+    A = t_core.shape[1]
+    if by_core:
         # the last AIV of the last die: its own time, bucket by bucket (a phase column per
         # bucket, in order)
-        ca = last_aiv(t_aiv, crit)
+        ca = last_core(t_core, crit)
         for b in range(N_BUCKETS):
             out[O_PHASE0 + b] = bucket[crit, ca, b]
         return
@@ -65,23 +65,23 @@ def phases(out, aivs, crit, latency, by_aiv, c):
 
 
 @njit
-def combine_phases(out, aivs, crit, start, end, v1):
+def combine_phases(out, cores, crit, start, end, v1):
     """The time of each phase of a combine on the critical path, through die `crit` from its
     start to its end, added to out's phase columns (a layer's dispatch wrote them first).
     Unless `v1` (protocols.v1_phases): the die's last AIV, bucket by bucket. CANN's V1: Init
     until the die's last AIV's Init ends, Token-Sending until its last copy completed,
     synchronization (fences, statuses, status polls) until its SyncAll ends, then the
     reduction."""
-    t_aiv, bucket, marks = aivs.t, aivs.bucket, aivs.marks
-    first_copy, last_copy_ack = aivs.first_copy, aivs.last_copy_ack
+    t_core, bucket, marks = cores.t, cores.bucket, cores.marks
+    first_copy, last_copy_ack = cores.first_copy, cores.last_copy_ack
     if not v1:
-        ca = last_aiv(t_aiv, crit)
+        ca = last_core(t_core, crit)
         for b in range(N_BUCKETS):
             out[O_PHASE0 + b] += bucket[crit, ca, b]
         return
     init_end = 0
     send_end = 0
-    for a in range(t_aiv.shape[1]):
+    for a in range(t_core.shape[1]):
         init_end = max(init_end, marks[crit, a, CMARK_INIT])
         if first_copy[crit, a] >= 0:     # (an AIV that sent nothing holds no ack of its own)
             send_end = max(send_end, last_copy_ack[crit, a])
@@ -132,10 +132,10 @@ def return_bound(c, copies_hop, egress_max, ingress_max, K):
 
 
 @njit(inline="always")
-def aiv_stats(acc, aivs):
+def core_stats(acc, cores):
     """Adds every AIV's send latency (its first copy's issue to its last copy's completion, if
     it sent one) and waiting to acc: [most, least, sum, AIVs that sent, waiting]."""
-    wait, first_copy, last_copy_ack = aivs.wait, aivs.first_copy, aivs.last_copy_ack
+    wait, first_copy, last_copy_ack = cores.wait, cores.first_copy, cores.last_copy_ack
     R, A = wait.shape
     for d in range(R):
         for a in range(A):
@@ -150,7 +150,7 @@ def aiv_stats(acc, aivs):
 
 @njit
 def put_marks(marks_out, marks, at):
-    """Every AIV's phase marks into marks_out[die, aiv, at:] (a timeline's), element by element:
+    """Every AIV's phase marks into marks_out[die, core, at:] (a timeline's), element by element:
     a slice assignment would compile numpy's shape checks and their messages, seconds of a
     first run's compile."""
     R, A, n = marks.shape
@@ -161,9 +161,9 @@ def put_marks(marks_out, marks, at):
 
 
 @njit(inline="always")
-def write_row(out, ends, acc, n_aivs, copies_hop, qsteps, copies, sent, delivered, violations,
+def write_row(out, ends, acc, n_cores, copies_hop, qsteps, copies, sent, delivered, violations,
               collisions, bound, queued, recv_max, send_max):
-    """The columns every op writes alike: ends[d], when die d is done; acc: aiv_stats'; n_aivs:
+    """The columns every op writes alike: ends[d], when die d is done; acc: core_stats'; n_cores:
     the AIVs of every die; recv_max, send_max: the most token copies a die takes in and
     sends."""
     latency = ends.max()
@@ -177,10 +177,10 @@ def write_row(out, ends, acc, n_aivs, copies_hop, qsteps, copies, sent, delivere
     for h in range(N_HOPS):
         out[O_COPIES_HOP0 + h] = copies_hop[h]
     n_send = acc[3]
-    out[O_SEND_MAX_AIV] = acc[0]
-    out[O_SEND_MEAN_AIV] = acc[2] / n_send if n_send else 0.0
-    out[O_SEND_SPREAD_AIV] = acc[0] - acc[1] if n_send else 0
-    out[O_WAIT] = acc[4] / n_aivs
+    out[O_SEND_MAX_CORE] = acc[0]
+    out[O_SEND_MEAN_CORE] = acc[2] / n_send if n_send else 0.0
+    out[O_SEND_SPREAD_CORE] = acc[0] - acc[1] if n_send else 0
+    out[O_WAIT] = acc[4] / n_cores
     out[O_INGRESS_QUEUE] = queued
     out[O_QSEARCH_STEPS] = qsteps
     out[O_SENTINEL_COLLISIONS] = collisions
@@ -208,19 +208,19 @@ def new_stats():
 
 
 @njit
-def result_row(out, aivs, ends, sched, c, by_aiv, sent, delivered, violations, collisions,
+def result_row(out, cores, ends, sched, c, by_core, sent, delivered, violations, collisions,
                queued):
     """Writes out[N_OUT]: every result of a dispatch. sent, delivered, violations: copy stores
     the egress ports served, copies the receivers took once, copies read before visible (for
     the host's invariant checks)."""
     crit = critical(ends)
-    phases(out, aivs, crit, ends[crit], by_aiv, c)
+    phases(out, cores, crit, ends[crit], by_core, c)
     out[O_DISPATCH] = ends[crit]
     out[O_EXPERT] = out[O_COMBINE] = 0
     acc = new_stats()
-    aiv_stats(acc, aivs)
+    core_stats(acc, cores)
     R = ends.shape[0]
-    write_row(out, ends, acc, aivs.wait.size, sched.copies_hop, sched.qsteps_max,
+    write_row(out, ends, acc, cores.wait.size, sched.copies_hop, sched.qsteps_max,
               sched.cfirst[R], sent, delivered, violations, collisions,
               latency_bound(c, sched.copies_hop, sched.max_out * c[C_COPY_EGRESS],
                             sched.max_in * c[C_COPY_INGRESS]), queued,
@@ -228,20 +228,20 @@ def result_row(out, aivs, ends, sched, c, by_aiv, sent, delivered, violations, c
 
 
 @njit
-def combine_row(out, aivs, ends, starts, rsched, c, v1, K, sent, delivered, violations,
+def combine_row(out, cores, ends, starts, rsched, c, v1, K, sent, delivered, violations,
                 collisions, queued):
     """Writes out[N_OUT]: every result of a combine on its return schedule (rsched), die d
     started at starts[d]."""
     crit = critical(ends)
     for b in range(N_BUCKETS):
         out[O_PHASE0 + b] = 0
-    combine_phases(out, aivs, crit, starts[crit], ends[crit], v1)
+    combine_phases(out, cores, crit, starts[crit], ends[crit], v1)
     out[O_DISPATCH] = out[O_EXPERT] = 0
     out[O_COMBINE] = ends[crit] - starts[crit]
     acc = new_stats()
-    aiv_stats(acc, aivs)
+    core_stats(acc, cores)
     R = ends.shape[0]
-    write_row(out, ends, acc, aivs.wait.size, rsched.copies_hop, rsched.qsteps_max,
+    write_row(out, ends, acc, cores.wait.size, rsched.copies_hop, rsched.qsteps_max,
               rsched.cfirst[R], sent, delivered, violations, collisions,
               bound_of_return(c, rsched, K), queued, most_copies(rsched.cfirst),
               busiest(rsched.ecnt, R))
@@ -254,20 +254,20 @@ def bound_of_return(c, rsched, K):
 
 
 @njit
-def layer_row(out, daivs, dends, sched, caivs, ends, starts, experts, rsched, c, m, K,
+def layer_row(out, dcores, dends, sched, ccores, ends, starts, experts, rsched, c, m, K,
               sent, delivered, violations, collisions, queued):
     """Writes out[N_OUT]: every result of a layer. The critical path runs through the die that
     ends its combine last: its dispatch (dends: when each die's dispatch ended), its experts'
     time and its combine, each split into its phases (added up, expert time apart)."""
     crit = critical(ends)
-    phases(out, daivs, crit, dends[crit], by_aiv(m), c)
-    combine_phases(out, caivs, crit, starts[crit], ends[crit], v1_phases(m))
+    phases(out, dcores, crit, dends[crit], by_core(m), c)
+    combine_phases(out, ccores, crit, starts[crit], ends[crit], v1_phases(m))
     out[O_DISPATCH] = dends[crit]
     out[O_EXPERT] = experts[crit]
     out[O_COMBINE] = ends[crit] - starts[crit]
     acc = new_stats()
-    aiv_stats(acc, daivs)
-    aiv_stats(acc, caivs)
+    core_stats(acc, dcores)
+    core_stats(acc, ccores)
     # the die that starts its combine last does so after the dispatch could end and its
     # experts' least time, and then runs at least its Init and a token's reduction
     first = latency_bound(c, sched.copies_hop, sched.max_out * c[C_COPY_EGRESS],
@@ -275,7 +275,7 @@ def layer_row(out, daivs, dends, sched, caivs, ends, starts, experts, rsched, c,
         K * c[C_REDUCE_COPY] + c[C_REDUCE_TOKEN]
     # a die takes in and sends, over both ops, its received copies and its own
     most = max(busiest(sched.ecnt, ends.shape[0]), most_copies(sched.cfirst))
-    write_row(out, ends, acc, daivs.wait.size, sched.copies_hop,
+    write_row(out, ends, acc, dcores.wait.size, sched.copies_hop,
               max(sched.qsteps_max, rsched.qsteps_max), sched.cfirst[ends.shape[0]], sent,
               delivered, violations, collisions, max(first, bound_of_return(c, rsched, K)),
               queued, most, most)

@@ -22,7 +22,7 @@ from .jit import njit, u
 from .routing import most_copies
 from .protocols import jit_chosen, mechanisms
 from .layout import (BALANCED, C_NPU_DIES, C_RAILS, C_TIER1_DIES, EXPERT_BLOCK, HOMOGENIZED, N_HOPS,
-                     N_TIERS, P_AIVS, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SCHEDULE,
+                     N_TIERS, P_CORES, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SCHEDULE,
                      P_TOPK, TOKEN_ORDER, Schedule)
 
 
@@ -320,7 +320,7 @@ def schedule(p, c, experts_of, cfirst):
     """Each die's copies (experts_of: routing.route, die s's from cfirst[s]) dealt to its
     token AIVs: the stage's result, layout.Schedule. Of the costs it reads only the hop
     classes' die counts."""
-    R, K, E, A = p[P_RANKS], p[P_TOPK], p[P_EXPERTS], p[P_AIVS]
+    R, K, E, A = p[P_RANKS], p[P_TOPK], p[P_EXPERTS], p[P_CORES]
     m = mechanisms(p[P_PROTOCOL])
     sched = jit_chosen(m.deal, p[P_SCHEDULE])
     NS = A - (p[P_CUMSUM] if m.count_group else 0)
@@ -418,7 +418,7 @@ def return_schedule(p, c, experts_of, cfirst):
     key (one expert per destination); xslot holds the dispatch copy each one is. The deal is
     the protocol's (protocols.RETURN_DEAL): `schedule`'s, or fixed (CANN's V1 splits by
     destination rank: expert_block on the plain walk)."""
-    R, E, A = p[P_RANKS], p[P_EXPERTS], p[P_AIVS]
+    R, E, A = p[P_RANKS], p[P_EXPERTS], p[P_CORES]
     sched = jit_chosen(mechanisms(p[P_PROTOCOL]).return_deal, p[P_SCHEDULE])
     EL = E // R
     ecnt = receive_counts(experts_of, E)

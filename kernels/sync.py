@@ -74,20 +74,20 @@ def effects(sync, signalled):
 
 
 @njit(inline="always")
-def syncall(die, ready, cost, t_aiv, bucket, wait, marks, nmarks):
+def syncall(die, ready, cost, t_core, bucket, wait, marks, nmarks):
     """SyncAll: every AIV of `die` waits until the last of them arrives (and `ready`, what the
     barrier waits for besides their clocks), plus the barrier's cost; the wait counts as sync
-    (t_aiv ... nmarks: layout.Aivs' arrays). Returns the barrier's time."""
-    A = t_aiv.shape[1]
+    (t_core ... nmarks: layout.Cores' arrays). Returns the barrier's time."""
+    A = t_core.shape[1]
     barrier = ready
     for a in range(A):
-        barrier = max(barrier, t_aiv[die, a])
+        barrier = max(barrier, t_core[die, a])
     barrier += cost
     for a in range(A):
-        w = barrier - t_aiv[die, a]
+        w = barrier - t_core[die, a]
         bucket[die, a, B_SYNC] += w
         wait[die, a] += w
-        t_aiv[die, a] = barrier
+        t_core[die, a] = barrier
         marks[die, a, nmarks[die, a]] = barrier
         nmarks[die, a] += 1
     return barrier

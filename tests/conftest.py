@@ -28,8 +28,8 @@ filter = "batch * topk <= 32"
 batch = [4, 16]
 topk = [1, 4]
 hidden = [64, 512]
-aivs = 8
-cumsum_aivs = [1, 2, 3]
+cores = 8
+cumsum_cores = [1, 2, 3]
 protocol = ["bsp", "ubep"]
 sync = ["sw", "sp"]
 
@@ -37,9 +37,9 @@ sync = ["sw", "sp"]
 ranks = [4, 8, 16]
 experts = [8, 8, 16]
 """
-# (batch, topk) pairs the filter keeps x hidden x ranks x sync x cumsum_aivs x protocol x seeds
+# (batch, topk) pairs the filter keeps x hidden x ranks x sync x cumsum_cores x protocol x seeds
 TINY_FILTERED = 3 * 2 * 3 * 2 * 3 * 2 * 2
-# bsp does not read cumsum_aivs: its three values are one configuration
+# bsp does not read cumsum_cores: its three values are one configuration
 TINY_SIZE = 3 * 2 * 3 * 2 * (3 + 1) * 2
 
 

@@ -15,15 +15,15 @@ CONFIGS = [
     {"ranks": 8, "batch": 4, "topk": 2, "protocol": "bsp", "sync": "sw"},
     {"ranks": 16, "experts": 32, "batch": 8, "routing": "hot", "hot_experts": 2,
      "schedule": "balanced", "seed": 3},
-    {"ranks": 4, "batch": 16, "topk": 1, "aivs": 8, "cumsum_aivs": 3, "sync": "dc"},
+    {"ranks": 4, "batch": 16, "topk": 1, "cores": 8, "cumsum_cores": 3, "sync": "dc"},
 ]
 
 
 def test_simulate_takes_a_dict_with_the_rest_at_their_defaults():
     profile = ubepsim.load_profile()
     row = ubepsim.simulate({"ranks": 16, "batch": 8})
-    assert row == ubepsim.simulate(ubepsim.make_config({"ranks": 16, "batch": 8}, profile.aivs))
-    assert row["experts"] == 16 and row["aivs"] == profile.aivs and row["topk"] == 8
+    assert row == ubepsim.simulate(ubepsim.make_config({"ranks": 16, "batch": 8}, profile.cores))
+    assert row["experts"] == 16 and row["cores"] == profile.cores and row["topk"] == 8
     assert ubepsim.simulate({"ranks": 16, "batch": 8}, "cm384") == row
     with pytest.raises(ubepsim.InputError) as e:
         ubepsim.simulate({"ranks": 16, "topk": 17})
@@ -37,7 +37,7 @@ def test_simulate_many_gives_the_rows_of_simulate_in_order():
         assert got == ubepsim.simulate(config)
     # Configs, dicts and a frame of parameters (a null is the default) give the same rows
     profile = ubepsim.load_profile()
-    configs = [ubepsim.make_config(c, profile.aivs) for c in CONFIGS]
+    configs = [ubepsim.make_config(c, profile.cores) for c in CONFIGS]
     assert ubepsim.simulate_many(configs).equals(frame)
     assert ubepsim.simulate_many(pl.DataFrame(CONFIGS)).equals(frame)
 

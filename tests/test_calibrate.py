@@ -16,7 +16,7 @@ from ubepsim.sweep.model import simulate_table
 from ubepsim.sweep.params import make_config
 from ubepsim.sweep.profile import FIELDS, load_profile
 
-TRUTH = {"aiv_store_gbps": 24.0, "init_cycles": 3000, "syncall_cycles": 2500,
+TRUTH = {"core_store_gbps": 24.0, "init_cycles": 3000, "syncall_cycles": 2500,
          "blocks_in_flight": 8}
 
 
@@ -24,13 +24,13 @@ def synthetic(truth: dict, rows: int | None = None) -> pl.DataFrame:
     """Latencies of small configurations simulated with `truth` over the built-in profile:
     few AIVs with many copies (issue-bound), one-hop stores (window-bound), both protocols."""
     profile = cal.with_values(load_profile(), truth)
-    points = [make_config({"ranks": r, "batch": b, "topk": 2, "aivs": 8, "cumsum_aivs": 2,
+    points = [make_config({"ranks": r, "batch": b, "topk": 2, "cores": 8, "cumsum_cores": 2,
                            "hidden": h,
                            "protocol": p, "sync": "sw" if p == "bsp" else "sp"},
-                          profile.aivs).as_dict()
+                          profile.cores).as_dict()
               for r in (4, 8) for b in (4, 32) for h in (256, 1024) for p in ("bsp", "ubep")]
     frame = simulate_table(pl.DataFrame(points[:rows]), profile)
-    return frame.select("ranks", "batch", "topk", "aivs", "cumsum_aivs", "hidden", "protocol",
+    return frame.select("ranks", "batch", "topk", "cores", "cumsum_cores", "hidden", "protocol",
                         "sync", "latency_us")
 
 
@@ -48,7 +48,7 @@ def test_recovers_known_parameters_from_synthetic_measurements(tmp_path, suffix)
     assert code == 0, err
     got = fitted_values(out)
     assert got["blocks_in_flight"] == TRUTH["blocks_in_flight"]   # from powers of two
-    for key in ("aiv_store_gbps", "init_cycles", "syncall_cycles"):
+    for key in ("core_store_gbps", "init_cycles", "syncall_cycles"):
         assert got[key] == pytest.approx(TRUTH[key], rel=0.03), key
     # the fit table: every point with its measured and simulated latency
     assert len([ln for ln in stdout.splitlines() if ln.startswith("ranks=")]) == frame.height
@@ -152,7 +152,7 @@ def test_bad_measurement_files_are_refused_with_one_message(tmp_path, frame, wor
     (("nowhere.csv",), ["nowhere.csv", "does not exist"]),
     (("m.txt",), ["csv or .parquet"]),
     (("m.csv", "--fit", "warp_cycles"), ["--fit", "warp_cycles"]),
-    (("m.csv", "--fit", "aivs"), ["--fit", "aivs", "shape"]),
+    (("m.csv", "--fit", "cores"), ["--fit", "cores", "shape"]),
     (("m.csv", "--fit", "init_cycles,init_cycles"), ["--fit", "twice"]),
     (("m.csv", "--fit", "init_cycles,,syncall_cycles"), ["--fit", "comma"]),
     (("m.csv", "--out", "p.json"), ["--out", ".toml"]),
@@ -182,7 +182,7 @@ def test_paper_start_sets_every_key_from_the_paper_or_the_provisional_costs():
     assert set(cm384.STATED) | set(cm384.PROVISIONAL) == set(FIELDS)
     assert not set(cm384.STATED) & set(cm384.PROVISIONAL)
     start = cm384.paper_start().values
-    assert start["latency_ns"]["two_hop"] == 2500.0 and start["aivs"] == 48
+    assert start["latency_ns"]["two_hop"] == 2500.0 and start["cores"] == 48
     fitted = {m for k in cm384.PAPER_KEYS for m in cal.members(k)}
     # Table 2's latencies are fitted from the paper's own values; every other fitted key from a
     # provisional one

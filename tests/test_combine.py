@@ -65,7 +65,7 @@ def test_random_configurations_cover_every_op_protocol_sync_and_schedule(configs
         {"bf16", "int8"}
     assert {p for _, p in configs} == set(PROFILES)
     # bsp's split of a token's hidden dimension happens
-    assert any(c.op.name != "dispatch" and c.protocol.name == "bsp" and c.batch < c.aivs
+    assert any(c.op.name != "dispatch" and c.protocol.name == "bsp" and c.batch < c.cores
                and c.combine_dtype.name == "bf16" for c, _ in configs)
 
 
@@ -155,7 +155,7 @@ def test_no_token_is_reduced_before_all_its_copies_are_visible(configs, twins):
                 assert start >= ready[s, t], (cfg, prof, s, t)
 
 
-def test_v1_sends_a_status_to_each_die_after_its_aivs_stores_completed(configs, twins):
+def test_v1_sends_a_status_to_each_die_after_its_cores_stores_completed(configs, twins):
     """bsp combine (CANN's V1): one status from each die to each die, from the AIV that owns the
     destination, issued after every store of that AIV completed; none under ubep; under
     deepep_ll the same statuses (its flags), issued right behind the AIV's copies, no sooner."""
@@ -171,7 +171,7 @@ def test_v1_sends_a_status_to_each_die_after_its_aivs_stores_completed(configs, 
                 continue
             assert sorted(st["dst"] for st in statuses) == list(range(cfg.ranks))
             for st in statuses:
-                owner = [x for x in stores if x["aiv"] == st["aiv"] and x["kind"] == "copy"]
+                owner = [x for x in stores if x["core"] == st["core"] and x["kind"] == "copy"]
                 issued = st["issue_end"] - d["costs"]["signal_issue"]
                 done = "issue_end" if cfg.protocol.name == "deepep_ll" else "ack"
                 assert issued >= max((x[done] for x in owner), default=0)

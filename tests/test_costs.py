@@ -20,7 +20,7 @@ from ubepsim.sweep.profile import HOP_CLASSES, load_profile
 
 PROFILE = load_profile(overrides={
     "clock_ghz": 2.0, "block_bytes": 512, "flag_bytes": 32, "egress_gbps": 100.0,
-    "ingress_gbps": 50.0, "aiv_store_gbps": 10.0, "aiv_copy_gbps": 64.0,
+    "ingress_gbps": 50.0, "core_store_gbps": 10.0, "core_copy_gbps": 64.0,
     "store_issue_cycles": 18, "flag_check_cycles": 8, "sentinel_reset_cycles": 5,
     "vector_op_cycles": 12, "vector_bytes": 256, "prefix_cycles": 3,
     "sentinel_collision_prob": 0.01,

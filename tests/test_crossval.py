@@ -82,7 +82,7 @@ def test_a_file_fold_fits_only_the_rows_it_keeps(measured):
     frame = cal.read_measurements(measured)
     start = load_profile()
     kept = frame.filter(frame["source"] != "b")
-    direct = cal.fit(cal.measurement_problem(kept, start.aivs), start, KEYS, threads=1,
+    direct = cal.fit(cal.measurement_problem(kept, start.cores), start, KEYS, threads=1,
                      max_evaluations=8)
     assert fold.values == direct.values
     assert set(fold.scores) == {"a", "b", "c"}
@@ -134,7 +134,7 @@ def test_cv_writes_no_profile_and_checks_none(measured):
 
 def test_a_file_folds_on_group_without_a_source_column(tmp_path):
     path = tmp_path / "groups.csv"
-    path.write_text("ranks,batch,cumsum_aivs,group,extra_latency_us\n"
+    path.write_text("ranks,batch,cumsum_cores,group,extra_latency_us\n"
                     "8,8,1,b8,3.0\n8,8,4,b8,0.0\n8,32,1,b32,0.0\n8,32,4,b32,1.0\n")
     frame = cal.read_measurements(path)
     assert crossval.fold_column(frame) == "group"

@@ -88,7 +88,7 @@ def test_a_slow_receiver_holds_its_senders_back():
     fast = model.simulate(cfg, load_profile(overrides={"blocks_in_flight": 30}))
     slow = model.simulate(cfg, load_profile(overrides={"blocks_in_flight": 30,
                                                        "ingress_gbps": 49.0}))
-    assert slow["send_max_aiv_us"] > 1.5 * fast["send_max_aiv_us"]
+    assert slow["send_max_core_us"] > 1.5 * fast["send_max_core_us"]
     assert slow["ingress_queue_us"] > 2 * fast["ingress_queue_us"] > 0
     # the bytes the hot port took bound the time: the latency covers them at its rate
     hot_bytes = cfg.batch * cfg.ranks * 0.9 * cfg.token_bytes / 1.25    # a lower estimate
@@ -114,7 +114,7 @@ def test_stores_beyond_the_nics_first_hop_class_use_the_nic():
     """Every remote store of hop class nic_from and above leaves and enters by the NIC, the
     others by the die's ports; a slower NIC slows only the configurations that use it."""
     profile = CONGESTED["nic"]
-    cfg = make_config({"ranks": 8, "batch": 8, "topk": 2, "aivs": 4, "cumsum_aivs": 1}, 48)
+    cfg = make_config({"ranks": 8, "batch": 8, "topk": 2, "cores": 4, "cumsum_cores": 1}, 48)
     twin = reference.simulate(cfg, profile)
     for stores in twin["_detail"]["stores"]:
         for st in stores:
@@ -122,6 +122,6 @@ def test_stores_beyond_the_nics_first_hop_class_use_the_nic():
                 assert (st["port"] == NIC) == (st["hop"] >= 3), st
     slower = load_profile(overrides={**profile.values, "nic_gbps": 5.0})
     assert model.simulate(cfg, slower)["latency_us"] > model.simulate(cfg, profile)["latency_us"]
-    inside = make_config({"ranks": 4, "batch": 8, "topk": 2, "aivs": 4, "cumsum_aivs": 1}, 48)
+    inside = make_config({"ranks": 4, "batch": 8, "topk": 2, "cores": 4, "cumsum_cores": 1}, 48)
     assert model.simulate(inside, slower)["latency_us"] == \
         model.simulate(inside, profile)["latency_us"]

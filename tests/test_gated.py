@@ -18,8 +18,8 @@ from ubepsim.sweep.grid import load_grid
 from ubepsim.sweep.params import GATED, PARAM_BY_NAME, make_config
 from ubepsim.sweep.profile import load_profile
 
-SMALL = {"ranks": 8, "batch": 8, "topk": 2, "aivs": 8}
-CUMSUM = PARAM_BY_NAME["cumsum_aivs"].default
+SMALL = {"ranks": 8, "batch": 8, "topk": 2, "cores": 8}
+CUMSUM = PARAM_BY_NAME["cumsum_cores"].default
 
 
 def kernel_row(cfg, **poke):
@@ -34,12 +34,12 @@ def kernel_row(cfg, **poke):
     return out[0]
 
 
-def test_bsp_never_reads_cumsum_aivs_and_only_weighted_routing_has_a_popularity_table():
+def test_bsp_never_reads_cumsum_cores_and_only_weighted_routing_has_a_popularity_table():
     bsp = make_config({**SMALL, "protocol": "bsp"}, 8)
     base = kernel_row(bsp)
     for c in (1, 2, 7):
         assert np.array_equal(kernel_row(bsp, P_CUMSUM=c), base)
-    ubep = make_config({**SMALL, "protocol": "ubep", "cumsum_aivs": 1}, 8)
+    ubep = make_config({**SMALL, "protocol": "ubep", "cumsum_cores": 1}, 8)
     assert not np.array_equal(kernel_row(ubep, P_CUMSUM=4), kernel_row(ubep))
     # the routing parameters reach the kernel through the popularity table, which only zipf and
     # hot routing have, and the workload key, which hashes the recorded values
@@ -122,10 +122,10 @@ def test_a_frame_of_points_is_recorded_with_unread_parameters_at_their_defaults(
     (simulate_table, behind it, takes configurations as a grid or simulate_many makes them)."""
     profile = load_profile()
     raw = make_config({**SMALL, "protocol": "bsp"}, 8).as_dict()
-    points = pl.DataFrame([{**raw, "cumsum_aivs": c, "zipf_s": z}
+    points = pl.DataFrame([{**raw, "cumsum_cores": c, "zipf_s": z}
                            for c in (1, 5) for z in (0.5, 2.0)])
     rows = model.simulate_many(points, profile)
-    assert rows["cumsum_aivs"].to_list() == [CUMSUM] * 4
+    assert rows["cumsum_cores"].to_list() == [CUMSUM] * 4
     assert rows["zipf_s"].to_list() == [1.0] * 4
     assert rows["config_id"].n_unique() == 1
     assert rows["config_id"][0] == make_config({**SMALL, "protocol": "bsp"}, 8).config_id
@@ -139,7 +139,7 @@ def test_a_grid_simulates_points_differing_only_in_unread_parameters_once(tmp_pa
         [grid]
         ranks = 8
         protocol = ["bsp", "ubep"]
-        cumsum_aivs = [1, 2, 4]
+        cumsum_cores = [1, 2, 4]
         routing = ["uniform", "zipf"]
         zipf_s = [0.5, 1.5]
         """, "crossed.toml"))
@@ -153,7 +153,7 @@ def test_a_grid_simulates_points_differing_only_in_unread_parameters_once(tmp_pa
         ranks = 8
         [[zip]]
         protocol = {["bsp"] * 3 + ["ubep"] * 9}
-        cumsum_aivs = {[CUMSUM] * 3 + [1] * 3 + [2] * 3 + [4] * 3}
+        cumsum_cores = {[CUMSUM] * 3 + [1] * 3 + [2] * 3 + [4] * 3}
         routing = {["uniform", "zipf", "zipf"] * 4}
         zipf_s = {[1.0, 0.5, 1.5] * 4}
         """, "listed.toml"))
@@ -162,8 +162,8 @@ def test_a_grid_simulates_points_differing_only_in_unread_parameters_once(tmp_pa
     code, out, err = run_cli("sweep", tmp_path / "crossed.toml", "--dry-run")
     assert code == 0, err
     assert "24 points" in out and "12 distinct configurations" in out
-    assert "the others differ only in cumsum_aivs, zipf_s, which" in out
-    assert crossed.unread == ("cumsum_aivs", "zipf_s")
+    assert "the others differ only in cumsum_cores, zipf_s, which" in out
+    assert crossed.unread == ("cumsum_cores", "zipf_s")
 
 
 def test_a_grid_over_ops_simulates_what_each_op_reads_once(tmp_path):
@@ -193,10 +193,10 @@ def test_a_grid_over_ops_simulates_what_each_op_reads_once(tmp_path):
 
 def test_the_run_command_says_when_a_flag_is_not_read(tmp_path):
     args = ("run", "--ranks", 8, "--batch", 8, "--topk", 2, "--json", "--protocol", "bsp")
-    code, out, err = run_cli(*args, "--cumsum-aivs", 5)
+    code, out, err = run_cli(*args, "--cumsum-cores", 5)
     assert code == 0, err
-    assert "--cumsum-aivs is not read under --protocol bsp" in err
+    assert "--cumsum-cores is not read under --protocol bsp" in err
     row = json.loads(out)
-    assert row["cumsum_aivs"] == CUMSUM
+    assert row["cumsum_cores"] == CUMSUM
     code, plain, err = run_cli(*args)
     assert err == "" and json.loads(plain) == row

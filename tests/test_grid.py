@@ -40,30 +40,30 @@ def test_expansion_is_the_product_in_file_order_seeds_innermost(tmp_path):
     assert g.points["seed"].to_list() == [5, 6, 7] * 4
 
 
-def test_unset_parameters_take_defaults_experts_follow_ranks_aivs_the_profile(tmp_path):
+def test_unset_parameters_take_defaults_experts_follow_ranks_cores_the_profile(tmp_path):
     g = load_grid(grid_of(tmp_path, """
         [grid]
         ranks = [16, 32]
         [profile]
-        aivs = 24
+        cores = 24
         """))
     row = g.frame(0, 2).to_dicts()
     assert [r["experts"] for r in row] == [16, 32]
-    assert {r["aivs"] for r in row} == {24}
+    assert {r["cores"] for r in row} == {24}
     assert {r["sync"] for r in row} == {"sp"} and {r["trace"] for r in row} == {""}
-    assert g.profile.aivs == 24
+    assert g.profile.cores == 24
 
 
 def test_ranges_include_both_ends_with_steps_and_factors(tmp_path):
     g = load_grid(grid_of(tmp_path, """
         [grid]
-        cumsum_aivs = { range = [1, 16] }
+        cumsum_cores = { range = [1, 16] }
         batch = { range = [8, 128], factor = 2 }
         hidden = { range = [64, 256], step = 64 }
         hot_share = { range = [0.1, 0.3], step = 0.1 }
         routing = "hot"
         """))
-    assert g.axes == {"cumsum_aivs": 16, "batch": 5, "hidden": 4, "hot_share": 3,
+    assert g.axes == {"cumsum_cores": 16, "batch": 5, "hidden": 4, "hot_share": 3,
                       "routing": 1, "seed": 1}
     assert g.points["batch"].unique().sort().to_list() == [8, 16, 32, 64, 128]
     assert g.points["hidden"].unique().sort().to_list() == [64, 128, 192, 256]
@@ -99,11 +99,11 @@ def test_a_grid_holds_at_most_max_points_counted_before_expanding(tmp_path, monk
 
 def test_expansion_in_chunks_gives_the_same_points_and_fingerprint(tmp_path, monkeypatch):
     """The product is expanded and checked a chunk at a time, and only the kept points'
-    indices are held: the chunk size changes nothing (bsp's cumsum_aivs = 2 points, one
-    configuration with its cumsum_aivs = 1 points, the default, are dropped across chunks), and any batch is
+    indices are held: the chunk size changes nothing (bsp's cumsum_cores = 2 points, one
+    configuration with its cumsum_cores = 1 points, the default, are dropped across chunks), and any batch is
     the same slice."""
     path = grid_of(tmp_path, "[grid]\nbatch = [8, 16, 32]\ntopk = { range = [1, 8] }\n"
-                   "protocol = ['bsp', 'ubep']\ncumsum_aivs = [1, 2]\n",
+                   "protocol = ['bsp', 'ubep']\ncumsum_cores = [1, 2]\n",
                    'name = "t"\nseeds = [0, 1, 2]\nfilter = "topk % 3 <> 0 OR protocol = \'bsp\'"')
     whole = load_grid(path)
     monkeypatch.setattr(expand, "CHUNK", 7)
@@ -120,7 +120,7 @@ def test_expansion_in_chunks_gives_the_same_points_and_fingerprint(tmp_path, mon
 def test_two_configurations_with_one_config_id_are_refused(tmp_path, monkeypatch):
     """Rows are keyed on config_id, a 63-bit hash: a collision (forced here by a coarser hash)
     must be refused rather than merge two configurations, while points that are one
-    configuration (bsp's cumsum_aivs) still merge under the same coarse hash when nothing else
+    configuration (bsp's cumsum_cores) still merge under the same coarse hash when nothing else
     collides."""
     real = expand.stable_id
     monkeypatch.setattr(expand, "stable_id", lambda cols, names: real(cols, names) % 5)
@@ -132,14 +132,14 @@ def test_two_configurations_with_one_config_id_are_refused(tmp_path, monkeypatch
     assert re.search(r"\((batch|topk) = \d+ and \d+", str(e.value)), str(e.value)
     code, _, err = run_cli("sweep", path, "--out", tmp_path / "out", "--quiet")
     assert code == 2 and "config_id" in err and not (tmp_path / "out").exists()
-    # under the coarsest hash (one id for all), bsp's points of three cumsum_aivs values are
+    # under the coarsest hash (one id for all), bsp's points of three cumsum_cores values are
     # one configuration: kept once, and no collision
     monkeypatch.setattr(expand, "stable_id", lambda cols, names: real(cols, names) * 0)
-    gated = load_grid(grid_of(tmp_path, "[grid]\nprotocol = 'bsp'\ncumsum_aivs = [1, 2, 3]\n"))
+    gated = load_grid(grid_of(tmp_path, "[grid]\nprotocol = 'bsp'\ncumsum_cores = [1, 2, 3]\n"))
     assert gated.size == 1 and gated.kept.tolist() == [0]
 
 
-SLOW_PROFILE = "[profile]\negress_gbps = 0.001\ningress_gbps = 0.001\naiv_store_gbps = 0.001\n"
+SLOW_PROFILE = "[profile]\negress_gbps = 0.001\ningress_gbps = 0.001\ncore_store_gbps = 0.001\n"
 
 
 def test_points_whose_times_could_pass_the_kernels_keys_are_refused_before_any_work(tmp_path):
@@ -322,7 +322,7 @@ def test_the_million_grid_covers_the_papers_ranges():
     assert (p["topk"].min(), p["topk"].max()) == (1, 8)
     assert (p["ranks"].min(), p["ranks"].max()) == (16, 256)
     assert sorted((p["experts"] // p["ranks"]).unique()) == [1, 2, 3, 4]
-    assert (p["cumsum_aivs"].min(), p["cumsum_aivs"].max()) == (1, 16)
+    assert (p["cumsum_cores"].min(), p["cumsum_cores"].max()) == (1, 16)
     for name, n in (("protocol", 2), ("sync", 4), ("schedule", 3)):
         assert p[name].n_unique() == n
     assert p["seed"].n_unique() > 1
@@ -391,9 +391,9 @@ BAD = [
     ("[[zip]]\nranks = [4]\n", "zip[0]", "two or more"),
     ("[[zip]]\nranks = []\nexperts = []\n", "zip[0].ranks", "empty axis; expected a list"),
     ("[grid]\nranks = [4]\ntopk = [8]\n", "topk", "exceeds experts (4); a token's experts"),
-    ("[grid]\naivs = 8\ncumsum_aivs = [4, 8]\n", "cumsum_aivs", "must be below aivs"),
+    ("[grid]\ncores = 8\ncumsum_cores = [4, 8]\n", "cumsum_cores", "must be below cores"),
     ("[profile]\nwarp_size = 32\n", "profile.warp_size", "unknown hardware key; allowed"),
-    ("[profile]\naivs = 'many'\n", "profile.aivs", "expected an integer"),
+    ("[profile]\ncores = 'many'\n", "profile.cores", "expected an integer"),
     ("[[zip]]\nranks = 4\nexperts = 8\n", "zip[0].ranks", "expected a list of values"),
     # integers past the floats' range (TOML's are unbounded in tomllib) are refused, not raised
     ("[grid]\nzipf_s = [HUGE]\n", "grid.zipf_s", "expected a finite number"),
@@ -543,12 +543,12 @@ def test_a_filter_names_trace_files_as_the_grid_does(tmp_path, monkeypatch):
 
 def test_a_profile_files_error_names_that_file_and_its_hardware_key(tmp_path):
     (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "hw.toml").write_text("takes = { cm384 = \"*\" }\n[hardware]\naivs = 'many'\n")
+    (tmp_path / "sub" / "hw.toml").write_text("takes = { cm384 = \"*\" }\n[hardware]\ncores = 'many'\n")
     path = grid_of(tmp_path, "[profile]\ninit_cycles = 200\n",
                    'name = "t"\nprofile = "sub/hw.toml"')
     with pytest.raises(InputError) as e:
         load_grid(path)
-    assert e.value.key == "hardware.aivs" and e.value.source == str(tmp_path / "sub" / "hw.toml")
+    assert e.value.key == "hardware.cores" and e.value.source == str(tmp_path / "sub" / "hw.toml")
 
 
 def test_unreadable_or_invalid_toml(tmp_path):

@@ -175,8 +175,8 @@ RETURN_FAULTS = {
 
 
 def config(protocol, seed=1, op="dispatch"):
-    return make_config({"ranks": DIES, "batch": BATCH, "topk": TOPK, "aivs": AIVS,
-                        "cumsum_aivs": 1, "protocol": protocol, "seed": seed, "op": op}, 48)
+    return make_config({"ranks": DIES, "batch": BATCH, "topk": TOPK, "cores": AIVS,
+                        "cumsum_cores": 1, "protocol": protocol, "seed": seed, "op": op}, 48)
 
 
 def run(kernel, protocol, op="dispatch"):
@@ -207,7 +207,7 @@ def test_each_fault_trips_its_check(python_kernels, monkeypatch, fault, protocol
     assert good[O_SENT] == good[O_DELIVERED] == total == DIES * BATCH * TOPK
     assert good[O_VIOLATIONS] == 0 and good[O_LATENCY] >= good[O_BOUND]
     # ubep's CalCumSum group (one AIV) neither sends nor reorders copies
-    token_aivs = AIVS - 1 if protocol == "ubep" else AIVS
+    token_cores = AIVS - 1 if protocol == "ubep" else AIVS
     if fault == "skip":         # one copy per die
         assert bad[O_SENT] == total
         assert bad[O_DELIVERED] == total - DIES
@@ -223,8 +223,8 @@ def test_each_fault_trips_its_check(python_kernels, monkeypatch, fault, protocol
     elif fault == "abandoned":   # consistent in itself: nothing dispatched, sent or late
         assert not bad.any()
     else:                       # one copy per die and sending AIV
-        assert bad[O_SENT] == total - DIES * token_aivs
-        assert bad[O_DELIVERED] == total - DIES * token_aivs
+        assert bad[O_SENT] == total - DIES * token_cores
+        assert bad[O_DELIVERED] == total - DIES * token_cores
     with pytest.raises(kernel_io.KernelFailure, match="did not finish row 0" if fault == "abandoned"
                        else "invariant violated"):
         results()

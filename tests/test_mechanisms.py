@@ -22,7 +22,7 @@ FREE = load_profile(overrides={"egress_gbps": 1e5, "ingress_gbps": 1e5,
 
 
 def run(**values):
-    return model.simulate(make_config(values, PROFILE.aivs), PROFILE)
+    return model.simulate(make_config(values, PROFILE.cores), PROFILE)
 
 
 def test_ubep_beats_bsp_on_the_default_configuration():
@@ -43,10 +43,10 @@ def test_hot_experts_order_the_schedules_by_straggler_latency():
     fig9 = load_profile(overrides={"tier_sizes": [32]})
     rows = {s: model.simulate(make_config({"ranks": 128, "experts": 256, "routing": "hot",
                                            "hot_experts": 8, "hot_share": 0.5, "schedule": s},
-                                          fig9.aivs), fig9)
+                                          fig9.cores), fig9)
             for s in ("expert_block", "balanced", "homogenized")}
-    sends = {s: r["send_max_aiv_us"] for s, r in rows.items()}
-    spread = {s: r["send_spread_aiv_us"] for s, r in rows.items()}
+    sends = {s: r["send_max_core_us"] for s, r in rows.items()}
+    spread = {s: r["send_spread_core_us"] for s, r in rows.items()}
     assert sends["expert_block"] > sends["balanced"] > sends["homogenized"]
     assert spread["expert_block"] > spread["balanced"] > spread["homogenized"] > 0
     assert all(spread[s] < sends[s] for s in rows)   # the fastest AIV takes some time too
@@ -67,16 +67,16 @@ def test_under_bsp_the_sync_variant_changes_only_the_count_messages():
     phase columns are the critical path's, whose die may change with the counts: the per-AIV
     sending figures over every die are compared.)"""
     rows = {s: run(ranks=32, batch=16, protocol="bsp", sync=s) for s in ("sw", "tff", "dc", "sp")}
-    for field in ("phase_init_us", "send_max_aiv_us", "send_mean_aiv_us", "send_spread_aiv_us",
+    for field in ("phase_init_us", "send_max_core_us", "send_mean_core_us", "send_spread_core_us",
                   "phase_reorder_us"):
         assert len({r[field] for r in rows.values()}) == 1, field
     assert len({r["latency_us"] for r in rows.values()}) > 1   # the counts' signals do differ
 
 
-def test_more_aivs_give_diminishing_token_sending_returns():
+def test_more_cores_give_diminishing_token_sending_returns():
     """Figure 3(b): the same work on more AIVs is faster, with falling efficiency (on the
     calibration's setup of it: Table 4's CANN EP at 128 ranks)."""
-    sends = [model.simulate(cm384.cann_ep(128, aivs=a), PROFILE)["phase_send_us"]
+    sends = [model.simulate(cm384.cann_ep(128, cores=a), PROFILE)["phase_send_us"]
              for a in (8, 16, 24, 32, 48)]
     eff = [sends[0] * 8 / (s * a) for s, a in zip(sends, (8, 16, 24, 32, 48))]
     # never slower by more than the noise of a different interleaving once the port saturates
@@ -256,7 +256,7 @@ def test_sentinel_collisions_cost_a_timeout():
 def test_one_die_never_touches_the_fabric(protocol):
     """With one rank every store is local: the ports' bandwidths and the remote hop latencies
     change nothing, the local latency does."""
-    cfg = make_config({"ranks": 1, "batch": 32, "topk": 1, "protocol": protocol}, PROFILE.aivs)
+    cfg = make_config({"ranks": 1, "batch": 32, "topk": 1, "protocol": protocol}, PROFILE.cores)
     base = model.simulate(cfg, PROFILE)
     assert base["copies_local"] == base["copies_total"] == 32
     fabric = load_profile(overrides={"egress_gbps": 1.0, "ingress_gbps": 1.0, "latency_ns": {
@@ -274,7 +274,7 @@ def test_re_arming_sentinels_costs_ubep_sp_reorder_time_only():
                                    PROFILE.values["sentinel_reset_cycles"] + 200})
     for protocol, grows in (("ubep", True), ("bsp", False)):
         cfg = make_config({"ranks": 16, "batch": 16, "protocol": protocol, "sync": "sp"},
-                          PROFILE.aivs)
+                          PROFILE.cores)
         base, slower = model.simulate(cfg, PROFILE), model.simulate(cfg, dear)
         assert (slower["phase_reorder_us"] > base["phase_reorder_us"]) == grows, protocol
         assert slower["latency_us"] > base["latency_us"]   # bsp re-arms its count messages
@@ -287,19 +287,19 @@ def test_a_token_is_loaded_once_per_run_of_its_copies_or_for_every_copy(protocol
     batch 1 every copy is of the one token, so a slower local copy lengthens a busy UBEP
     sender's Init by its extra cost once however many copies it holds, and a CANN sender's
     Token-Sending by it once per copy, its Init not at all."""
-    cfg = make_config({"ranks": 4, "experts": 8, "batch": 1, "topk": 8, "aivs": 3,
-                       "cumsum_aivs": 1, "schedule": "expert_block", "protocol": protocol}, 3)
+    cfg = make_config({"ranks": 4, "experts": 8, "batch": 1, "topk": 8, "cores": 3,
+                       "cumsum_cores": 1, "schedule": "expert_block", "protocol": protocol}, 3)
     slow = load_profile(overrides={**FREE.values,
-                                   "aiv_copy_gbps": FREE.values["aiv_copy_gbps"] / 4})
+                                   "core_copy_gbps": FREE.values["core_copy_gbps"] / 4})
     base, dear = reference.simulate(cfg, FREE), reference.simulate(cfg, slow)
     load = "init_load" if protocol == "ubep" else "copy_load"
     extra = dear["_detail"]["costs"][load] - base["_detail"]["costs"][load]
     assert extra > 0
-    first = cfg.cumsum_aivs if protocol == "ubep" else 0
+    first = cfg.cumsum_cores if protocol == "ubep" else 0
     held = []
     for s, stores in enumerate(base["_detail"]["stores"]):
-        for a in range(first, cfg.aivs):
-            copies = sum(st["kind"] == "copy" and st["aiv"] == a for st in stores)
+        for a in range(first, cfg.cores):
+            copies = sum(st["kind"] == "copy" and st["core"] == a for st in stores)
             grew = dear["_detail"]["marks"][s][a][1] - base["_detail"]["marks"][s][a][1]
             ids = dear["_detail"]["costs"]["ids_load"] - base["_detail"]["costs"]["ids_load"]
             assert grew == ids + (extra if copies and protocol == "ubep" else 0), (s, a)
@@ -307,9 +307,9 @@ def test_a_token_is_loaded_once_per_run_of_its_copies_or_for_every_copy(protocol
     assert max(held) > 1          # some sender holds several copies of the token
     if protocol == "bsp":         # ... and its send loop pays the load for each of them
         for s, stores in enumerate(base["_detail"]["stores"]):
-            mine = [st for st in stores if st["kind"] == "copy" and st["aiv"] == 0]
+            mine = [st for st in stores if st["kind"] == "copy" and st["core"] == 0]
             theirs = [st for st in dear["_detail"]["stores"][s]
-                      if st["kind"] == "copy" and st["aiv"] == 0]
+                      if st["kind"] == "copy" and st["core"] == 0]
             if len(mine) > 1:
                 gaps = [b["issue_end"] - a["issue_end"] for a, b in zip(mine, mine[1:])]
                 slower = [b["issue_end"] - a["issue_end"] for a, b in zip(theirs, theirs[1:])]
@@ -321,7 +321,7 @@ def test_cann_counts_each_copys_predecessors_to_its_expert():
     (CalTokenSendExpertCnt over i ids): under token order the AIV holding a die's last copies
     counts over the most, so a slower vector unit lengthens its sending more than the first
     AIV's."""
-    values = {"ranks": 4, "experts": 16, "batch": 64, "topk": 8, "aivs": 8,
+    values = {"ranks": 4, "experts": 16, "batch": 64, "topk": 8, "cores": 8,
               "schedule": "token_order", "protocol": "bsp"}
     narrow = load_profile(overrides={**FREE.values, "vector_bytes": 8})
 
@@ -354,7 +354,7 @@ def test_each_per_source_cost_raises_latency(key):
     for i in range(48):
         ranks = int(rng.choice([4, 8, 16]))
         configs.append({"ranks": ranks, "batch": int(rng.choice([2, 8, 32])), "topk": 2,
-                        "aivs": 8, "cumsum_aivs": int(rng.choice([1, 2])),
+                        "cores": 8, "cumsum_cores": int(rng.choice([1, 2])),
                         "protocol": ["bsp", "ubep"][i % 2], "sync": ["sw", "tff", "dc", "sp"][i % 4],
                         "schedule": ["expert_block", "balanced", "homogenized"][i % 3],
                         "seed": i})
@@ -373,7 +373,7 @@ def test_per_source_costs_make_a_small_calcumsum_group_dearer(key):
     """Figure 14's shape: what one CalCumSum AIV costs over eight grows with each mechanism,
     since one AIV pays it for every source (64 ranks, batch 8)."""
     def extra(profile):
-        lat = [model.simulate({"ranks": 64, "batch": 8, "cumsum_aivs": g}, profile)["latency_us"]
+        lat = [model.simulate({"ranks": 64, "batch": 8, "cumsum_cores": g}, profile)["latency_us"]
                for g in (1, 8)]
         return lat[0] - lat[1]
 

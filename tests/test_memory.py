@@ -26,7 +26,7 @@ BIG = "three_tier"
 def need(**params) -> int:
     """The model's estimate for one configuration (others at their defaults)."""
     profile = load_profile()
-    config = make_config(params, profile.aivs)
+    config = make_config(params, profile.cores)
     return int(memory.working_memory(config.columns(), profile)[0])
 
 
@@ -95,7 +95,7 @@ def test_the_cli_refuses_with_exit_2_naming_the_flag(available, tmp_path):
     assert stderr.startswith("error: ranks (--ranks): ranks = 1024, batch = 1")
     available(2 * need(ranks=1024, batch=1, topk=1) - 1)
     code, stdout, stderr = run_cli("tune", "--ranks", 1024, "--batch", 1, "--topk", 1,
-                                   "--max-cumsum-aivs", 2, "--workers", 2, "--profile", BIG)
+                                   "--max-cumsum-cores", 2, "--workers", 2, "--profile", BIG)
     assert code == 2 and stdout == ""
     assert stderr.startswith("error: threads (--workers): 2 configurations simulated at once")
 

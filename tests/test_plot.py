@@ -28,10 +28,10 @@ def sweep_rows(directory, name, points) -> str:
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     d = tmp_path_factory.mktemp("plots")
-    base = {"topk": 2, "aivs": 8}
+    base = {"topk": 2, "cores": 8}
     out = {
         "heatmap": sweep_rows(d, "groups", [
-            {**base, "ranks": r, "batch": b, "cumsum_aivs": c, "seed": s}
+            {**base, "ranks": r, "batch": b, "cumsum_cores": c, "seed": s}
             for r in (4, 8) for b in (4, 16) for c in (1, 2, 3) for s in (0, 1)]),
         "breakdown": sweep_rows(d, "phases", [
             {**base, "ranks": 8, "batch": b, "protocol": p, "sync": y, "schedule": sc}
@@ -57,12 +57,12 @@ def data(tmp_path_factory):
     for schedule, protocol in (("expert_block", "bsp"), ("balanced", "ubep"),
                                ("homogenized", "ubep")):
         path = d / f"{schedule}.parquet"
-        code, _, err = run_cli("run", "--ranks", 8, "--batch", 8, "--topk", 2, "--aivs", 8,
+        code, _, err = run_cli("run", "--ranks", 8, "--batch", 8, "--topk", 2, "--cores", 8,
                                "--schedule", schedule, "--protocol", protocol, "--timeline",
                                path)
         assert code == 0, err
         timelines.append(str(path))
-    out["aiv"] = timelines
+    out["core"] = timelines
     out["timeline"] = timelines[2:]
     # Malformed timelines: each must be refused when read, naming the file.
     tl = pl.read_parquet(timelines[2])
@@ -70,7 +70,7 @@ def data(tmp_path_factory):
         "tl_empty": tl.head(0),
         "tl_die_str": tl.with_columns(pl.col("die").cast(pl.String)),
         "tl_start_str": tl.with_columns(pl.col("start_us").cast(pl.String)),
-        "tl_end_null": tl.with_columns(end_us=pl.when(pl.col("aiv") == 1).then(None)
+        "tl_end_null": tl.with_columns(end_us=pl.when(pl.col("core") == 1).then(None)
                                        .otherwise(pl.col("end_us"))),
         "tl_no_send": tl.filter(pl.col("phase") != "send"),
         "tl_backwards": tl.with_columns(end_us=pl.col("start_us") - 1),
@@ -92,7 +92,7 @@ def data(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("kind", ["heatmap", "breakdown", "aiv", "sync", "skew", "timeline"])
+@pytest.mark.parametrize("kind", ["heatmap", "breakdown", "core", "sync", "skew", "timeline"])
 def test_each_kind_writes_a_png(tmp_path, data, kind):
     inputs = data[kind] if isinstance(data[kind], list) else [data[kind]]
     target = tmp_path / f"{kind}.png"
@@ -108,7 +108,7 @@ def test_options_of_each_input(tmp_path, data):
     code, _, err = run_cli("plot", data["breakdown"], "--kind", "breakdown", "--where",
                            "batch = 4", "--out", tmp_path / "b.png")
     assert code == 0, err
-    code, _, err = run_cli("plot", *data["aiv"], "--kind", "aiv", "--label", "CANN EP",
+    code, _, err = run_cli("plot", *data["core"], "--kind", "core", "--label", "CANN EP",
                            "--label", "UBEP w/o mapping", "--label", "UBEP", "--die", 3,
                            "--out", tmp_path / "a.png")
     assert code == 0, err
@@ -157,7 +157,7 @@ def test_default_output_name(tmp_path, monkeypatch, data):
 @pytest.mark.parametrize("make_args, words", [
     (lambda d: (d["heatmap"], "--kind", "bars"), ["--kind"]),
     (lambda d: ("nowhere", "--kind", "heatmap"), ["nowhere"]),
-    (lambda d: (d["aiv"][0], "--kind", "heatmap"), ["DATASET"]),
+    (lambda d: (d["core"][0], "--kind", "heatmap"), ["DATASET"]),
     (lambda d: (d["heatmap"], "--kind", "timeline"), ["DATASET", "timeline"]),
     (lambda d: (d["sync"], "--kind", "heatmap"),
      ["DATASET", "hidden", "--where \"hidden = 8\""]),
@@ -166,19 +166,19 @@ def test_default_output_name(tmp_path, monkeypatch, data):
     (lambda d: (d["heatmap"], "--kind", "heatmap", "--where", "warp = 1"), ["--where"]),
     (lambda d: (d["heatmap"], "--kind", "heatmap", "--where", "ranks = 99"), ["no rows"]),
     (lambda d: (d["heatmap"], "--kind", "heatmap", "--die", "1"), ["--die"]),
-    (lambda d: (*d["aiv"], "--kind", "timeline"), ["timeline", "one"]),
-    (lambda d: (*d["aiv"], "--kind", "aiv", "--label", "x"), ["--label"]),
+    (lambda d: (*d["core"], "--kind", "timeline"), ["timeline", "one"]),
+    (lambda d: (*d["core"], "--kind", "core", "--label", "x"), ["--label"]),
     (lambda d: (d["timeline"][0], "--kind", "timeline", "--die", 99), ["--die", "99"]),
-    (lambda d: (d["timeline"][0], "--kind", "aiv", "--where", "die = 1"), ["--where"]),
+    (lambda d: (d["timeline"][0], "--kind", "core", "--where", "die = 1"), ["--where"]),
     (lambda d: (d["tl_empty"], "--kind", "timeline"), ["tl_empty", "no rows"]),
-    (lambda d: (d["tl_empty"], "--kind", "aiv"), ["tl_empty", "no rows"]),
+    (lambda d: (d["tl_empty"], "--kind", "core"), ["tl_empty", "no rows"]),
     (lambda d: (d["tl_die_str"], "--kind", "timeline"), ["tl_die_str", "die", "integer"]),
     (lambda d: (d["tl_start_str"], "--kind", "timeline"), ["tl_start_str", "start_us"]),
     (lambda d: (d["tl_end_null"], "--kind", "timeline"), ["tl_end_null", "end_us", "null"]),
-    (lambda d: (d["tl_end_null"], "--kind", "aiv", "--die", 0), ["tl_end_null", "end_us"]),
-    (lambda d: (d["tl_no_send"], "--kind", "aiv"), ["tl_no_send", "send"]),
-    (lambda d: (d["tl_backwards"], "--kind", "aiv"), ["tl_backwards", "before start_us"]),
-    (lambda d: (d["heatmap"], d["aiv"][0], "--kind", "heatmap", "--where", "ranks = 8"),
+    (lambda d: (d["tl_end_null"], "--kind", "core", "--die", 0), ["tl_end_null", "end_us"]),
+    (lambda d: (d["tl_no_send"], "--kind", "core"), ["tl_no_send", "send"]),
+    (lambda d: (d["tl_backwards"], "--kind", "core"), ["tl_backwards", "before start_us"]),
+    (lambda d: (d["heatmap"], d["core"][0], "--kind", "heatmap", "--where", "ranks = 8"),
      ["DATASET", "expert_block.parquet", "not sweep results"]),
     (lambda d: (d["no_latency"], "--kind", "heatmap"), ["DATASET", "latency_us", "null"]),
     (lambda d: (d["sync"], "--kind", "sync", "--where", "hidden = 64"),
@@ -217,7 +217,7 @@ def test_empty_dataset_is_not_the_current_directory(tmp_path, monkeypatch, data)
     assert not list(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("kind", ["aiv", "timeline"])
+@pytest.mark.parametrize("kind", ["core", "timeline"])
 def test_label_titles_timeline_figures(tmp_path, monkeypatch, data, kind):
     import ubepsim.paper.plot
 
@@ -263,36 +263,36 @@ def test_every_phase_has_its_own_colour():
     assert len(set(PHASE_COLOURS.values())) == len(PHASE_COLOURS)
 
 
-def test_aiv_figure_says_which_send_time_it_draws(tmp_path, monkeypatch, data):
+def test_core_figure_says_which_send_time_it_draws(tmp_path, monkeypatch, data):
     """The bars are the timeline's send phase (to the last store's issue), which is not the
-    result send_max_aiv_us (to the last copy's completion); the figure says so."""
+    result send_max_core_us (to the last copy's completion); the figure says so."""
     import ubepsim.paper.plot
 
     figs = []
     monkeypatch.setattr(ubepsim.paper.plot, "save", lambda fig, path: figs.append(fig))
-    code, _, err = run_cli("plot", *data["aiv"], "--kind", "aiv", "--out", tmp_path / "a.png")
+    code, _, err = run_cli("plot", *data["core"], "--kind", "core", "--out", tmp_path / "a.png")
     assert code == 0, err
     axes = figs[0].axes
-    tl = pl.read_parquet(data["aiv"][0])
+    tl = pl.read_parquet(data["core"][0])
     die = ubepsim.paper.plot.critical_die(tl)
     slowest = tl.filter((pl.col("die") == die) & (pl.col("phase") == "send")).select(
         (pl.col("end_us") - pl.col("start_us")).max()).item()
     assert f"slowest AIV's send phase {slowest:.1f} us (to its last store's issue)" \
         in axes[0].get_title()
     assert all(ax.get_ylabel() == "send phase (us)" for ax in axes)
-    assert "send_max_aiv_us" in axes[-1].get_xlabel() and "completed" in axes[-1].get_xlabel()
+    assert "send_max_core_us" in axes[-1].get_xlabel() and "completed" in axes[-1].get_xlabel()
 
 
-def test_aiv_figure_draws_only_the_aivs_that_send():
+def test_core_figure_draws_only_the_cores_that_send():
     """bsp with fewer copies per die than AIVs: the idle AIVs' send phases are empty, and the
-    figure's bars and mean cover the others only (as send_mean_aiv_us does)."""
+    figure's bars and mean cover the others only (as send_mean_core_us does)."""
     from ubepsim.sweep.model import simulate
-    from ubepsim.paper.plot import aiv_sends
+    from ubepsim.paper.plot import core_sends
 
-    tl = simulate(make_config({"ranks": 8, "batch": 2, "topk": 2, "aivs": 8, "protocol": "bsp"},
+    tl = simulate(make_config({"ranks": 8, "batch": 2, "topk": 2, "cores": 8, "protocol": "bsp"},
                               8), load_profile(), timeline=True)["timeline"]
     die0 = tl.filter(pl.col("die") == 0)
-    sends = aiv_sends(die0, 0, "t")
+    sends = core_sends(die0, 0, "t")
     empty = die0.filter((pl.col("phase") == "send") & (pl.col("end_us") == pl.col("start_us")))
     assert empty.height > 0 and sends.height == 8 - empty.height
     assert (sends["send_us"] > 0).all()
@@ -305,7 +305,7 @@ def spread_sweep(tmp_path_factory):
     d = tmp_path_factory.mktemp("dies")
     grid = d / "grid.toml"
     grid.write_text('[sweep]\nname = "dies"\nseeds = [0, 1]\n[grid]\nranks = 8\nbatch = 8\n'
-                    'topk = 2\naivs = 8\nop = ["dispatch", "combine"]\n'
+                    'topk = 2\ncores = 8\nop = ["dispatch", "combine"]\n'
                     'batch_spread = ["equal", "cv", "zero"]\n')
     code, _, err = run_cli("sweep", grid, "--out", d / "out")
     assert code == 0, err
@@ -329,7 +329,7 @@ def test_dies_draws_each_rows_dies_as_the_model_gives_them(tmp_path, spread_swee
         "batch_spread zero, zero_token_share 0.25"]
     assert frame["batch_spread"].to_list() == ["equal", "cv", "zero"]
     for (label, dies), row in zip(series, frame.iter_rows(named=True)):
-        config = {n: v for n, v in row.items() if n in ("ranks", "batch", "topk", "aivs", "op",
+        config = {n: v for n, v in row.items() if n in ("ranks", "batch", "topk", "cores", "op",
                                                        "batch_spread", "seed")}
         assert dies.equals(die_frame(config, load_profile()))
         assert dies["finish_us"].max() == pytest.approx(row["latency_us"])

@@ -10,21 +10,22 @@ import polars as pl
 import pytest
 
 from conftest import run_cli, write_grid
+from ubepsim.paper.plot import RESULTS_COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
 QUERY_GRID = """\
 [sweep]
 name = "queries"
 out = "results/quickstart"
-filter = "protocol = 'ubep' OR cumsum_aivs = 4"
+filter = "protocol = 'ubep' OR cumsum_cores = 4"
 
 [grid]
 ranks = [4, 8, 16]
 batch = [4, 16]
 topk = 2
 hidden = 64
-aivs = 8
-cumsum_aivs = [1, 2, 4]
+cores = 8
+cumsum_cores = [1, 2, 4]
 protocol = ["bsp", "ubep"]
 sync = ["sw", "sp"]
 schedule = ["expert_block", "homogenized"]
@@ -242,3 +243,18 @@ def test_documented_queries_run_and_agree(dataset, combine_dataset, monkeypatch,
     assert by_polars.equals(by_sql) or all(
         by_polars[c].to_list() == pytest.approx(by_sql[c].to_list()) if by_sql[c].dtype.is_float()
         else by_polars[c].to_list() == by_sql[c].to_list() for c in by_sql.columns)
+
+
+def test_an_earlier_versions_results_are_named_so_not_called_no_results(tmp_path):
+    # 0.9.0 wrote cumsum_aivs where this version writes cumsum_cores: a figure that needs the
+    # column says which version's results these are; a file without it is just not results
+    old = {"cumsum_cores": "cumsum_aivs", "cores": "aivs"}
+    pl.DataFrame({old.get(c, c): [1] for c in RESULTS_COLUMNS}).write_parquet(
+        tmp_path / "old.parquet")
+    code, _, err = run_cli("plot", tmp_path / "old.parquet", "--kind", "heatmap", "--out",
+                           tmp_path / "h.png")
+    assert code == 2 and "but aivs: an earlier version's results (aivs is now cores" in err
+    pl.DataFrame({"ranks": [16]}).write_parquet(tmp_path / "old.parquet")
+    code, _, err = run_cli("plot", tmp_path / "old.parquet", "--kind", "heatmap", "--out",
+                           tmp_path / "h.png")
+    assert code == 2 and "earlier version" not in err and not (tmp_path / "h.png").exists()

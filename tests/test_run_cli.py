@@ -15,7 +15,7 @@ from ubepsim.sweep.params import NAMES, Op
 from ubepsim.sweep.profile import FIELDS, load_profile
 from ubepsim.sweep.result_fields import RESULT_NAMES
 
-SMALL = ("--ranks", 8, "--batch", 4, "--topk", 2, "--aivs", 8, "--cumsum-aivs", 1)
+SMALL = ("--ranks", 8, "--batch", 4, "--topk", 2, "--cores", 8, "--cumsum-cores", 1)
 
 
 def test_run_prints_every_result():
@@ -66,7 +66,7 @@ def test_version_is_the_codes_the_one_datasets_record():
     assert run_cli("--version") == (0, f"ubepsim, version {ubepsim.__version__}\n", "")
 
 
-def test_timeline_has_a_row_per_die_aiv_and_phase(tmp_path):
+def test_timeline_has_a_row_per_die_core_and_phase(tmp_path):
     path = tmp_path / "tl.parquet"
     code, out, err = run_cli("run", *SMALL, "--json", "--timeline", path)
     assert code == 0, err
@@ -113,8 +113,8 @@ def test_timeline_phases_have_one_name_per_concept(tmp_path):
         assert code == 0, err
         tl = pl.read_parquet(path)
         for (role,), rows in tl.group_by(["role"]):
-            phases[role] = rows.filter((pl.col("die") == 0) & (pl.col("aiv") == rows["aiv"][0]))
-        for (_, _), rows in tl.group_by(["die", "aiv"], maintain_order=True):
+            phases[role] = rows.filter((pl.col("die") == 0) & (pl.col("core") == rows["core"][0]))
+        for (_, _), rows in tl.group_by(["die", "core"], maintain_order=True):
             assert (rows["start_us"][1:] == rows["end_us"][:-1]).all()
     assert phases["bsp"]["phase"].to_list() == ["init", "send", "syncall", "count_send",
                                                 "count_poll", "syncall", "cumsum", "syncall",
@@ -132,10 +132,10 @@ def test_combine_and_layer_timelines_have_the_documented_phases(tmp_path):
         code, out, err = run_cli("run", *SMALL, "--json", "--timeline", path, *args)
         assert code == 0, err
         tl = pl.read_parquet(path)
-        for (_, _), rows in tl.group_by(["die", "aiv"], maintain_order=True):
+        for (_, _), rows in tl.group_by(["die", "core"], maintain_order=True):
             assert (rows["start_us"][1:] == rows["end_us"][:-1]).all()
         assert tl["end_us"].max() == pytest.approx(json.loads(out)["latency_us"])
-        return {role: rows.filter((pl.col("die") == 0) & (pl.col("aiv") == rows["aiv"][0]))
+        return {role: rows.filter((pl.col("die") == 0) & (pl.col("core") == rows["core"][0]))
                 ["phase"].to_list() for (role,), rows in tl.group_by(["role"])}
 
     v1 = ["init", "send", "status_send", "status_poll", "syncall", "reduce"]
@@ -188,7 +188,7 @@ def test_run_prints_a_breakdown_that_sums_to_the_latency(op, protocol):
     (("--op", "layer", "--expert-ns-per-copy", "nan"), "expert_ns_per_copy"),
     (("--protocol", "mpi"), "protocol"),
     (("--sync", "fast"), "sync"),
-    (("--cumsum-aivs", "8"), "cumsum_aivs"),
+    (("--cumsum-cores", "8"), "cumsum_cores"),
     (("--topk", "9"), "topk"),
     (("--experts", "12"), "experts"),
     (("--batch", "0"), "batch"),
@@ -231,12 +231,13 @@ def test_a_routing_parameter_changes_only_the_routing_that_reads_it():
     assert run("--routing", "hot", "--hot-share", "0.9") != run("--routing", "hot")
 
 
-def test_bsp_takes_any_cumsum_aivs_as_it_never_reads_it():
+def test_bsp_takes_any_cumsum_cores_as_it_never_reads_it():
     def run(*args):
-        code, out, err = run_cli("run", *SMALL, "--protocol", "bsp", "--aivs", "4", "--json", *args)
+        code, out, err = run_cli("run", *SMALL, "--protocol", "bsp", "--cores", "4", "--json",
+                                 *args)
         assert code == 0, err
         return json.loads(out)["latency_us"]
-    assert run() == run("--cumsum-aivs", "1") == run("--cumsum-aivs", "40")
+    assert run() == run("--cumsum-cores", "1") == run("--cumsum-cores", "40")
 
 
 @pytest.mark.parametrize("args, note", [
@@ -257,7 +258,7 @@ def test_a_parameter_the_op_does_not_read_is_noted_on_stderr(args, note):
 
 @pytest.mark.parametrize("args", [
     ("--op", "layer", "--sync", "sw", "--schedule", "balanced", "--dtype", "fp8",
-     "--combine-dtype", "int8", "--expert-fixed-us", "5", "--cumsum-aivs", "3"),
+     "--combine-dtype", "int8", "--expert-fixed-us", "5", "--cumsum-cores", "3"),
     ("--op", "combine", "--sync", "tff", "--combine-dtype", "int8"),
     ("--op", "combine", "--protocol", "bsp", "--sync", "sp"),   # its default: nothing lost
 ])
@@ -277,6 +278,30 @@ def test_unknown_flag_is_a_usage_error():
         assert lines[0].endswith(f"(see `ubepsim {args[0]} --help`)")
 
 
+def test_an_earlier_versions_names_are_refused_with_their_new_ones(tmp_path):
+    # a flag, a grid's parameter, a profile key and a filter's name of 0.9.0, each refused before
+    # any work with the name it has now; a name that never existed gets no such hint
+    grid = tmp_path / "old.toml"
+    grid.write_text("[sweep]\nname = \"old\"\n[grid]\nranks = 16\naivs = [4, 8]\n")
+    filtered = tmp_path / "filtered.toml"
+    filtered.write_text("[sweep]\nname = \"old\"\nfilter = \"cumsum_aivs > 1\"\n[grid]\n"
+                        "ranks = 16\n")
+    profile = tmp_path / "old_profile.toml"
+    profile.write_text("takes = { cm384 = \"*\" }\n[hardware]\naiv_store_gbps = 20.0\n")
+    for args, says in ((("run", "--cumsum-aivs", "2"), "--cumsum-aivs is now --cumsum-cores"),
+                       (("sweep", grid, "--out", tmp_path / "out"), "grid.aivs: unknown "
+                        "parameter (aivs is now cores, since 0.10.0)"),
+                       (("run", "--profile", profile), "hardware.aiv_store_gbps: unknown "
+                        "hardware key (aiv_store_gbps is now core_store_gbps"),
+                       (("sweep", filtered, "--out", tmp_path / "out"),
+                        "unknown name 'cumsum_aivs' (cumsum_aivs is now cumsum_cores")):
+        code, _, err = run_cli(*args)
+        assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()
+    code, _, err = run_cli("run", "--cumsum-aiv", "2")
+    assert code == 2 and "is now" not in err
+
+
 def test_profile_file_overrides_and_rejects_unknown_keys(tmp_path):
     good = tmp_path / "slow.toml"
     good.write_text("takes = { cm384 = \"*\" }\n[hardware]\negress_gbps = 20.0\ningress_gbps = 20.0\n")
@@ -284,17 +309,17 @@ def test_profile_file_overrides_and_rejects_unknown_keys(tmp_path):
     slow = json.loads(run_cli("run", *SMALL, "--json", "--profile", good)[1])
     assert slow["latency_us"] > base["latency_us"]
     flat = tmp_path / "flat.toml"
-    flat.write_text("aivs = 8\n")
+    flat.write_text("cores = 8\n")
     code, _, err = run_cli("run", *SMALL, "--profile", flat)
-    assert code == 2 and "unknown key(s) outside [hardware]: aivs" in err
+    assert code == 2 and "unknown key(s) outside [hardware]: cores" in err
     bad = tmp_path / "bad.toml"
     bad.write_text("takes = { cm384 = \"*\" }\n[hardware]\negress_gpbs = 20.0\n")
     code, _, err = run_cli("run", *SMALL, "--profile", bad)
     assert code == 2 and f"{bad}: hardware.egress_gpbs: unknown hardware key" in err
     typed = tmp_path / "typed.toml"
-    typed.write_text("takes = { cm384 = \"*\" }\n[hardware]\naivs = 'many'\n")
+    typed.write_text("takes = { cm384 = \"*\" }\n[hardware]\ncores = 'many'\n")
     code, _, err = run_cli("run", *SMALL, "--profile", typed)
-    assert code == 2 and f"{typed}: hardware.aivs: expected an integer" in err
+    assert code == 2 and f"{typed}: hardware.cores: expected an integer" in err
     for text, found in (("", "no [hardware] table"), ("hardware = 3\n", "not a table")):
         typed.write_text(text)
         code, _, err = run_cli("run", *SMALL, "--profile", typed)
@@ -303,7 +328,7 @@ def test_profile_file_overrides_and_rejects_unknown_keys(tmp_path):
     # it would inherit cm384's fitted costs without saying so
     typed.write_text("[hardware]\negress_gbps = 20.0\n")
     code, _, err = run_cli("run", *SMALL, "--profile", typed)
-    assert code == 2 and "sets neither" in err and "aiv_store_gbps" in err and "[takes]" in err
+    assert code == 2 and "sets neither" in err and "core_store_gbps" in err and "[takes]" in err
     # one that takes every other key from cm384, and sets none: cm384's values, its own name
     typed.write_text("takes = { cm384 = \"*\" }\n[hardware]\n")
     same = json.loads(run_cli("run", *SMALL, "--json", "--profile", typed)[1])
@@ -371,7 +396,7 @@ def test_a_trace_carries_its_own_batches(tmp_path):
     assert code == 0, err
     row = json.loads(out)
     assert row["copies_total"] == 64 and row["send_max_mean"] == 2.0
-    cfg = make_config({"ranks": 8, "batch": 4, "topk": 2, "aivs": 8, "cumsum_aivs": 1,
+    cfg = make_config({"ranks": 8, "batch": 4, "topk": 2, "cores": 8, "cumsum_cores": 1,
                        "routing": "trace", "trace": str(path)}, 48)
     expected = twin(cfg, load_profile())
     assert {n: row[n] for n in expected if not n.startswith("_")} == \
@@ -452,7 +477,7 @@ def test_a_configuration_beyond_the_kernel_limits_is_refused_up_front():
     assert code == 2 and "batch" in err and "token copies" in err
 
 
-SLOW = "takes = { cm384 = \"*\" }\n[hardware]\negress_gbps = 0.001\ningress_gbps = 0.001\naiv_store_gbps = 0.001\n"
+SLOW = "takes = { cm384 = \"*\" }\n[hardware]\negress_gbps = 0.001\ningress_gbps = 0.001\ncore_store_gbps = 0.001\n"
 
 
 def test_a_configuration_whose_times_could_pass_the_kernels_keys_is_refused(tmp_path):
@@ -473,7 +498,7 @@ def test_a_configuration_whose_times_could_pass_the_kernels_keys_is_refused(tmp_
 
 def test_the_documented_defaults_are_what_run_simulates():
     """docs/reference.md's default of every parameter is what `ubepsim run` records when given
-    no flag (experts and aivs follow ranks and the profile, as the table says in words)."""
+    no flag (experts and cores follow ranks and the profile, as the table says in words)."""
     import re
     from pathlib import Path
 
@@ -484,7 +509,7 @@ def test_the_documented_defaults_are_what_run_simulates():
     table = dict(re.findall(r"^\| `(\w+)` \| `--[\w-]+` \| [\w ]+ \| ([^|]*) \|", section, re.M))
     ran = json.loads(run_cli("run", "--json")[1])
     assert list(table) == list(NAMES)
-    words = {"one per rank": ran["ranks"], "the profile's": load_profile().aivs, "none": ""}
+    words = {"one per rank": ran["ranks"], "the profile's": load_profile().cores, "none": ""}
     for name, default in table.items():
         default = default.strip().strip("`")
         assert str(ran[name]) == str(words.get(default, default)), name
@@ -501,7 +526,7 @@ def test_a_profile_names_the_keys_it_takes_from_a_built_in_one(tmp_path):
                       f"two_hop = 4.0\n")
     got = load_profile(listed)
     assert got.egress_gbps == 99.0 and got.latency_ns["two_hop"] == 4.0
-    assert got.aiv_store_gbps == load_profile().aiv_store_gbps
+    assert got.core_store_gbps == load_profile().core_store_gbps
     for text, named in (("[takes]\ncm384 = [\"egress_gbps\"]\n[hardware]\negress_gbps = 1.0\n",
                          "hardware.egress_gbps: is set here and taken"),
                         ("[takes]\ncm384 = [\"latency_ns\"]\n[hardware.latency_ns]\n"
@@ -524,8 +549,8 @@ def test_ranks_beyond_the_machine_are_refused_naming_a_larger_profile():
     code, _, err = run_cli("run", "--ranks", "512", "--batch", "1", "--topk", "1")
     assert code == 2 and "512 is more than the 256 dies of profile cm384" in err
     assert "cm384_pod" in err
-    code, out, err = run_cli("run", "--ranks", "512", "--batch", "1", "--topk", "1", "--aivs",
-                             "4", "--cumsum-aivs", "1", "--profile", "cm384_pod", "--json")
+    code, out, err = run_cli("run", "--ranks", "512", "--batch", "1", "--topk", "1", "--cores",
+                             "4", "--cumsum-cores", "1", "--profile", "cm384_pod", "--json")
     assert code == 0, err
 
 

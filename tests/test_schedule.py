@@ -15,7 +15,7 @@ from ubepsim.kernels.schedule import qsteps_table
 from ubepsim.kernels.schedule import quaternary_search as kernel_search
 from ubepsim.reference.receive import poll
 from ubepsim.reference.schedule import hop_of, quaternary_search, schedule_die, walk
-from ubepsim.reference.state import Aiv
+from ubepsim.reference.state import Core
 from ubepsim.sweep.params import make_config
 
 
@@ -149,9 +149,9 @@ def test_quaternary_search_takes_four_to_five_steps_at_typical_expert_counts():
 @given(st.integers(0, 10**12), st.integers(0, 10**12), st.integers(1, 5000))
 def test_closed_form_poll_equals_polling_loop(t, visible, period):
     visible = t + (visible - t) % (2000 * period) - 1000 * period   # huge times, near t
-    aiv = Aiv()
-    aiv.t = t
-    poll(aiv, visible, period, "sync")
-    assert kernel_poll(t, visible, period, 1.0 / period) == aiv.t
+    core = Core()
+    core.t = t
+    poll(core, visible, period, "sync")
+    assert kernel_poll(t, visible, period, 1.0 / period) == core.t
     # the first poll issued at or after the value is visible returns it, a period later
-    assert max(t, visible) + period <= aiv.t < max(t, visible) + 2 * period
+    assert max(t, visible) + period <= core.t < max(t, visible) + 2 * period

@@ -19,7 +19,7 @@ from ubepsim.kernels import routing as k_routing, schedule as k_schedule, sync a
 from ubepsim.reference import programs as t_programs, results as t_results
 from ubepsim.reference import routing as t_routing, schedule as t_schedule, sync as t_sync
 from ubepsim.reference.rng import stream
-from ubepsim.reference.state import FLAG, Aiv, Die, Run
+from ubepsim.reference.state import FLAG, Core, Die, Run
 from ubepsim.sweep import kernel_io
 from ubepsim.sweep.costs import COST_INDEX
 from ubepsim.sweep.params import Sync, make_config
@@ -176,22 +176,22 @@ def test_homogenized_deal(m, n):
 @given(clocks=st.lists(st.integers(0, 10**6), min_size=1, max_size=16),
        ready=st.integers(0, 10**6), cost=st.integers(0, 10**4))
 def test_syncall(clocks, ready, cost):
-    aivs_t = [Aiv() for _ in clocks]
-    for a, t in zip(aivs_t, clocks):
+    cores_t = [Core() for _ in clocks]
+    for a, t in zip(cores_t, clocks):
         a.t = t
         a.marks = [0, t]   # START and INIT ended: the barrier ends phase 2
-    t_sync.syncall(aivs_t, max([ready] + clocks), cost, 2)
+    t_sync.syncall(cores_t, max([ready] + clocks), cost, 2)
     A = len(clocks)
-    k = layout.Aivs(np.array([clocks], np.int64), np.zeros((1, A, layout.N_BUCKETS), np.int64),
+    k = layout.Cores(np.array([clocks], np.int64), np.zeros((1, A, layout.N_BUCKETS), np.int64),
                     np.zeros((1, A), np.int64), np.full((1, A), -1, np.int64),
                     np.full((1, A), -1, np.int64), np.zeros((1, A, layout.N_MARKS), np.int64),
                     np.full((1, A), 2, np.int64))
     barrier = k_sync.syncall(0, ready, cost, k.t, k.bucket, k.wait, k.marks, k.nmarks)
     assert barrier == max([ready] + clocks) + cost
-    assert k.t[0].tolist() == [a.t for a in aivs_t]
-    assert k.wait[0].tolist() == [a.wait for a in aivs_t]
-    assert k.bucket[0, :, layout.B_SYNC].tolist() == [a.buckets["sync"] for a in aivs_t]
-    assert k.marks[0, :, 2].tolist() == [a.marks[2] for a in aivs_t]
+    assert k.t[0].tolist() == [a.t for a in cores_t]
+    assert k.wait[0].tolist() == [a.wait for a in cores_t]
+    assert k.bucket[0, :, layout.B_SYNC].tolist() == [a.buckets["sync"] for a in cores_t]
+    assert k.marks[0, :, 2].tolist() == [a.marks[2] for a in cores_t]
 
 
 # --- results -----------------------------------------------------------------------------------
@@ -226,19 +226,19 @@ def kernel_inputs(cfg, profile):
 
 @SETTINGS
 @given(ranks=st.sampled_from([1, 2, 3, 5, 8, 16]), per_die=st.integers(1, 3),
-       batch=st.integers(1, 9), topk=st.integers(1, 4), aivs=st.integers(2, 11),
+       batch=st.integers(1, 9), topk=st.integers(1, 4), cores=st.integers(2, 11),
        protocol=st.sampled_from(["bsp", "ubep"]),
        schedule=st.sampled_from(["expert_block", "balanced", "homogenized"]),
        routing=st.sampled_from(["uniform", "hot"]), seed=st.integers(0, 50),
        spread=st.sampled_from(["equal", "cv", "zero"]))
-def test_return_schedule(ranks, per_die, batch, topk, aivs, protocol, schedule, routing, seed,
+def test_return_schedule(ranks, per_die, batch, topk, cores, protocol, schedule, routing, seed,
                          spread):
     """Each die's returned copies, AIV by AIV: the destination and the dispatch copy of each,
     the search before each list, and the counts the bound takes (bsp: V1's split whatever the
     schedule)."""
     topk = min(topk, ranks * per_die)
     cfg = make_config({"ranks": ranks, "experts": ranks * per_die, "batch": batch,
-                       "topk": topk, "aivs": aivs, "op": "combine", "protocol": protocol,
+                       "topk": topk, "cores": cores, "op": "combine", "protocol": protocol,
                        "schedule": schedule, "routing": routing, "hot_experts": 1,
                        "hot_share": 0.9, "seed": seed, "batch_spread": spread,
                        "zero_token_share": 0.5}, 48)
@@ -251,25 +251,25 @@ def test_return_schedule(ranks, per_die, batch, topk, aivs, protocol, schedule, 
     for d, die in enumerate(twin.dies):
         base = kernel.ecnt[d * EL]
         assert kernel.ecnt[(d + 1) * EL] - base == len(die.copies)
-        for j in range(aivs):
-            lo = kernel.aoff[d * (aivs + 1) + j]
-            hi = kernel.aoff[d * (aivs + 1) + j + 1]
+        for j in range(cores):
+            lo = kernel.aoff[d * (cores + 1) + j]
+            hi = kernel.aoff[d * (cores + 1) + j + 1]
             got = [(kernel.xdest[base + x], kernel.xslot[base + x]) for x in range(lo, hi)]
             assert got == [(die.copies[i][0], cfirst[die.copies[i][0]] + die.copies[i][1])
                            for i in die.lists[j]]
             steps = die.steps[j]
-            assert kernel.searches[d * aivs + j] == (0 if steps is None else steps + 1)
+            assert kernel.searches[d * cores + j] == (0 if steps is None else steps + 1)
     assert kernel.copies_hop.tolist() == twin.copies_hop
     assert (kernel.max_in, kernel.max_out, kernel.qsteps_max) == \
         (twin.max_in, twin.max_out, twin.qsteps_max)
 
 
 @SETTINGS
-@given(ranks=st.integers(1, 40), aivs=st.integers(2, 48), s=st.integers(0, 39))
-def test_status_programs(ranks, aivs, s):
+@given(ranks=st.integers(1, 40), cores=st.integers(2, 48), s=st.integers(0, 39))
+def test_status_programs(ranks, cores, s):
     """V1's statuses: AIV by AIV, the destinations it owns, each a flag to a new destination."""
     s %= ranks
-    cfg = make_config({"ranks": ranks, "aivs": aivs, "op": "combine", "protocol": "bsp",
+    cfg = make_config({"ranks": ranks, "cores": cores, "op": "combine", "protocol": "bsp",
                        "batch": 1, "topk": 1}, 48)
     run = Run.of(cfg, load_profile())
     die = Die(run, s, [])
@@ -277,12 +277,12 @@ def test_status_programs(ranks, aivs, s):
     twin = t_programs.status_programs(run, s, plan, die)
     prog = np.empty(ranks, np.int64)
     pre = np.full(ranks, -1, np.int64)
-    bounds = np.zeros((aivs, 2), np.int64)
+    bounds = np.zeros((cores, 2), np.int64)
     bfill = np.zeros(ranks, np.int64)
     signal = np.full(ranks * ranks, -1, np.int32)
     assert k_programs.status_programs(s, prog, pre, 0, bounds, bfill, signal) == ranks
     assert pre.tolist() == [0] * ranks                 # no work of CANN's count before a status
-    for a in range(aivs):
+    for a in range(cores):
         words = prog[bounds[a, 0]:bounds[a, 1]]
         assert [(w >> 2) & layout.DEST_MASK for w in words] == \
             [e.store.dst for e in twin[a]]
@@ -296,7 +296,7 @@ def test_status_programs(ranks, aivs, s):
 @SETTINGS
 @given(acks=st.lists(st.one_of(st.integers(0, 10**6), st.none()), min_size=0, max_size=12),
        retired=st.integers(0, 10**6), head=st.integers(0, 11))
-def test_an_aivs_outstanding_acknowledgements(acks, retired, head):
+def test_an_cores_outstanding_acknowledgements(acks, retired, head):
     """What a fence or a SyncAll waits for: the latest acknowledgement of every store the AIV
     issued (those it retired, and those in its in-flight ring, where it may wrap round), or, if
     one is not known yet (None: its slot holds -1 - the earliest it can be), the earliest time

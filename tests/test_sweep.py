@@ -30,7 +30,7 @@ from ubepsim.sweep.params import NAMES
 from ubepsim.sweep.result_fields import RESULT_NAMES
 
 TINY_KEPT = (f"the filter keeps {TINY_FILTERED}; {TINY_SIZE} distinct configurations (the others "
-             f"differ only in cumsum_aivs, which their protocol, routing or op does not read)")
+             f"differ only in cumsum_cores, which their protocol, routing or op does not read)")
 
 
 def parts(out: Path) -> list[Path]:
@@ -43,7 +43,7 @@ def test_sweep_writes_one_row_per_configuration_with_every_parameter_and_result(
     code, stdout, stderr = run_cli("sweep", tiny_grid, "--out", out, "--part-rows", 100)
     assert code == 0, stderr
     assert stdout.splitlines()[0] == ("tiny: 576 points (2 batch x 2 topk x 2 hidden x 3 "
-                                      "cumsum_aivs x 2 protocol x 2 sync x 3 ranks+experts x "
+                                      "cumsum_cores x 2 protocol x 2 sync x 3 ranks+experts x "
                                       f"2 seed); {TINY_KEPT}")
     assert "cfg/s" not in stderr  # no progress bar when stderr is not a terminal
     rows = pl.scan_parquet(out / "*.parquet").collect()
@@ -113,11 +113,11 @@ def test_progress_bar_counts_configurations(tiny_grid, tmp_path, capsys):
 
 
 def test_bad_grid_exits_2_before_creating_anything(tmp_path):
-    grid = write_grid(tmp_path, TINY_GRID.replace("aivs = 8", "aivs = 3"))
+    grid = write_grid(tmp_path, TINY_GRID.replace("cores = 8", "cores = 3"))
     out = tmp_path / "out"
     code, stdout, stderr = run_cli("sweep", grid, "--out", out)
     assert code == 2 and stdout == ""
-    assert stderr.startswith(f"error: {grid}: cumsum_aivs: 3 must be below aivs (3)")
+    assert stderr.startswith(f"error: {grid}: cumsum_cores: 3 must be below cores (3)")
     assert not out.exists()
 
 

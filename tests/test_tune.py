@@ -18,10 +18,10 @@ from ubepsim.sweep import model
 from ubepsim.sweep.params import make_config
 from ubepsim.sweep.profile import load_profile
 
-SMALL = ("--ranks", "4,8", "--batch", "4,32", "--topk", "2", "--aivs", "8",
-         "--max-cumsum-aivs", "4")
-KEYS = {"ranks", "batch", "experts", "topk", "best_cumsum_aivs", "latency_us",
-        "analytic_cumsum_aivs"}
+SMALL = ("--ranks", "4,8", "--batch", "4,32", "--topk", "2", "--cores", "8",
+         "--max-cumsum-cores", "4")
+KEYS = {"ranks", "batch", "experts", "topk", "best_cumsum_cores", "latency_us",
+        "analytic_cumsum_cores"}
 
 
 def tune_json(*args):
@@ -39,9 +39,9 @@ def test_each_row_reports_the_best_group_size_and_its_neighbours():
     assert [(r["ranks"], r["batch"]) for r in rows] == [(4, 4), (4, 32), (8, 4), (8, 32)]
     for row in rows:
         assert KEYS <= set(row)
-        lat = [latency(ranks=row["ranks"], batch=row["batch"], topk=2, aivs=8, cumsum_aivs=c)
+        lat = [latency(ranks=row["ranks"], batch=row["batch"], topk=2, cores=8, cumsum_cores=c)
                for c in range(1, 5)]
-        best = row["best_cumsum_aivs"]
+        best = row["best_cumsum_cores"]
         assert lat[best - 1] == min(lat) and lat.index(min(lat)) == best - 1  # first minimum
         assert row["latency_us"] == pytest.approx(lat[best - 1])
         below, above = row["latency_below_us"], row["latency_above_us"]
@@ -53,13 +53,13 @@ def test_a_layer_is_tuned_on_its_round_trip():
     """--op layer: the best group size is the one of least layer latency (dispatch, the
     experts' time, combine), which a late dispatch on one die delays."""
     rows = tune_json("--op", "layer", "--expert-fixed-us", "2", "--ranks", "8", "--batch", "32",
-                     "--topk", "2", "--aivs", "8", "--max-cumsum-aivs", "4")
-    lat = [latency(ranks=8, batch=32, topk=2, aivs=8, cumsum_aivs=c, op="layer",
+                     "--topk", "2", "--cores", "8", "--max-cumsum-cores", "4")
+    lat = [latency(ranks=8, batch=32, topk=2, cores=8, cumsum_cores=c, op="layer",
                    expert_fixed_us=2.0) for c in range(1, 5)]
-    assert rows[0]["best_cumsum_aivs"] == lat.index(min(lat)) + 1
+    assert rows[0]["best_cumsum_cores"] == lat.index(min(lat)) + 1
     assert rows[0]["latency_us"] == pytest.approx(min(lat))
     code, out, err = run_cli("tune", "--op", "layer", "--ranks", "8", "--batch", "32",
-                             "--topk", "2", "--aivs", "8", "--max-cumsum-aivs", "4")
+                             "--topk", "2", "--cores", "8", "--max-cumsum-cores", "4")
     assert code == 0, err
     assert "latency_us: the layer's latency (its dispatch, experts and combine)" in out
 
@@ -69,23 +69,23 @@ def test_analytic_prediction_follows_appendix_a_with_a_fitted_ratio():
     ratio = rows[0]["beta_over_alpha"]
     x = [8 * r["experts"] / (r["topk"] * r["batch"]) for r in rows]
     # least squares on logarithms: the fitted ratio is the geometric mean of best / x
-    logs = [math.log(r["best_cumsum_aivs"]) - math.log(v) for r, v in zip(rows, x)]
+    logs = [math.log(r["best_cumsum_cores"]) - math.log(v) for r, v in zip(rows, x)]
     assert ratio == pytest.approx(math.exp(sum(logs) / len(logs)))
     for r, v in zip(rows, x):
         assert r["analytic_raw"] == pytest.approx(ratio * v)
-        assert r["analytic_cumsum_aivs"] == min(max(round(ratio * v), 1), 4)
+        assert r["analytic_cumsum_cores"] == min(max(round(ratio * v), 1), 4)
 
 
 def test_seeds_are_averaged_and_counted_where_they_agree():
     # a workload where one seed of the six has a best of its own (found by trying a few)
     seeds, sizes = range(6), range(1, 7)
-    one = tune_json("--ranks", "32", "--batch", "16", "--topk", "2", "--aivs", "48",
-                    "--max-cumsum-aivs", "6", "--seed", ",".join(map(str, seeds)))[0]
-    lat = [[latency(ranks=32, batch=16, topk=2, aivs=48, cumsum_aivs=c, seed=s) for c in sizes]
+    one = tune_json("--ranks", "32", "--batch", "16", "--topk", "2", "--cores", "48",
+                    "--max-cumsum-cores", "6", "--seed", ",".join(map(str, seeds)))[0]
+    lat = [[latency(ranks=32, batch=16, topk=2, cores=48, cumsum_cores=c, seed=s) for c in sizes]
            for s in seeds]
     mean = [sum(x[c] for x in lat) / len(lat) for c in range(len(sizes))]
     assert one["latency_us"] == pytest.approx(min(mean))
-    best = one["best_cumsum_aivs"] - 1
+    best = one["best_cumsum_cores"] - 1
     assert one["best_seeds"] == sum(x.index(min(x)) == best for x in lat) < len(seeds)
 
 
@@ -97,10 +97,10 @@ def test_lookup_table_as_toml_and_parquet(tmp_path):
         assert code == 0, err
         assert f"wrote {path}" in out and "beta/alpha" in out
     doc = tomllib.loads(toml_path.read_text())
-    assert doc["tune"]["max_cumsum_aivs"] == 4 and doc["tune"]["aivs"] == 8
-    assert [r["best_cumsum_aivs"] for r in doc["row"]] == [r["best_cumsum_aivs"] for r in rows]
+    assert doc["tune"]["max_cumsum_cores"] == 4 and doc["tune"]["cores"] == 8
+    assert [r["best_cumsum_cores"] for r in doc["row"]] == [r["best_cumsum_cores"] for r in rows]
     table = pl.read_parquet(parquet_path)
-    assert table["best_cumsum_aivs"].to_list() == [r["best_cumsum_aivs"] for r in rows]
+    assert table["best_cumsum_cores"].to_list() == [r["best_cumsum_cores"] for r in rows]
     meta = pq.read_metadata(parquet_path).metadata
     assert b"beta_over_alpha" in meta[b"ubepsim.tune"]
     assert not list(tmp_path.glob(".*"))      # no temporary file left
@@ -115,12 +115,12 @@ def test_a_grids_hardware_overrides_are_recorded(tmp_path):
         name = "t"
         [grid]
         ranks = 8
-        aivs = 8
+        cores = 8
         [profile]
         latency_ns.two_hop = 9000.0
         """)
     out = tmp_path / "t.toml"
-    assert run_cli("tune", "--grid", grid, "--max-cumsum-aivs", "2", "--out", out)[0] == 0
+    assert run_cli("tune", "--grid", grid, "--max-cumsum-cores", "2", "--out", out)[0] == 0
     doc = tomllib.loads(out.read_text())
     assert doc["tune"]["profile"] == "cm384" and doc["hardware"]["latency_ns"]["two_hop"] == 9000
 
@@ -133,21 +133,21 @@ def test_a_grid_file_gives_the_same_rows(tmp_path):
         ranks = [4, 8]
         batch = [4, 32]
         topk = 2
-        aivs = 8
-        cumsum_aivs = [1, 2]
+        cores = 8
+        cumsum_cores = [1, 2]
         """)
-    from_grid = tune_json("--grid", grid, "--max-cumsum-aivs", "4")
+    from_grid = tune_json("--grid", grid, "--max-cumsum-cores", "4")
     assert from_grid == tune_json(*SMALL)
     # --profile replaces the grid's base profile, as in `ubepsim sweep`
     hw = tmp_path / "slow.toml"
     hw.write_text("takes = { cm384 = \"*\" }\n[hardware]\negress_gbps = 10.0\ningress_gbps = 10.0\n")
-    slow = tune_json("--grid", grid, "--max-cumsum-aivs", "4", "--profile", hw)
+    slow = tune_json("--grid", grid, "--max-cumsum-cores", "4", "--profile", hw)
     assert slow == tune_json(*SMALL, "--profile", hw) != from_grid
 
 
 @pytest.mark.parametrize("args, words", [
-    (("--ranks", "8", "--aivs", "8", "--max-cumsum-aivs", "8"), ["--max-cumsum-aivs", "below"]),
-    (("--ranks", "8", "--max-cumsum-aivs", "0"), ["--max-cumsum-aivs"]),
+    (("--ranks", "8", "--cores", "8", "--max-cumsum-cores", "8"), ["--max-cumsum-cores", "below"]),
+    (("--ranks", "8", "--max-cumsum-cores", "0"), ["--max-cumsum-cores"]),
     (("--ranks", "8", "--batch", "4,x"), ["batch", "'x'"]),
     (("--ranks", "8", "--batch", "4,,8"), ["batch", "comma"]),
     (("--ranks", "8", "--topk", "9"), ["topk", "exceeds"]),
@@ -156,7 +156,7 @@ def test_a_grid_file_gives_the_same_rows(tmp_path):
     (("--ranks", "8", "--protocol", "bsp"), ["protocol", "ubep"]),
     (("--ranks", "8", "--op", "combine"), ["op (--op): tune sizes UBEP's CalCumSum group, "
                                            "which combine does not have", "dispatch or layer"]),
-    (("--ranks", "8", "--cumsum-aivs", "2"), ["cumsum_aivs", "--max-cumsum-aivs"]),
+    (("--ranks", "8", "--cumsum-cores", "2"), ["cumsum_cores", "--max-cumsum-cores"]),
     (("--ranks", "8", "--out", "t.csv"), ["--out", ".toml"]),
     (("--ranks", "8", "--out", "missing/t.toml"), ["--out", "does not exist"]),
     (("--grid", "nowhere.toml"), ["nowhere.toml"]),
@@ -184,33 +184,33 @@ def test_bad_input_exits_2_with_one_message(tmp_path, monkeypatch, args, words):
 
 def test_help_lists_the_flags_tune_takes_with_their_true_defaults():
     code, out, _ = run_cli("tune", "--help")
-    assert code == 0 and "--max-cumsum-aivs" in out
-    assert "--protocol" not in out and "--cumsum-aivs" not in out  # tune sets both itself
+    assert code == 0 and "--max-cumsum-cores" in out
+    assert "--protocol" not in out and "--cumsum-cores" not in out  # tune sets both itself
     assert re.search(r"--seed INT +Seed of the counter-based routing generator\.\s+\(default: 0\)",
                      out)
 
 
-def test_default_largest_group_fits_a_profile_with_few_aivs(tmp_path):
-    """Without --max-cumsum-aivs, a 6-AIV profile tries sizes 1-5 (aivs - 1) rather than being
+def test_default_largest_group_fits_a_profile_with_few_cores(tmp_path):
+    """Without --max-cumsum-cores, a 6-AIV profile tries sizes 1-5 (cores - 1) rather than being
     refused for a flag the user never gave; given explicitly, 6 is still refused."""
     p6 = tmp_path / "p6.toml"
-    p6.write_text("takes = { cm384 = \"*\" }\n[hardware]\naivs = 6\n")
+    p6.write_text("takes = { cm384 = \"*\" }\n[hardware]\ncores = 6\n")
     rows = tune_json("--ranks", "16", "--batch", "8", "--profile", p6)
-    assert [r["best_cumsum_aivs"] in range(1, 6) for r in rows] == [True]
+    assert [r["best_cumsum_cores"] in range(1, 6) for r in rows] == [True]
     code, out, err = run_cli("tune", "--ranks", "16", "--batch", "8", "--profile", p6,
-                             "--max-cumsum-aivs", "6")
-    assert code == 2 and "--max-cumsum-aivs: 6 must be below aivs (6)" in err
+                             "--max-cumsum-cores", "6")
+    assert code == 2 and "--max-cumsum-cores: 6 must be below cores (6)" in err
     code, out, err = run_cli("tune", "--ranks", "16", "--batch", "8", "--profile", p6)
     assert code == 0 and "group sizes 1-5" in out
     # the 48-AIV default profile keeps Figure 14's 16
     code, out, err = run_cli("tune", "--ranks", "8", "--batch", "4", "--topk", "2")
     assert code == 0 and "group sizes 1-16" in out, err
     code, out, _ = run_cli("tune", "--help")
-    assert "16, or one below the workloads' aivs if fewer" in " ".join(out.split())
+    assert "16, or one below the workloads' cores if fewer" in " ".join(out.split())
 
 
 def test_the_default_group_size_is_the_best_of_the_default_workload():
-    """docs/calibration.md: the default cumsum_aivs is what `tune --ranks 128 --batch 64 --seed
+    """docs/calibration.md: the default cumsum_cores is what `tune --ranks 128 --batch 64 --seed
     0,...,19` finds for the default configuration, so that `ubepsim run` starts from a tuned
     UBEP."""
     from ubepsim.sweep.params import PARAM_BY_NAME
@@ -219,8 +219,8 @@ def test_the_default_group_size_is_the_best_of_the_default_workload():
     assert "`ubepsim tune --ranks 128 --batch 64 --seed $(seq -s, 0 19)`" in doc
     seeds = ",".join(map(str, range(20)))
     (row,) = tune_json("--ranks", "128", "--batch", "64", "--seed", seeds)
-    assert row["best_cumsum_aivs"] == PARAM_BY_NAME["cumsum_aivs"].default
-    assert f"The default `cumsum_aivs = {row['best_cumsum_aivs']}` is the best" in doc
+    assert row["best_cumsum_cores"] == PARAM_BY_NAME["cumsum_cores"].default
+    assert f"The default `cumsum_cores = {row['best_cumsum_cores']}` is the best" in doc
 
 
 def test_v2s_formula_as_published():
@@ -241,5 +241,5 @@ def test_sms_finds_the_fewest_within_five_percent():
     assert row["best_sms"] in range(2, 13, 2) and row["fewest_sms"] <= row["best_sms"]
     assert row["fewest_latency_us"] <= 1.05 * row["latency_us"]
     assert row["v2_sms"] >= 4 and row["v2_sms"] % 2 == 0
-    code, _, err = run_cli("tune", "--sms", "--profile", "h800", "--ranks", "16", "--aivs", "9")
-    assert code == 2 and "--aivs" in err and "--sms" in err
+    code, _, err = run_cli("tune", "--sms", "--profile", "h800", "--ranks", "16", "--cores", "9")
+    assert code == 2 and "--cores" in err and "--sms" in err

@@ -43,7 +43,7 @@ PROFILES = {
     # slower than the ingress one, frequent sentinel collisions
     "edge": load_profile(overrides={"npu_dies": 1, "tier_sizes": [], "blocks_in_flight": 1,
                                     "block_bytes": 64, "flag_bytes": 1, "egress_gbps": 1.0,
-                                    "ingress_gbps": 1000.0, "aiv_store_gbps": 500.0,
+                                    "ingress_gbps": 1000.0, "core_store_gbps": 500.0,
                                     "store_issue_cycles": 0, "init_cycles": 0,
                                     "syncall_cycles": 0, "sentinel_collision_prob": 0.3,
                                     "sentinel_timeout_ns": 50.0,
@@ -96,7 +96,7 @@ def random_configs(n, seed, trace_dir, modes=dispatch_modes, extra=None):
         ranks = rnd.choice([1, 2, 3, 4, 6, 8, 12, 16])
         experts = ranks * rnd.randint(1, 4)
         v = dict(ranks=ranks, experts=experts, batch=rnd.randint(1, 10),
-                 aivs=rnd.randint(2, 9), hidden=rnd.choice([1, 7, 100, 240, 480, 1000]),
+                 cores=rnd.randint(2, 9), hidden=rnd.choice([1, 7, 100, 240, 480, 1000]),
                  dtype=rnd.choice(["bf16", "fp8", "int8"]), **modes(i),
                  zipf_s=rnd.choice([0.5, 1.2, 3.0]), hot_share=rnd.choice([0.2, 0.9]),
                  hot_placement=rnd.choice(["spread", "ranks"]),
@@ -110,7 +110,7 @@ def random_configs(n, seed, trace_dir, modes=dispatch_modes, extra=None):
                  batches=[1 + rnd.randint(0, 12)] + [rnd.randint(0, 12) for _ in range(ranks - 1)],
                  seed=rnd.randint(0, 3), **(extra(rnd) if extra else {}))
         v["topk"] = rnd.randint(1, min(6, experts))
-        v["cumsum_aivs"] = rnd.randint(1, v["aivs"] - 1)
+        v["cumsum_cores"] = rnd.randint(1, v["cores"] - 1)
         v["hot_experts"] = rnd.randint(1, experts)
         if v["routing"] == "trace":
             path = trace_dir / f"trace{i}.parquet"
@@ -264,9 +264,9 @@ def test_invariants_hold_in_the_twin(configs, twins, chunk):
 # (hardware figures, fixed in cm384.py), not on a fitted profile: a refit moves every time.
 TIE_PROFILE = cm384.paper_start()
 TIES = {
-    "bsp": {"ranks": 4, "batch": 3, "topk": 1, "hidden": 256, "aivs": 4, "protocol": "bsp",
+    "bsp": {"ranks": 4, "batch": 3, "topk": 1, "hidden": 256, "cores": 4, "protocol": "bsp",
             "sync": "sw", "schedule": "balanced", "seed": 267},
-    "ubep": {"ranks": 6, "batch": 4, "topk": 2, "hidden": 256, "aivs": 5, "cumsum_aivs": 1,
+    "ubep": {"ranks": 6, "batch": 4, "topk": 2, "hidden": 256, "cores": 5, "cumsum_cores": 1,
              "protocol": "ubep", "sync": "sp", "schedule": "balanced", "seed": 435},
 }
 
@@ -277,7 +277,7 @@ def test_ties_for_the_critical_path_go_to_the_lowest_index(protocol):
     AIVs ending last): the twin's explicit rule, which the kernel must follow on a tie."""
     cfg = make_config(TIES[protocol], 48)
     kernel = model.simulate(cfg, TIE_PROFILE, timeline=True)
-    ends = kernel["timeline"].group_by("die", "aiv").agg(pl.col("end_us").max())
+    ends = kernel["timeline"].group_by("die", "core").agg(pl.col("end_us").max())
     last = ends.filter(pl.col("end_us") == ends["end_us"].max())
     tied = last["die"].n_unique() if protocol == "bsp" else last.height
     assert tied > 1                          # the configuration does tie
@@ -306,13 +306,13 @@ def test_no_time_passes_the_time_bound(configs, twins):
         costs = kernel_io.prepare(cols, PROFILES[prof])[1]
         bound = time_bound(cols, costs)[0]
         d = twins(i)["_detail"]
-        latest = max(max(max(aiv) for aiv in die) for die in d["marks"])
+        latest = max(max(max(core) for core in die) for die in d["marks"])
         assert latest == d["latency_cycles"] < bound, (cfg, prof)
 
 
 def test_bad_invariant_is_reported(monkeypatch):
     """A kernel row that delivered fewer copies than it dispatched is an error, not a result."""
-    cfg = make_config({"ranks": 4, "batch": 4, "topk": 2, "aivs": 4, "cumsum_aivs": 1}, 48)
+    cfg = make_config({"ranks": 4, "batch": 4, "topk": 2, "cores": 4, "cumsum_cores": 1}, 48)
     prof = PROFILES["cm384"]
     cols = cfg.columns()
     params, costs, chances, *shared = kernel_io.prepare(cols, prof)
@@ -330,10 +330,10 @@ def test_timeline_marks_match_the_twin(configs, twins):
         twin = twins(i)["_detail"]["marks"]
         frame = model.simulate(cfg, PROFILES[prof], timeline=True)["timeline"]
         clock = PROFILES[prof].values["clock_ghz"] * 1000.0
-        for (die, aiv), rows in frame.group_by(["die", "aiv"], maintain_order=True):
+        for (die, core), rows in frame.group_by(["die", "core"], maintain_order=True):
             kernel = [0.0] + rows["end_us"].to_list()
-            assert kernel == pytest.approx([m / clock for m in twin[die][aiv]], abs=1e-9), \
-                (cfg, prof, die, aiv)
+            assert kernel == pytest.approx([m / clock for m in twin[die][core]], abs=1e-9), \
+                (cfg, prof, die, core)
 
 
 @pytest.mark.skipif(numba.config.DISABLE_JIT, reason="NUMBA_DISABLE_JIT: nothing is compiled")
@@ -362,7 +362,7 @@ def _count_related(st, cfg):
     """A count message or its signal (under ubep those come from the CalCumSum group)."""
     if st["kind"] == "count":
         return True
-    return st["kind"] != "copy" and (cfg.protocol.name == "bsp" or st["aiv"] < cfg.cumsum_aivs)
+    return st["kind"] != "copy" and (cfg.protocol.name == "bsp" or st["core"] < cfg.cumsum_cores)
 
 
 def test_each_die_sends_the_stores_its_protocol_and_sync_variant_call_for(configs, twins):
@@ -380,22 +380,22 @@ def test_each_die_sends_the_stores_its_protocol_and_sync_variant_call_for(config
             assert len(copies) == batches[s] * cfg.topk
             assert sorted(st["dst"] for st in counts) == list(range(R))
             if ubep:
-                assert all(st["aiv"] >= cfg.cumsum_aivs for st in copies)
-                assert all(st["aiv"] < cfg.cumsum_aivs for st in counts)
+                assert all(st["core"] >= cfg.cumsum_cores for st in copies)
+                assert all(st["core"] < cfg.cumsum_cores for st in counts)
             signals = [st for st in stores if st["kind"] in ("flag", "checksum")]
             count_signals = [st for st in signals if _count_related(st, cfg)]
             copy_signals = [st for st in signals if not _count_related(st, cfg)]
             kind = {"sw": "flag", "dc": "checksum"}.get(sync)
             assert sorted((st["kind"], st["dst"]) for st in count_signals) == \
                 ([(kind, d) for d in range(R)] if kind else [])
-            pairs = [(st["aiv"], st["dst"]) for st in copies]
+            pairs = [(st["core"], st["dst"]) for st in copies]
             if ubep and sync == "sw":
-                signalled = Counter((st["kind"], st["aiv"], st["dst"], st["ref"])
+                signalled = Counter((st["kind"], st["core"], st["dst"], st["ref"])
                                     for st in copy_signals)
-                assert signalled == Counter(("flag", st["aiv"], st["dst"], st["ref"])
+                assert signalled == Counter(("flag", st["core"], st["dst"], st["ref"])
                                             for st in copies)
             elif ubep and sync == "dc":
-                assert sorted((st["aiv"], st["dst"]) for st in copy_signals) == sorted(set(pairs))
+                assert sorted((st["core"], st["dst"]) for st in copy_signals) == sorted(set(pairs))
                 assert {st["kind"] for st in copy_signals} <= {"checksum"}
             else:
                 assert copy_signals == []
@@ -424,8 +424,8 @@ def test_ports_serve_one_store_at_a_time_and_credits_return_in_issue_order(confi
                 hop = c[f"lat_{HOP_CLASSES[st['hop']]}"]
                 assert st["arrival"] == st["depart"] + hop // 2
                 assert st["ack"] == st["visible"] + hop - hop // 2
-            for a in range(cfg.aivs):
-                mine = [st for st in stores if st["aiv"] == a]
+            for a in range(cfg.cores):
+                mine = [st for st in stores if st["core"] == a]
                 acked = []      # when each store's credit can come back: in issue order
                 for k, st in enumerate(mine):
                     start = st["issue_end"] - c[SIGNAL[st["kind"]] + "_issue"]
@@ -450,7 +450,7 @@ def _fixed_slots_wait(cfg, d):
     """deepep_ll: the counts wait for the die's last copy issued (one local latency later), not
     its acknowledgement; each AIV's pairs are received after their counts are visible (pair
     q = local expert x ranks + source)."""
-    c, R, A = d["costs"], cfg.ranks, cfg.aivs
+    c, R, A = d["costs"], cfg.ranks, cfg.cores
     EL = cfg.experts // R
     for dst, marks in enumerate(d["marks"]):
         sent = max(m[BSP_SENT] for m in marks)
@@ -470,12 +470,12 @@ def test_no_phase_ends_before_what_it_waits_for(configs, twins):
     for i, (cfg, _) in enumerate(configs):
         d = twins(i)["_detail"]
         c = d["costs"]
-        R, A = cfg.ranks, cfg.aivs
+        R, A = cfg.ranks, cfg.cores
         if cfg.protocol.name == "deepep_ll":
             _fixed_slots_wait(cfg, d)
             continue
         ubep = cfg.protocol.name == "ubep"
-        C = cfg.cumsum_aivs if ubep else A      # the AIVs that count
+        C = cfg.cumsum_cores if ubep else A      # the AIVs that count
         # the marks ending the count polls and the sending of the count messages
         polled, sent = (UBEP_COUNTS, UBEP_SENT) if ubep else (BSP_VERIFIED, BSP_COUNTS_SENT)
         # when die `dst` can see source s's counts: its last count-related store to dst
@@ -540,5 +540,5 @@ def test_waiting_covers_every_poll_and_barrier(configs, twins):
                 if cfg.protocol.name == "bsp":
                     assert w >= (m[BSP_SYNCALL_1] - m[BSP_SENT]) + \
                         (m[BSP_SYNCALL_2] - m[BSP_VERIFIED]) + (m[BSP_SYNCALL_3] - m[BSP_CUMSUM])
-                elif a >= cfg.cumsum_aivs:
+                elif a >= cfg.cumsum_cores:
                     assert w >= m[UBEP_OFFSETS] - m[UBEP_SENT]

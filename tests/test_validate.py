@@ -94,7 +94,7 @@ def test_every_point_and_claim_names_its_setup(checks):
         setup = points[f"Table 4: CANN EP latency, {r} ranks (us)"]
         for value in (f"{run['protocol']} / {run['sync']} / {run['schedule']}",
                       f"{r} ranks", f"{run['batch']} tokens", f"top-{run['topk']}",
-                      f"{run['hidden']} {run['dtype']}", f"{run['aivs']} AIVs"):
+                      f"{run['hidden']} {run['dtype']}", f"{run['cores']} AIVs"):
             assert value in setup, (value, setup)
     for a in list(numbers.FIG3B_EFFICIENCY)[1:]:      # the first, 8 AIVs, is the reference
         setup = points[f"Figure 3(b): Token-Sending efficiency, {a} AIVs"]
@@ -174,9 +174,9 @@ def test_the_documented_claims_are_the_models(checks):
                 c["item"]
 
 
-def test_a_profile_with_few_aivs_tries_the_group_sizes_it_has(tmp_path):
+def test_a_profile_with_few_cores_tries_the_group_sizes_it_has(tmp_path):
     small = tmp_path / "p8.toml"
-    small.write_text("takes = { cm384 = \"*\" }\n[hardware]\naivs = 8\n")
+    small.write_text("takes = { cm384 = \"*\" }\n[hardware]\ncores = 8\n")
     code, out, err = run_cli("validate", "--profile", small, "--json")
     assert code == 0, err
     # (Figure 14's points run the paper's 48-AIV die, as Table 4's do)
@@ -187,7 +187,7 @@ def test_a_profile_with_few_aivs_tries_the_group_sizes_it_has(tmp_path):
 
 def test_claims_that_one_group_size_cannot_show_are_not_testable_not_failed(tmp_path):
     tiny = tmp_path / "p2.toml"
-    tiny.write_text("takes = { cm384 = \"*\" }\n[hardware]\naivs = 2\n")
+    tiny.write_text("takes = { cm384 = \"*\" }\n[hardware]\ncores = 2\n")
     code, out, err = run_cli("validate", "--profile", tiny, "--json", "--strict")
     claims = [c for c in json.loads(out) if c["kind"] == "claim"]
     failed = [c["item"] for c in claims if c["pass"] is False]

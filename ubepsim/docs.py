@@ -89,7 +89,7 @@ def _ops(ops) -> str:
 
 
 def _timeline() -> list[str]:
-    """Each AIV's phases by op and role, then what each phase is."""
+    """Each core's phases by op and role, then what each phase is."""
     rows = ["| op | role | phases, in order |", "|---|---|---|"]
     for role, phases in DISPATCH_TIMELINE.items():
         rows.append(f"| dispatch | `{role}` | {', '.join(phases)} |")
@@ -98,7 +98,7 @@ def _timeline() -> list[str]:
     for protocol, phases in COMBINE_TIMELINE.items():
         rows.append(f"| combine | {combine_roles[Protocol(protocol)]} | {', '.join(phases)} |")
     rows.append(f"| layer | each | its dispatch role's, then {LAYER_GAP}, then combine's |")
-    rows += ["", "| phase | the AIV's work |", "|---|---|"]
+    rows += ["", "| phase | the core's work |", "|---|---|"]
     rows += [f"| `{name}` | {_cell(text)} |" for name, text in TIMELINE_PHASES.items()]
     return rows
 
@@ -177,11 +177,11 @@ def reference() -> str:
         "",
         "## Timeline phases",
         "",
-        "A row of `ubepsim run --timeline FILE.parquet` is one phase of one AIV of one die "
-        "([the model](model.md#timelines)). An AIV's phases come in the order below and abut "
+        "A row of `ubepsim run --timeline FILE.parquet` is one phase of one core of one die "
+        "([the model](model.md#timelines)). A core's phases come in the order below and abut "
         "(one's `end_us` is the next one's `start_us`); a phase may be empty. Under ubep, "
-        "AIVs below `cumsum_aivs` have dispatch's role `cumsum` (the CalCumSum group), the "
-        "others `token`; under bsp every AIV has role `bsp`.",
+        "Cores below `cumsum_cores` have dispatch's role `cumsum` (the CalCumSum group), the "
+        "others `token`; under bsp every core has role `bsp`.",
         "",
         *_timeline(),
         "",

@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from ..errors import InputError
+from ..errors import InputError, renamed
 from ..version import __version__
 
 
@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except click.UsageError as e:  # click's own checks: one line too, like an InputError
         where = f" (see `{e.ctx.command_path} --help`)" if e.ctx else ""
-        click.echo(f"error: {' '.join(e.format_message().split())}{where}", err=True)
+        old = renamed(e.option_name) if isinstance(e, click.NoSuchOption) else ""
+        click.echo(f"error: {' '.join(e.format_message().split())}{old}{where}", err=True)
         return 2
     except click.ClickException as e:   # CheckFailed: a check asked for did not hold
         click.echo(f"error: {e.format_message()}", err=True)

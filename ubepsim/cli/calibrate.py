@@ -20,7 +20,7 @@ PAPER_PROFILES = ("cm384", "h800")   # the built-in profiles the paper's numbers
 @click.option("--fit", "keys", default=None, metavar="KEY,KEY",
               help="Profile keys to fit, comma-separated: latency_ns.<hop class> for a "
                    "latency, a=b for one value shared by two keys (egress_gbps=ingress_gbps). "
-                   "Default: aiv_store_gbps, store_issue_cycles, init_cycles, aiv_copy_gbps, "
+                   "Default: core_store_gbps, store_issue_cycles, init_cycles, core_copy_gbps, "
                    "syncall_cycles. blocks_in_flight is searched over powers of two around "
                    "its start value.")
 @click.option("--profile", "profile_spec", default="cm384", show_default=True,
@@ -91,7 +91,7 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
         from ..paper import crossval
         # every row checked before any fit, as without --cv
         cal.measurement_problem(cal.read_measurements(measurements),
-                                load_profile(profile_spec, key="--profile").aivs, measurements)
+                                load_profile(profile_spec, key="--profile").cores, measurements)
         _cross_validate(crossval.file_specs(measurements, fit_keys, profile_spec,
                                             max_evaluations), threads)
         return
@@ -99,7 +99,7 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
     check_out(target, (".toml",))
     profile = load_profile(profile_spec, key="--profile")
     frame = cal.read_measurements(measurements)
-    problem = cal.measurement_problem(frame, profile.aivs, measurements)
+    problem = cal.measurement_problem(frame, profile.cores, measurements)
     click.echo(f"fitting {', '.join(fit_keys)} to {len(problem.labels)} measurements",
                err=True)
     result = cal.fit(problem, profile, fit_keys, threads=threads,

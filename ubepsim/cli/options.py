@@ -73,7 +73,7 @@ def config_from_flags(values: dict[str, Any]):
     """(Config, Profile) from the values of model_options flags; InputError on bad input."""
     profile = load_profile(values.pop("profile"), key="--profile")
     given = {k: parse_value(k, v) for k, v in values.items() if v is not None}
-    config = make_config(given, profile.aivs)
+    config = make_config(given, profile.cores)
     for name, gate in GATED.items():
         value = getattr(config, name)
         shown = value.name if isinstance(value, enum.Enum) else value   # as a flag gives it

@@ -24,9 +24,9 @@ from ..paper.plot import KINDS, TIMELINE_KINDS
                    "dies: each die's finish time and the copies it takes in and sends, a line "
                    "per configuration (at most 6 rows of one sweep, chosen with --where, or a "
                    "timeline's one; re-simulated on the profile the file records). "
-                   "aiv: each AIV's send phase (until it issued its last store), a "
+                   "core: each core's send phase (until it issued its last store), a "
                    "panel per timeline (Figure "
-                   "9; one or more timelines). timeline: Gantt chart of one die's AIVs (one "
+                   "9; one or more timelines). timeline: Gantt chart of one die's cores (one "
                    "timeline).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="PNG file to write (default: KIND.png).")
@@ -34,9 +34,9 @@ from ..paper.plot import KINDS, TIMELINE_KINDS
               help="Keep the sweep rows matching this SQL condition, e.g. \"topk = 8 AND "
                    "sync = 'sp'\".")
 @click.option("--die", type=int, default=None,
-              help="aiv, timeline: the die to show (default: the one that finishes last).")
+              help="core, timeline: the die to show (default: the one that finishes last).")
 @click.option("--label", "labels", multiple=True,
-              help="aiv, timeline: a title per timeline, in order (default: the file "
+              help="core, timeline: a title per timeline, in order (default: the file "
                    "names).")
 def plot(datasets: tuple[str, ...], kind: str, out: Path | None, where: str | None,
          die: int | None, labels: tuple[str, ...]) -> None:
@@ -46,7 +46,7 @@ def plot(datasets: tuple[str, ...], kind: str, out: Path | None, where: str | No
     sync and skew: seeds are averaged, and a parameter that is not an axis of the figure must
     hold one value (choose it with --where); and dies, which re-simulates a few rows die by
     die (or a timeline's configuration). Timelines (`ubepsim run --timeline
-    FILE.parquet`) feed aiv (several, e.g. one per schedule) and timeline (one).
+    FILE.parquet`) feed core (several, e.g. one per schedule) and timeline (one).
 
     Example: ubepsim plot results/fig14_cumsum_groups --kind heatmap --out fig14.png
     """
@@ -57,12 +57,12 @@ def plot(datasets: tuple[str, ...], kind: str, out: Path | None, where: str | No
         raise InputError("--kind", f"{kind!r} is not a figure; choose one of {', '.join(KINDS)}")
     if "" in datasets:   # Path("") is the current directory: never what was meant
         raise InputError("DATASET", "is an empty string; give a sweep's output directory, a "
-                         "Parquet file or a glob (aiv and timeline: timeline files)")
+                         "Parquet file or a glob (core and timeline: timeline files)")
     out = out or Path(f"{kind}.png")
     check_out(out, (".png",))
     if kind in TIMELINE_KINDS:
         if where is not None:
-            raise InputError("--where", "filters sweep results; aiv and timeline read timelines")
+            raise InputError("--where", "filters sweep results; core and timeline read timelines")
         if kind == "timeline" and len(datasets) != 1:
             raise InputError("DATASET", f"--kind timeline draws one timeline, got "
                              f"{len(datasets)}")
@@ -75,12 +75,12 @@ def plot(datasets: tuple[str, ...], kind: str, out: Path | None, where: str | No
         if kind == "timeline":
             fig = figures.timeline(picked[0][1], f"{names[0]} (die {picked[0][0]})")
         else:
-            fig = figures.aiv([(f"{n} (die {d})", figures.aiv_sends(f, d, path))
+            fig = figures.core([(f"{n} (die {d})", figures.core_sends(f, d, path))
                                for n, path, (d, f) in zip(names, datasets, picked)])
     else:
         for flag, value in (("--die", die), ("--label", labels or None)):
             if value is not None:
-                raise InputError(flag, f"only for --kind aiv or timeline, not {kind}")
+                raise InputError(flag, f"only for --kind core or timeline, not {kind}")
         if kind == "dies":
             if len(datasets) != 1:
                 raise InputError("DATASET", f"--kind dies re-simulates rows of one sweep or a "

@@ -1,4 +1,4 @@
-"""`ubepsim run`: one configuration, as a table, as JSON, and optionally its per-AIV timeline."""
+"""`ubepsim run`: one configuration, as a table, as JSON, and optionally its per-core timeline."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from ..sweep.result_fields import EXPERT_COLUMN, RESULTS, phase_column, phases_o
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object with every parameter and result.")
 @click.option("--timeline", type=click.Path(path_type=Path), default=None,
-              help="Write the per-AIV timeline (die, aiv, role, phase, start_us, end_us) "
+              help="Write the per-core timeline (die, core, role, phase, start_us, end_us) "
                    "to this Parquet file (its phases: docs/model.md, Timelines).")
 def run(as_json: bool, timeline: Path | None, **flags) -> None:
     """Simulate one configuration (a dispatch, a combine or a layer: --op) and print its

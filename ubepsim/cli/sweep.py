@@ -47,7 +47,7 @@ def sweep(grid_file: str, out: str | None, profile: str | None, resume: bool,
     The dataset (one row per configuration: every parameter, config_id, every result) is a
     directory of part files; read it with `ubepsim query DIR SQL` or
     polars.scan_parquet("DIR/part-*.parquet"). Points that differ only in a parameter their
-    protocol, routing or op does not read (cumsum_aivs under bsp, zipf_s under uniform routing,
+    protocol, routing or op does not read (cumsum_cores under bsp, zipf_s under uniform routing,
     sync under a bsp combine, expert times outside a layer, ...) are one configuration,
     simulated once.
     """

@@ -18,14 +18,14 @@ LISTS = ("ranks", "batch", "experts", "topk", "seed")
 
 
 @cli.command()
-@model_options(lists=LISTS, hidden=("protocol", "cumsum_aivs"))  # tune sets both
+@model_options(lists=LISTS, hidden=("protocol", "cumsum_cores"))  # tune sets both
 @click.option("--grid", "grid_file", default=None, metavar="GRID.toml",
               help="Take the workloads from a grid file instead of the flags: its points "
-                   "without cumsum_aivs (swept here) and seed (its seeds are averaged), on its "
+                   "without cumsum_cores (swept here) and seed (its seeds are averaged), on its "
                    "profile (--profile, if given, replaces its base profile).")
-@click.option("--max-cumsum-aivs", type=int, default=None,
-              show_default="16, or one below the workloads' aivs if fewer",
-              help="Largest CalCumSum group size tried (from 1); must be below aivs.")
+@click.option("--max-cumsum-cores", type=int, default=None,
+              show_default="16, or one below the workloads' cores if fewer",
+              help="Largest CalCumSum group size tried (from 1); must be below cores.")
 @click.option("--sms", is_flag=True,
               help="Size deepep_ll's SMs instead (use with --profile h800): per workload, the "
                    "SMs of least latency and the fewest within 5% of it, beside DeepEP V2's "
@@ -37,17 +37,17 @@ LISTS = ("ranks", "batch", "experts", "topk", "seed")
 @click.option("--json", "as_json", is_flag=True,
               help="Print a JSON list, one object per workload.")
 @workers_option()
-def tune(grid_file: str | None, max_cumsum_aivs: int | None, sms: bool, max_sms: int | None,
+def tune(grid_file: str | None, max_cumsum_cores: int | None, sms: bool, max_sms: int | None,
          out: Path | None, as_json: bool, threads: int | None, **flags) -> None:
-    """Find the best CalCumSum group size (cumsum_aivs) for UBEP, per (ranks, batch, experts,
+    """Find the best CalCumSum group size (cumsum_cores) for UBEP, per (ranks, batch, experts,
     topk): the size of least latency of the op, a dispatch or (--op layer) a whole layer.
 
-    Each workload is simulated with 1..--max-cumsum-aivs CalCumSum AIVs (protocol ubep, the
+    Each workload is simulated with 1..--max-cumsum-cores CalCumSum cores (protocol ubep, the
     other flags as in `ubepsim run`; --ranks, --batch, --experts, --topk and --seed take
     comma-separated lists, and latencies are averaged over the seeds). Prints per workload the
-    best size, its latency and that of one fewer and one more AIV, how many seeds have it as
+    best size, its latency and that of one fewer and one more core, how many seeds have it as
     their own best (best_seeds: near a flat optimum, average many seeds), beside Appendix A's
-    prediction (beta/alpha) * aivs * experts / (topk * batch), beta/alpha fitted over the rows.
+    prediction (beta/alpha) * cores * experts / (topk * batch), beta/alpha fitted over the rows.
 
     Example: ubepsim tune --ranks 64,128,256 --batch 8,16,32,64,128 --out cumsum.toml
     """
@@ -55,11 +55,11 @@ def tune(grid_file: str | None, max_cumsum_aivs: int | None, sms: bool, max_sms:
     from ..sweep.files import check_out
     from ..sweep.profile import load_profile
 
-    if max_cumsum_aivs is not None and max_cumsum_aivs < 1:
-        raise InputError("--max-cumsum-aivs", f"must be at least 1, got {max_cumsum_aivs}")
+    if max_cumsum_cores is not None and max_cumsum_cores < 1:
+        raise InputError("--max-cumsum-cores", f"must be at least 1, got {max_cumsum_cores}")
     check_threads(WORKERS, threads)
     if sms:
-        _tune_sms(grid_file, max_cumsum_aivs, max_sms, out, as_json, threads, flags)
+        _tune_sms(grid_file, max_cumsum_cores, max_sms, out, as_json, threads, flags)
         return
     if max_sms is not None:
         raise InputError("--max-sms", "only with --sms")
@@ -79,14 +79,14 @@ def tune(grid_file: str | None, max_cumsum_aivs: int | None, sms: bool, max_sms:
         if flags.get("protocol") not in (None, "ubep"):
             raise InputError("protocol", "tune sizes UBEP's CalCumSum group: protocol must "
                              "be ubep")
-        if flags.get("cumsum_aivs") is not None:
-            raise InputError("cumsum_aivs", "is what tune sweeps; set --max-cumsum-aivs")
+        if flags.get("cumsum_cores") is not None:
+            raise InputError("cumsum_cores", "is what tune sweeps; set --max-cumsum-cores")
         lists = {k: list_values(k, flags.pop(k)) for k in LISTS if flags.get(k) is not None}
         seeds = engine.distinct("seed", lists.pop("seed", [0]))
         fixed = {k: parse_value(k, v) for k, v in flags.items() if v is not None}
-        rows = engine.rows_from_lists(lists, fixed, profile.aivs)
+        rows = engine.rows_from_lists(lists, fixed, profile.cores)
     _check_ops(rows, grid_file)
-    result = engine.tune(rows, seeds, profile, max_cumsum_aivs, threads)
+    result = engine.tune(rows, seeds, profile, max_cumsum_cores, threads)
     if out is not None:
         engine.write(result, out)
     if as_json:
@@ -97,13 +97,13 @@ def tune(grid_file: str | None, max_cumsum_aivs: int | None, sms: bool, max_sms:
         click.echo(f"wrote {out}", err=as_json)
 
 
-def _tune_sms(grid_file, max_cumsum_aivs, max_sms, out, as_json, threads, flags) -> None:
+def _tune_sms(grid_file, max_cumsum_cores, max_sms, out, as_json, threads, flags) -> None:
     """`tune --sms`: deepep_ll's SMs per workload, from the flags."""
     from ..paper import tune as engine
     from ..sweep.profile import load_profile
 
-    for name, given in (("--grid", grid_file), ("--max-cumsum-aivs", max_cumsum_aivs),
-                        ("--out", out), ("--aivs", flags.get("aivs"))):
+    for name, given in (("--grid", grid_file), ("--max-cumsum-cores", max_cumsum_cores),
+                        ("--out", out), ("--cores", flags.get("cores"))):
         if given is not None:
             raise InputError(name, "not with --sms, which sizes deepep_ll's SMs from the "
                              "flags and prints them (--json for a list)")
@@ -114,7 +114,7 @@ def _tune_sms(grid_file, max_cumsum_aivs, max_sms, out, as_json, threads, flags)
     lists = {k: list_values(k, flags.pop(k)) for k in LISTS if flags.get(k) is not None}
     seeds = engine.distinct("seed", lists.pop("seed", [0]))
     fixed = {k: parse_value(k, v) for k, v in flags.items() if v is not None}
-    rows = engine.rows_from_lists(lists, fixed, profile.aivs, "deepep_ll")
+    rows = engine.rows_from_lists(lists, fixed, profile.cores, "deepep_ll")
     table = engine.tune_sms(rows, seeds, profile, max_sms, threads)
     if as_json:
         click.echo(json.dumps(table.to_dicts(), indent=2))
@@ -131,11 +131,11 @@ def _tune_sms(grid_file, max_cumsum_aivs, max_sms, out, as_json, threads, flags)
 
 def _check_ops(rows: list[dict[str, Any]], grid_file: str | None) -> None:
     """Only dispatch and a layer (its dispatch) have a CalCumSum group to size."""
-    gate = GATED["cumsum_aivs"]
+    gate = GATED["cumsum_cores"]
     unread = [r["op"] for r in rows if not gate.reads(config_columns([r]))[0]]
     if unread:
         raise InputError("op", f"tune sizes UBEP's CalCumSum group, which {unread[0]} does "
-                         f"not have (cumsum_aivs is read only where {gate.says()}): op must "
+                         f"not have (cumsum_cores is read only where {gate.says()}): op must "
                          f"be dispatch or layer", grid_file)
 
 
@@ -150,26 +150,26 @@ def _from_grid(path: str, profile: str | None):
                          "must be ubep", path)
     seeds = sorted(set(points["seed"].to_list()))
     rows, seen = [], set()
-    for point in points.drop("cumsum_aivs", "seed").iter_rows(named=True):
+    for point in points.drop("cumsum_cores", "seed").iter_rows(named=True):
         key = tuple(point.values())
         if key not in seen:
             seen.add(key)
-            rows.append(resolved_row({**point, "cumsum_aivs": 1}, grid.profile.aivs))
+            rows.append(resolved_row({**point, "cumsum_cores": 1}, grid.profile.cores))
     return rows, seeds, grid.profile
 
 
 def _table(result) -> str:
     t = result.table
-    results = ["best_cumsum_aivs", "latency_us", "latency_below_us", "latency_above_us",
-               "best_seeds", "analytic_cumsum_aivs"]
+    results = ["best_cumsum_cores", "latency_us", "latency_below_us", "latency_above_us",
+               "best_seeds", "analytic_cumsum_cores"]
     keys = [c for c in t.columns if c not in results + ["analytic_raw"]]
     shown = keys + results    # headed by the names the --json, TOML and Parquet forms use
     lines = ["  ".join(f"{k:>8}" for k in shown)]
     for row in t.iter_rows(named=True):
         lines.append("  ".join(f"{_cell(row[k]):>{max(8, len(k))}}" for k in shown))
     lines.append(f"beta/alpha = {result.beta_over_alpha:.4g} (Appendix A: n_count ~ "
-                 f"(beta/alpha) * aivs * experts / (topk * batch), fitted over the rows); "
-                 f"{len(result.seeds)} seed(s), group sizes 1-{result.max_cumsum_aivs}")
+                 f"(beta/alpha) * cores * experts / (topk * batch), fitted over the rows); "
+                 f"{len(result.seeds)} seed(s), group sizes 1-{result.max_cumsum_cores}")
     op = result.constants.get("op")
     lines.append("latency_us: " + (f"the {op}'s latency" if op else "each row's op's latency")
                  + (" (its dispatch, experts and combine)" if op == "layer" else ""))

@@ -44,11 +44,11 @@ from ..sweep.profile import FIELDS, HOP_CLASSES, Profile, load_profile
 from .numbers import FIG14_NOISE_US
 
 # Keys that describe the machine's shape rather than a cost: set from what is known, never fitted.
-STRUCTURAL = ("aivs", "npu_dies", "tier_sizes", "block_bytes", "flag_bytes", "clock_ghz")
+STRUCTURAL = ("cores", "npu_dies", "tier_sizes", "block_bytes", "flag_bytes", "clock_ghz")
 # Searched over candidates rather than by least squares (the model moves them in whole stores).
 GRID_KEYS = ("blocks_in_flight",)
 # What `ubepsim calibrate` fits when the user names nothing: the costs every protocol pays.
-DEFAULT_KEYS = ("aiv_store_gbps", "store_issue_cycles", "init_cycles", "aiv_copy_gbps",
+DEFAULT_KEYS = ("core_store_gbps", "store_issue_cycles", "init_cycles", "core_copy_gbps",
                 "syncall_cycles")
 MEASURED = "latency_us"          # a measured latency (a point of its own)
 EXTRA = "extra_latency_us"        # a latency above the best of its group (a relative point)
@@ -314,7 +314,7 @@ def _check_numeric_column(col: pl.Series, kind: type, source: str) -> None:
         raise InputError(col.name, f"row {i + 1}: expected {expected}, got {col[i]!r}", source)
 
 
-def measurement_problem(frame: pl.DataFrame, aivs_default: int,
+def measurement_problem(frame: pl.DataFrame, cores_default: int,
                         source: str | None = None) -> Problem:
     """Each row a configuration (unnamed parameters at their defaults): a latency, fitted on
     its relative error, or a latency above its group's best, fitted on the difference."""
@@ -324,7 +324,7 @@ def measurement_problem(frame: pl.DataFrame, aivs_default: int,
         values = {k: v for k, v in frame.row(i, named=True).items()
                   if v is not None and k in NAMES}
         try:
-            rows.append(make_config(values, aivs_default, source).as_dict())
+            rows.append(make_config(values, cores_default, source).as_dict())
         except InputError as e:
             raise InputError(e.key, f"row {i + 1}: {str(e).split(': ', 2)[-1]}", source) \
                 from None

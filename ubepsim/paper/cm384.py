@@ -31,7 +31,7 @@ def _fmt_figure(v: float) -> str:
 # and the hardware figures CANN's source and its platform files give (docs/calibration.md, "The
 # calibrated cm384 profile"): the vector unit reads 256 bytes a repeat.
 STATED: dict[str, Any] = {
-    "dies": TESTBED_DIES, "aivs": AIVS, "npu_dies": NPU_DIES, "tier_sizes": [16],
+    "dies": TESTBED_DIES, "cores": AIVS, "npu_dies": NPU_DIES, "tier_sizes": [16],
     "tier_gbps": [], "rails": 0, "nic_gbps": 0.0, "nic_message_ns": 0.0, "block_bytes": BLOCK_BYTES,
     "flag_bytes": FLAG_BYTES, "atomic_bytes": BLOCK_BYTES,
     "sentinel_collision_prob": 0.0, "vector_bytes": VECTOR_BYTES,
@@ -47,9 +47,9 @@ FIGURES: dict[str, tuple[float, str]] = {
     "init_cycles": (3 * 1000 * CLOCK, "a kernel setup: tiling reads and the double-buffer "
                     "state word's global-memory round trips (CANN's InitWinState), a few "
                     "microseconds"),
-    "aiv_copy_gbps": (MTE_GBPS, "an AIV's GM<->UB DataCopy: 32 B a cycle (CANN's platform "
+    "core_copy_gbps": (MTE_GBPS, "an AIV's GM<->UB DataCopy: 32 B a cycle (CANN's platform "
                       "file, ddr_rate)"),
-    "aiv_store_gbps": (MTE_GBPS, "an AIV's UB->GM DataCopy (MTE3), as its loads: 32 B a cycle"),
+    "core_store_gbps": (MTE_GBPS, "an AIV's UB->GM DataCopy (MTE3), as its loads: 32 B a cycle"),
     "store_issue_cycles": (40, "a DataCopy's issue with its queue's EnQue/DeQue and flag pair"),
     "dest_switch_cycles": (2 * 100 * CLOCK, "two dependent global-memory loads: two local "
                            "latencies"),
@@ -78,7 +78,7 @@ PROVISIONAL: dict[str, Any] = {
 # The other provisional keys act only in modes the calibration points do not run (flag checks
 # of tff/dc/sp, sentinel polling) or add well under a microsecond to them (prefix sums).
 DURATION = "about half an hour on 2 cores"   # a refit's time, for the CLI
-PAPER_KEYS = ("aiv_store_gbps", "store_issue_cycles", "init_cycles", "aiv_copy_gbps",
+PAPER_KEYS = ("core_store_gbps", "store_issue_cycles", "init_cycles", "core_copy_gbps",
               "syncall_cycles", "blocks_in_flight", "dest_switch_cycles", "count_chain_cycles",
               "status_poll_cycles", PORTS, "latency_ns.intra_npu", "latency_ns.one_hop",
               "latency_ns.two_hop")
@@ -146,7 +146,7 @@ SOURCES = {"Table 2": (True, 0.03), "Table 4": (True, 0.03), "Figure 3(b)": (Fal
 def fig14_config(batch: int, group: int, seed: int, ranks: int = FIG14_RANKS) -> dict[str, Any]:
     """A cell of a Figure 14 panel, resolved."""
     return make_config({**FIG14_SETUP, "ranks": ranks, "batch": batch,
-                        "cumsum_aivs": group, "seed": seed}, AIVS).as_dict()
+                        "cumsum_cores": group, "seed": seed}, AIVS).as_dict()
 
 
 def fig14_extra(latency_us: np.ndarray, seeds: int) -> np.ndarray:
@@ -176,15 +176,15 @@ def paper_problem(fig14_seeds: Sequence[int] = FIG14_FIT_SEEDS,
     if unknown:
         raise ValueError(f"unknown source(s) {unknown}; known: {', '.join(SOURCES)}")
     ranks = list(TABLE4_CANN_EP)
-    aivs = np.array(list(FIG3B_EFFICIENCY), dtype=float)
+    cores = np.array(list(FIG3B_EFFICIENCY), dtype=float)
     seeds = list(fig14_seeds)
     panels = [r for r in sorted(FIG14_PANELS) if fig14_source(r) in sources]
     cells = [(b, g) for b in FIG14_EXTRA_US for g in FIG14_GROUPS]
     n4 = len(ranks) if "Table 4" in sources or "Section 2.3" in sources else 0
-    n3 = len(aivs) if "Figure 3(b)" in sources else 0
+    n3 = len(cores) if "Figure 3(b)" in sources else 0
     per_panel = len(cells) * len(seeds)
     rows = ([cann_ep(r) for r in ranks][:n4]
-            + [cann_ep(FIG3B_RANKS, aivs=int(a)) for a in aivs][:n3]
+            + [cann_ep(FIG3B_RANKS, cores=int(a)) for a in cores][:n3]
             + [fig14_config(b, g, s, r) for r in panels for b, g in cells for s in seeds])
 
     def values(res: dict[str, np.ndarray], profile: Profile) -> np.ndarray:
@@ -196,7 +196,7 @@ def paper_problem(fig14_seeds: Sequence[int] = FIG14_FIT_SEEDS,
         if "Table 4" in sources:
             out.append(latency)
         if n3:
-            out.append(efficiency(res["phase_send_us"][n4:n4 + n3], aivs)[1:])
+            out.append(efficiency(res["phase_send_us"][n4:n4 + n3], cores)[1:])
         if "Section 2.3" in sources:
             syncall_us = syncall_count() * profile.syncall_cycles / (profile.clock_ghz * 1000.0)
             out.append([np.mean(syncall_us / latency)])
@@ -211,7 +211,7 @@ def paper_problem(fig14_seeds: Sequence[int] = FIG14_FIT_SEEDS,
               + [("Table 4", f"Table 4: CANN EP latency, {r} ranks (us)", "us",
                   TABLE4_CANN_EP[r][0], False) for r in ranks]
               + [("Figure 3(b)", fig3b_label(int(a)), "", FIG3B_EFFICIENCY[int(a)], False)
-                 for a in aivs[1:]]
+                 for a in cores[1:]]
               + [("Section 2.3", "Section 2.3: SyncAll share of CANN EP latency", "",
                   SYNCALL_SHARE, False)]
               + [(fig14_source(r), fig14_label(b, g, r), "us",
@@ -227,13 +227,13 @@ def paper_problem(fig14_seeds: Sequence[int] = FIG14_FIT_SEEDS,
                                     for p in points]))
 
 
-def fig3b_label(aivs: int) -> str:
-    return f"Figure 3(b): Token-Sending efficiency, {aivs} AIVs"
+def fig3b_label(cores: int) -> str:
+    return f"Figure 3(b): Token-Sending efficiency, {cores} AIVs"
 
 
-def efficiency(send_us: np.ndarray, aivs: np.ndarray) -> np.ndarray:
+def efficiency(send_us: np.ndarray, cores: np.ndarray) -> np.ndarray:
     """Figure 3(b)'s efficiency of each AIV count relative to the first: (T_1 n_1) / (T n)."""
-    return send_us[0] * aivs[0] / (send_us * aivs)
+    return send_us[0] * cores[0] / (send_us * cores)
 
 
 def paper_grid() -> dict[str, list[int]]:
@@ -252,7 +252,7 @@ def calibrate_paper(threads: int | None = None, max_evaluations: int = 100,
 # Where each value of the shipped profile comes from (comments of cm384.toml).
 PAPER_NOTES = {
     "clock_ghz": "assumed; the fitted costs are in its cycles",
-    "aivs": f"paper: {AIVS}",
+    "cores": f"paper: {AIVS}",
     "npu_dies": f"paper: {NPU_DIES}",
     "tier_sizes": "paper: a 16-die server under a first-tier switch",
     "block_bytes": f"paper: {BLOCK_BYTES} B atomic stores",

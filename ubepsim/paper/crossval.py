@@ -112,7 +112,7 @@ def tune_regret(profile: Any, ranks: int, seeds: Sequence[int] = REGRET_SEEDS,
     t = tune(rows_from_lists({"ranks": [ranks], "batch": list(BATCHES)}, numbers.FIG14_SETUP,
                              numbers.AIVS), list(seeds), profile, len(numbers.FIG14_GROUPS),
              threads)
-    picks = t.table["best_cumsum_aivs"].to_list()
+    picks = t.table["best_cumsum_cores"].to_list()
     r = regret(ranks, picks)
     return {"picks": picks, "regret": r.tolist(), "mean_regret": float(r.mean()),
             "max_regret": float(r.max())}
@@ -125,13 +125,13 @@ def score_paper(profile: Any, seeds: Sequence[int] = REGRET_SEEDS,
     from ..sweep.params import config_columns
 
     ranks = list(numbers.TABLE4_CANN_EP)
-    aivs = np.array(list(numbers.FIG3B_EFFICIENCY), dtype=float)
+    cores = np.array(list(numbers.FIG3B_EFFICIENCY), dtype=float)
     res = simulate_columns(config_columns(
         [cm384.cann_ep(r) for r in ranks]
-        + [cm384.cann_ep(numbers.FIG3B_RANKS, aivs=int(a)) for a in aivs]), profile, threads)
+        + [cm384.cann_ep(numbers.FIG3B_RANKS, cores=int(a)) for a in cores]), profile, threads)
     lat = res["latency_us"][:len(ranks)]
     err = lat / np.array([numbers.TABLE4_CANN_EP[r][0] for r in ranks]) - 1.0
-    eff = cm384.efficiency(res["phase_send_us"][len(ranks):], aivs)
+    eff = cm384.efficiency(res["phase_send_us"][len(ranks):], cores)
     points = eff - np.array(list(numbers.FIG3B_EFFICIENCY.values()))
     out = {TABLE4: {"latency_us": lat.tolist(), "error": err.tolist(),
                     "max_abs_error": float(np.abs(err).max()),
@@ -177,13 +177,13 @@ def _fold_mask(frame: pl.DataFrame, column: str, value: str) -> np.ndarray:
     return (frame[column].cast(pl.String) == value).fill_null(False).to_numpy()
 
 
-def score_file(profile: Any, frame: pl.DataFrame, column: str, aivs: int,
+def score_file(profile: Any, frame: pl.DataFrame, column: str, cores: int,
                source: str | None = None, threads: int | None = None) -> dict[str, dict]:
     """Each fold's rows at a profile: their errors in their own terms and in tolerances."""
     out = {}
     for value in fold_values(frame, column):
         rows = frame.filter(pl.Series(_fold_mask(frame, column, value)))
-        problem = cal.measurement_problem(rows, aivs, source)
+        problem = cal.measurement_problem(rows, cores, source)
         table = problem.table(problem.simulate(profile, threads))
         out[value] = {"points": table["point"].to_list(), "error": table["error"].to_list(),
                       "relative": table["relative"].to_list(),
@@ -236,11 +236,11 @@ def run_fold(spec: FoldSpec, threads: int | None = 1) -> FoldResult:
         column = fold_column(frame, spec.measurements)
         keep = ~_fold_mask(frame, column, spec.left_out) if spec.left_out is not None \
             else np.ones(frame.height, bool)
-        problem = cal.measurement_problem(frame.filter(pl.Series(keep)), start.aivs,
+        problem = cal.measurement_problem(frame.filter(pl.Series(keep)), start.cores,
                                           spec.measurements)
         result = cal.fit(problem, start, spec.keys, threads=threads,
                          max_evaluations=spec.max_evaluations)
-        scores = score_file(result.profile, frame, column, start.aivs, spec.measurements,
+        scores = score_file(result.profile, frame, column, start.cores, spec.measurements,
                             threads)
     return FoldResult(spec.left_out, result.values, result.rms_error, result.evaluations,
                       result.seconds, scores)

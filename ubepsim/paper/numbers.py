@@ -42,7 +42,7 @@ TABLE4_DEEPEP = {16: (118.0, 63.0), 32: (155.0, 48.0), 64: (173.0, 43.0), 128: (
                  256: (194.0, 39.0)}
 DEEPEP_EXPERTS = 256
 DEEPEP_LL = {"batch": 128, "topk": 8, "hidden": 7168, "dtype": "fp8", "protocol": "deepep_ll",
-             "experts": DEEPEP_EXPERTS, "aivs": 3 * -(-DEEPEP_EXPERTS // 3)}
+             "experts": DEEPEP_EXPERTS, "cores": 3 * -(-DEEPEP_EXPERTS // 3)}
 
 # Figure 3(b): the Token-Sending phase's efficiency by AIV count, relative to 8 AIVs, the same
 # work. The paper states no setup: ours is Table 4's at 128 ranks (its default EP size), every

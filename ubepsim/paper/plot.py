@@ -5,8 +5,8 @@ Two inputs:
   `breakdown` (Figures 3(a), 8), `sync` (Figure 10) and `skew` (latency against the busiest
   die's load); seeds are averaged, and every other
   parameter must either be an axis of the figure or hold one value (filter with a SQL WHERE);
-- timelines (`ubepsim run --timeline`: one row per die, AIV and phase) for `aiv` (Figure 9)
-  and `timeline` (a Gantt chart of one die's AIVs).
+- timelines (`ubepsim run --timeline`: one row per die, core and phase) for `core` (Figure 9)
+  and `timeline` (a Gantt chart of one die's cores).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from ..sweep.files import replacing
 from ..sweep.params import ENUMS, GATED, NAMES, Op, Sync, columns
 from ..sweep.result_fields import EXPERT_COLUMN, PHASES, phase_column
 
-KINDS = ("heatmap", "breakdown", "aiv", "sync", "skew", "dies", "timeline")
-TIMELINE_KINDS = ("aiv", "timeline")
+KINDS = ("heatmap", "breakdown", "core", "sync", "skew", "dies", "timeline")
+TIMELINE_KINDS = ("core", "timeline")
 # A timeline's columns and the type each holds, as `ubepsim run --timeline` writes them.
-TIMELINE_COLUMNS = {"die": "integer", "aiv": "integer", "role": "string", "phase": "string",
+TIMELINE_COLUMNS = {"die": "integer", "core": "integer", "role": "string", "phase": "string",
                     "start_us": "number", "end_us": "number"}
 TYPES = {"integer": lambda t: t.is_integer(), "string": lambda t: t == pl.String,
          "number": lambda t: t.is_numeric()}
@@ -43,7 +43,7 @@ PHASE_COLOURS = dict(zip((*TIMELINE_PHASES, *(p.name for p in PHASES
 # config_id and the results; a timeline, a routing trace or a measurement file lacks some.
 RESULTS_COLUMNS = (*NAMES, "config_id", "latency_us")
 NEEDS = {
-    "heatmap": ("ranks", "batch", "cumsum_aivs", "latency_us"),
+    "heatmap": ("ranks", "batch", "cumsum_cores", "latency_us"),
     "breakdown": ("protocol", *(phase_column(p.name) for p in PHASES), EXPERT_COLUMN),
     "sync": ("ranks", "sync", "batch", "topk", "bytes_per_rank", "latency_us"),
     "skew": ("ranks", "protocol", "op", "recv_max_mean", "send_max_mean", "latency_us"),
@@ -91,7 +91,7 @@ def read_results(datasets: Sequence[str], kind: str, where: str | None) -> pl.Da
 
 
 def unread_as_null(frame: pl.DataFrame) -> pl.DataFrame:
-    """Each parameter a row does not read (params.GATED: cumsum_aivs under bsp, sync under a
+    """Each parameter a row does not read (params.GATED: cumsum_cores under bsp, sync under a
     bsp combine, ...) as null, not at the default it is recorded at: a figure's variants and
     groups then follow what the rows simulate."""
     gates = tuple({g for gate in GATED.values() for g in gate.gates})
@@ -120,7 +120,7 @@ def read_timeline(path: str) -> pl.DataFrame:
     p = Path(path)
     if not p.is_file():
         state = "is not a file" if p.exists() else "does not exist"
-        raise InputError("DATASET", f"{path} {state}; --kind aiv and timeline read a "
+        raise InputError("DATASET", f"{path} {state}; --kind core and timeline read a "
                          f"timeline from `ubepsim run --timeline FILE.parquet`")
     try:
         frame = pl.read_parquet(p)
@@ -202,20 +202,20 @@ def pick_die(frame: pl.DataFrame, die: int | None, path: str) -> tuple[int, pl.D
 def heatmap(frame: pl.DataFrame):
     """Extra latency over the row's best CalCumSum group size: batch by group size, one panel
     per rank count (Figure 14)."""
-    gate = GATED["cumsum_aivs"]
+    gate = GATED["cumsum_cores"]
     frame = frame.filter(gate.reads(columns(_with_defaults(frame, gate.gates), gate.gates)))
     if frame.height == 0:
-        raise InputError("DATASET", f"no rows that read cumsum_aivs ({gate.says()}): the heat "
+        raise InputError("DATASET", f"no rows that read cumsum_cores ({gate.says()}): the heat "
                          f"map sizes UBEP's CalCumSum group")
-    single_valued(frame, ("ranks", "batch", "cumsum_aivs", "protocol"), "heatmap")
-    mean = frame.group_by("ranks", "batch", "cumsum_aivs").agg(pl.col("latency_us").mean())
+    single_valued(frame, ("ranks", "batch", "cumsum_cores", "protocol"), "heatmap")
+    mean = frame.group_by("ranks", "batch", "cumsum_cores").agg(pl.col("latency_us").mean())
     ranks = sorted(mean["ranks"].unique())
     batches = sorted(mean["batch"].unique())
-    sizes = sorted(mean["cumsum_aivs"].unique())
+    sizes = sorted(mean["cumsum_cores"].unique())
     grids = []
     for r in ranks:
         g = np.full((len(batches), len(sizes)), np.nan)
-        for b, c, v in mean.filter(pl.col("ranks") == r).select("batch", "cumsum_aivs",
+        for b, c, v in mean.filter(pl.col("ranks") == r).select("batch", "cumsum_cores",
                                                                  "latency_us").rows():
             g[batches.index(b), sizes.index(c)] = v
         # fmin skips NaN without nanmin's warning on a batch this rank count lacks (a blank row)
@@ -230,7 +230,7 @@ def heatmap(frame: pl.DataFrame):
         ax.set_title(f"{r} ranks")
         ax.set_xticks(range(len(sizes)), [str(s) for s in sizes], fontsize=7)
         ax.set_yticks(range(len(batches)), [str(b) for b in batches])
-        ax.set_xlabel("CalCumSum group size (AIVs)")
+        ax.set_xlabel("CalCumSum group size (cores)")
         for i in range(len(batches)):
             for j in range(len(sizes)):
                 if np.isfinite(g[i, j]):
@@ -447,59 +447,59 @@ def dies(series: Sequence[tuple[str, pl.DataFrame]]):
     return fig
 
 
-def aiv_sends(frame: pl.DataFrame, die: int, path: str) -> pl.DataFrame:
-    """Each sending AIV's Token-Sending phase on one die: aiv, send_us. The phase ends when
-    the AIV has issued its last store, not when that store completes, so its slowest AIV is
-    not the `send_max_aiv_us` of the results (first copy's issue to the last copy's
+def core_sends(frame: pl.DataFrame, die: int, path: str) -> pl.DataFrame:
+    """Each sending core's Token-Sending phase on one die: core, send_us. The phase ends when
+    the core has issued its last store, not when that store completes, so its slowest core is
+    not the `send_max_core_us` of the results (first copy's issue to the last copy's
     completion)."""
-    # an AIV without copies (bsp's, when a die has fewer copies than AIVs) has an empty send
-    # phase: it does not send, and would pull the mean down (as send_mean_aiv_us leaves it out)
+    # a core without copies (bsp's, when a die has fewer copies than cores) has an empty send
+    # phase: it does not send, and would pull the mean down (as send_mean_core_us leaves it out)
     sends = frame.filter(pl.col("phase") == "send").select(
-        "aiv", send_us=pl.col("end_us") - pl.col("start_us")).filter(
-        pl.col("send_us") > 0).sort("aiv")
+        "core", send_us=pl.col("end_us") - pl.col("start_us")).filter(
+        pl.col("send_us") > 0).sort("core")
     if sends.height == 0:
-        raise InputError("DATASET", f"{path} has no AIV sending on die {die} (no send phase "
-                         f"that is not empty): --kind aiv draws each sending AIV's send phase")
+        raise InputError("DATASET", f"{path} has no core sending on die {die} (no send phase "
+                         f"that is not empty): --kind core draws each sending core's send phase")
     return sends
 
 
-# What the aiv figure's bars are, since Figure 9-style comparisons mix it up with the result
-# send_max_aiv_us (which runs to the last store's completion, the port and hop included).
-SEND_PHASE_NOTE = ("send phase: from the end of Init until the AIV issued its last store "
-                   "(timeline phase `send`),\nnot send_max_aiv_us, which runs from the first "
+# What the core figure's bars are, since Figure 9-style comparisons mix it up with the result
+# send_max_core_us (which runs to the last store's completion, the port and hop included).
+SEND_PHASE_NOTE = ("send phase: from the end of Init until the core issued its last store "
+                   "(timeline phase `send`),\nnot send_max_core_us, which runs from the first "
                    "copy's issue until the last copy completed")
 
 
-def aiv(series: Sequence[tuple[str, pl.DataFrame]]):
-    """Per-AIV send phase bars, one panel per timeline (Figure 9): (title, aiv_sends) pairs."""
+def core(series: Sequence[tuple[str, pl.DataFrame]]):
+    """Per-core send phase bars, one panel per timeline (Figure 9): (title, core_sends) pairs."""
     plt = _pyplot()
     fig, axes = plt.subplots(len(series), 1, figsize=(10, 2.3 * len(series) + 0.9),
                              sharex=True, sharey=True, squeeze=False, layout="constrained")
     for ax, (label, sends) in zip(axes[:, 0], series):
-        ax.bar(sends["aiv"], sends["send_us"], color="#1f77b4")
+        ax.bar(sends["core"], sends["send_us"], color="#1f77b4")
         top = float(sends["send_us"].max())
         ax.axhline(top, color="#d62728", linestyle="--", linewidth=0.8)
-        ax.set_title(f"{label}: slowest AIV's send phase {top:.1f} us (to its last store's "
+        ax.set_title(f"{label}: slowest core's send phase {top:.1f} us (to its last store's "
                      f"issue), mean {sends['send_us'].mean():.1f} us", fontsize=9)
         ax.set_ylabel("send phase (us)")
-    axes[-1, 0].set_xlabel(f"AIV\n{SEND_PHASE_NOTE}", fontsize=8)
+    axes[-1, 0].set_xlabel(f"core\n{SEND_PHASE_NOTE}", fontsize=8)
     return fig
 
 
 def timeline(frame: pl.DataFrame, title: str):
-    """Gantt chart of one die's AIVs: a bar per phase."""
+    """Gantt chart of one die's cores: a bar per phase."""
     plt = _pyplot()
-    n = frame["aiv"].max() + 1
+    n = frame["core"].max() + 1
     fig, ax = plt.subplots(figsize=(10, 0.16 * n + 1.6), layout="constrained")
     seen = set()
-    for a, phase, start, end in frame.select("aiv", "phase", "start_us", "end_us").rows():
+    for a, phase, start, end in frame.select("core", "phase", "start_us", "end_us").rows():
         if end > start:
             ax.barh(a, end - start, left=start, height=0.8, color=PHASE_COLOURS.get(phase, "k"),
                     label=None if phase in seen else phase)
             seen.add(phase)
     ax.set_ylim(n - 0.5, -0.5)
     ax.set_xlabel("time (us)")
-    ax.set_ylabel("AIV")
+    ax.set_ylabel("core")
     ax.set_title(title)
     fig.legend(fontsize=7, ncol=min(len(seen), 6), loc="outside lower center")
     return fig

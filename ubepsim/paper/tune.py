@@ -1,7 +1,7 @@
 """The best CalCumSum group size per workload, beside Appendix A's analytic prediction.
 
-For each row (a UBEP configuration without its `cumsum_aivs`), every group size from 1 to
-`max_cumsum_aivs` is simulated, for every seed; the row's best size is the one of least mean
+For each row (a UBEP configuration without its `cumsum_cores`), every group size from 1 to
+`max_cumsum_cores` is simulated, for every seed; the row's best size is the one of least mean
 latency (the smaller on a tie), and `best_seeds` counts the seeds whose own best it is.
 Appendix A balances the two AIV groups,
 T_count = beta N_exp / n_count against T_token = alpha K B / (n - n_count), and with
@@ -37,13 +37,13 @@ class Tuning:
     beta_over_alpha: float
     constants: dict[str, Any]    # parameters shared by every row
     seeds: list[int]
-    max_cumsum_aivs: int
+    max_cumsum_cores: int
     profile: str                 # the profile's name (built-in or file)
     hardware: str                # the resolved profile as TOML, overrides included
 
 
 def rows_from_lists(lists: dict[str, list[Any]], fixed: dict[str, Any],
-                    aivs_default: int, protocol: str = "ubep") -> list[dict[str, Any]]:
+                    cores_default: int, protocol: str = "ubep") -> list[dict[str, Any]]:
     """Every combination of the listed values (ranks slowest), with the fixed parameters;
     each checked as a configuration of `protocol` (experts default to one per rank)."""
     names = [n for n in KEYS if n in lists]
@@ -51,8 +51,8 @@ def rows_from_lists(lists: dict[str, list[Any]], fixed: dict[str, Any],
         distinct(n, lists[n])
     rows = []
     for combo in itertools.product(*(lists[n] for n in names)):
-        values = {**fixed, **dict(zip(names, combo)), "protocol": protocol, "cumsum_aivs": 1}
-        rows.append(resolved_row(values, aivs_default))
+        values = {**fixed, **dict(zip(names, combo)), "protocol": protocol, "cumsum_cores": 1}
+        rows.append(resolved_row(values, cores_default))
     return rows
 
 
@@ -63,40 +63,40 @@ def distinct(name: str, values: list[Any]) -> list[Any]:
     return values
 
 
-def resolved_row(values: dict[str, Any], aivs_default: int) -> dict[str, Any]:
+def resolved_row(values: dict[str, Any], cores_default: int) -> dict[str, Any]:
     """A checked configuration without the two parameters tune varies itself."""
-    row = make_config(values, aivs_default).as_dict()
-    row.pop("cumsum_aivs")
+    row = make_config(values, cores_default).as_dict()
+    row.pop("cumsum_cores")
     row.pop("seed")
     return row
 
 
-def max_groups(aivs: int) -> int:
+def max_groups(cores: int) -> int:
     """Figure 14's 16 group sizes, or fewer on dies with fewer AIVs: at least one AIV must send
     tokens."""
-    return min(FIG14_GROUPS[-1], aivs - 1)
+    return min(FIG14_GROUPS[-1], cores - 1)
 
 
-def default_max_cumsum_aivs(rows: list[dict[str, Any]]) -> int:
+def default_max_cumsum_cores(rows: list[dict[str, Any]]) -> int:
     """The group sizes every row can run (max_groups of the fewest AIVs)."""
-    return max_groups(min(r["aivs"] for r in rows))
+    return max_groups(min(r["cores"] for r in rows))
 
 
 def tune(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
-         max_cumsum_aivs: int | None = None, threads: int | None = None) -> Tuning:
-    """Simulate every row at group sizes 1..max_cumsum_aivs (default: default_max_cumsum_aivs)
+         max_cumsum_cores: int | None = None, threads: int | None = None) -> Tuning:
+    """Simulate every row at group sizes 1..max_cumsum_cores (default: default_max_cumsum_cores)
     and every seed; pick the best. A maximum the caller chose that some row cannot run is an
     error, never quietly lowered."""
     from ..sweep.model import simulate_columns
 
-    if max_cumsum_aivs is None:
-        max_cumsum_aivs = default_max_cumsum_aivs(rows)
+    if max_cumsum_cores is None:
+        max_cumsum_cores = default_max_cumsum_cores(rows)
     for row in rows:
-        if max_cumsum_aivs >= row["aivs"]:
-            raise InputError("--max-cumsum-aivs", f"{max_cumsum_aivs} must be below aivs "
-                             f"({row['aivs']}); at least one AIV must send tokens")
-    sizes = range(1, max_cumsum_aivs + 1)
-    points = [{**row, "cumsum_aivs": c, "seed": s}
+        if max_cumsum_cores >= row["cores"]:
+            raise InputError("--max-cumsum-cores", f"{max_cumsum_cores} must be below cores "
+                             f"({row['cores']}); at least one AIV must send tokens")
+    sizes = range(1, max_cumsum_cores + 1)
+    points = [{**row, "cumsum_cores": c, "seed": s}
               for row in rows for c in sizes for s in seeds]
     per_seed = simulate_columns(config_columns(points), profile, threads)["latency_us"]
     per_seed = per_seed.reshape(len(rows), len(sizes), len(seeds))
@@ -105,28 +105,28 @@ def tune(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
     best = latency.argmin(axis=1)    # the first minimum: the smaller group on a tie
     # how decisive the best is: near it the latency is flat, and each seed may pick its own
     agreeing = (per_seed.argmin(axis=1) == best[:, None]).sum(axis=1)
-    x = np.array([r["aivs"] * r["experts"] / (r["topk"] * r["batch"]) for r in rows])
+    x = np.array([r["cores"] * r["experts"] / (r["topk"] * r["batch"]) for r in rows])
     ratio = float(np.exp(np.mean(np.log(best + 1.0) - np.log(x))))
-    varying = list(KEYS) + [n for n in NAMES if n not in KEYS + ("cumsum_aivs", "seed")
+    varying = list(KEYS) + [n for n in NAMES if n not in KEYS + ("cumsum_cores", "seed")
                             and len({r[n] for r in rows}) > 1]
     constants = {n: rows[0][n] for n in NAMES if n not in varying
-                 and n not in ("cumsum_aivs", "seed")}
+                 and n not in ("cumsum_cores", "seed")}
 
     def at(i: int, c: int) -> float | None:
-        return float(latency[i, c - 1]) if 1 <= c <= max_cumsum_aivs else None
+        return float(latency[i, c - 1]) if 1 <= c <= max_cumsum_cores else None
 
     table = pl.DataFrame({
         **{n: [r[n] for r in rows] for n in varying},
-        "best_cumsum_aivs": [int(b) + 1 for b in best],
+        "best_cumsum_cores": [int(b) + 1 for b in best],
         "latency_us": [float(latency[i, b]) for i, b in enumerate(best)],
         "latency_below_us": [at(i, int(b)) for i, b in enumerate(best)],
         "latency_above_us": [at(i, int(b) + 2) for i, b in enumerate(best)],
         "best_seeds": agreeing.astype(np.int64),
-        "analytic_cumsum_aivs": [int(min(max(round(ratio * v), 1), max_cumsum_aivs))
+        "analytic_cumsum_cores": [int(min(max(round(ratio * v), 1), max_cumsum_cores))
                                  for v in x],
         "analytic_raw": ratio * x,
     }, schema_overrides={"latency_below_us": pl.Float64, "latency_above_us": pl.Float64})
-    return Tuning(table, ratio, constants, list(seeds), max_cumsum_aivs, profile.name,
+    return Tuning(table, ratio, constants, list(seeds), max_cumsum_cores, profile.name,
                   profile.to_toml())
 
 
@@ -146,7 +146,7 @@ def write(t: Tuning, path: Path) -> None:
 def _header_toml(t: Tuning) -> str:
     lines = ["[tune]", f"ubepsim_version = {toml_value(__version__)}",
              f"profile = {toml_value(t.profile)}",
-             f"max_cumsum_aivs = {t.max_cumsum_aivs}", f"seeds = {toml_value(t.seeds)}",
+             f"max_cumsum_cores = {t.max_cumsum_cores}", f"seeds = {toml_value(t.seeds)}",
              f"beta_over_alpha = {toml_value(round(t.beta_over_alpha, 6))}"]
     lines += [f"{k} = {toml_value(v)}" for k, v in t.constants.items() if v != ""]
     return "\n".join(lines)
@@ -156,7 +156,7 @@ def toml_text(t: Tuning) -> str:
     """[tune]: what the rows share; [[row]]: one per workload (no latency beyond the ends)."""
     out = ["# Best CalCumSum group size per workload (ubepsim tune): latency_us at the best",
            "# size, at one fewer (below) and one more (above) AIV, the seeds whose own best it",
-           "# is (best_seeds), and Appendix A's prediction (beta/alpha) * aivs * experts /",
+           "# is (best_seeds), and Appendix A's prediction (beta/alpha) * cores * experts /",
            "# (topk * batch) with beta/alpha fitted over the rows.",
            _header_toml(t)]
     for row in t.table.to_dicts():
@@ -231,11 +231,11 @@ def tune_sms(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
     profile's NIC and NVLink bandwidths."""
     from ..sweep.model import simulate_columns
 
-    most = profile.aivs if most_sms is None else most_sms
+    most = profile.cores if most_sms is None else most_sms
     if most < 2:
         raise InputError("--max-sms", f"must be at least 2, got {most}")
     counts = list(range(2, most + 1, 2))
-    points = [{**row, "aivs": WARP_GROUPS * n, "cumsum_aivs": 1, "seed": s}
+    points = [{**row, "cores": WARP_GROUPS * n, "cumsum_cores": 1, "seed": s}
               for row in rows for n in counts for s in seeds]
     latency = simulate_columns(config_columns(points), profile, threads)["latency_us"]
     latency = latency.reshape(len(rows), len(counts), len(seeds)).mean(axis=2)
@@ -249,5 +249,5 @@ def tune_sms(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
         "fewest_sms": [counts[f] for f in fewest],
         "fewest_latency_us": [float(latency[i, f]) for i, f in enumerate(fewest)],
         "v2_sms": [v2_sms(r["experts"], r["topk"], r["ranks"], min(node, r["ranks"]),
-                          profile.nic_gbps, profile.egress_gbps, profile.aivs) for r in rows],
+                          profile.nic_gbps, profile.egress_gbps, profile.cores) for r in rows],
     })

@@ -71,12 +71,12 @@ def _claim(item: str, paper: str, model: str, passed: bool, setup: str) -> Check
     return Check("claim", item, paper, model, None, bool(passed), setup)
 
 
-def cann_ep_setup(ranks: str, aivs: int = numbers.AIVS) -> str:
+def cann_ep_setup(ranks: str, cores: int = numbers.AIVS) -> str:
     """Table 4's CANN EP configuration (cm384.cann_ep) in words, from the values it runs."""
     w = numbers.CANN_EP
     return (f"CANN EP: {w['protocol']} / {w['sync']} / {w['schedule']}, {ranks} ranks, one "
             f"expert per rank, {w['batch']} tokens per rank, top-{w['topk']}, hidden "
-            f"{w['hidden']} {w['dtype']}, uniform routing, {aivs} AIVs, seed 0")
+            f"{w['hidden']} {w['dtype']}, uniform routing, {cores} AIVs, seed 0")
 
 
 def calibration_points(profile: Profile, threads: int | None = None) -> list[Check]:
@@ -101,15 +101,15 @@ def calibration_points(profile: Profile, threads: int | None = None) -> list[Che
         out.append(_point(f"Table 4: CANN EP bandwidth, {r} ranks (GB/s)",
                           numbers.TABLE4_CANN_EP[r][1], res["bw_gbps"][i],
                           f"{cann_ep_setup(str(r))}; bytes_per_rank / latency_us"))
-    aivs = list(numbers.FIG3B_EFFICIENCY)
+    cores = list(numbers.FIG3B_EFFICIENCY)
     at = n2 + n4
     # the first count is the reference, 100% by definition: no point of its own
-    for a, e in zip(aivs[1:], values[at:at + len(aivs) - 1]):
+    for a, e in zip(cores[1:], values[at:at + len(cores) - 1]):
         out.append(_point(cm384.fig3b_label(a), numbers.FIG3B_EFFICIENCY[a], e,
                           f"{cann_ep_setup(str(numbers.FIG3B_RANKS), a)}; efficiency "
-                          f"(T_{aivs[0]} x {aivs[0]}) / (T_{a} x {a}), T its phase_send_us",
+                          f"(T_{cores[0]} x {cores[0]}) / (T_{a} x {a}), T its phase_send_us",
                           "{:.1%}"))
-    at += len(aivs) - 1
+    at += len(cores) - 1
     out.append(_point(labels[at], numbers.SYNCALL_SHARE, values[at],
                       f"{cann_ep_setup(', '.join(map(str, ranks)))}; the "
                       f"{cm384.syncall_count()} SyncAlls' syncall_cycles over latency_us, "
@@ -117,8 +117,8 @@ def calibration_points(profile: Profile, threads: int | None = None) -> list[Che
     cells = len(numbers.FIG14_EXTRA_US) * len(numbers.FIG14_GROUPS)
     for i, r in enumerate(sorted(numbers.FIG14_PANELS)):
         out += fig14_points(values[at + 1 + i * cells:at + 1 + (i + 1) * cells], r)
-    send = res["phase_send_us"][n4:n4 + len(aivs)]
-    half = send[aivs.index(numbers.AIVS // 2)] / send[aivs.index(numbers.AIVS)]
+    send = res["phase_send_us"][n4:n4 + len(cores)]
+    half = send[cores.index(numbers.AIVS // 2)] / send[cores.index(numbers.AIVS)]
     out.append(_claim("Section 3.2: half of the AIVs saturate the transmission bandwidth",
                       f"Token-Sending with {numbers.AIVS // 2} AIVs within 10% of {numbers.AIVS}",
                       f"{half:.3f} x", half <= 1.10,
@@ -222,7 +222,7 @@ def schedule_claims(profile: Profile, threads: int | None) -> list[Check]:
     """Section 3.3: topology-blind schedules leave stragglers; homogenization removes them."""
     fig9 = with_values(profile, {"tier_sizes": [32]})
     rows = [_config(**FIG9_HOT, schedule=s, protocol=p, sync=y) for s, p, y in SCHEDULES]
-    send = _simulate(rows, fig9, threads)["send_max_aiv_us"]
+    send = _simulate(rows, fig9, threads)["send_max_core_us"]
     text = ", ".join(f"{s} {v:.1f} us" for (s, _, _), v in zip(SCHEDULES, send))
     return [_claim("Section 3.3: slowest AIV's token transmission: CANN EP's expert blocks > "
                    "topology-blind balancing > latency homogenization",
@@ -276,11 +276,11 @@ def cumsum_claims(profile: Profile, threads: int | None) -> list[Check]:
     """Appendix C.3's two trends of the best CalCumSum group size (Figure 14's setup), and
     Section 3.2 / Appendix A's dependence on experts and top-k."""
     from .tune import max_groups, rows_from_lists, tune
-    top = max_groups(profile.aivs)
+    top = max_groups(profile.cores)
     fixed = numbers.FIG14_SETUP
     fig14 = tune(rows_from_lists({"ranks": list(C3_RANKS), "batch": list(C3_BATCH)}, fixed,
-                 profile.aivs), list(C3_SEEDS), profile, top, threads).table
-    best = {(r, b): v for r, b, v in fig14.select("ranks", "batch", "best_cumsum_aivs").rows()}
+                 profile.cores), list(C3_SEEDS), profile, top, threads).table
+    best = {(r, b): v for r, b, v in fig14.select("ranks", "batch", "best_cumsum_cores").rows()}
     by_batch = {r: [best[r, b] for b in C3_BATCH] for r in C3_RANKS}
     by_ranks = {b: [best[r, b] for r in C3_RANKS] for b in C3_BATCH}
     setup = (f"Figure 14's: UBEP, group sizes 1-{top}, ranks {', '.join(map(str, C3_RANKS))}, "
@@ -296,11 +296,11 @@ def cumsum_claims(profile: Profile, threads: int | None) -> list[Check]:
                all(trend(v, rising=True) for v in by_ranks.values()), setup),
     ]
     experts = tune(rows_from_lists({"ranks": [128], "batch": [32], "experts": [128, 256]}, fixed,
-                                   profile.aivs), list(C3_SEEDS), profile, top, threads).table
+                                   profile.cores), list(C3_SEEDS), profile, top, threads).table
     topk = tune(rows_from_lists({"ranks": [128], "batch": [32], "topk": [2, 4, 8]}, fixed,
-                                profile.aivs), list(C3_SEEDS), profile, top, threads).table
-    e_best = experts["best_cumsum_aivs"].to_list()
-    k_best = topk["best_cumsum_aivs"].to_list()
+                                profile.cores), list(C3_SEEDS), profile, top, threads).table
+    e_best = experts["best_cumsum_cores"].to_list()
+    k_best = topk["best_cumsum_cores"].to_list()
     out += [
         _claim("Section 3.2, Appendix A: CalCumSum AIVs grow with the number of experts",
                "more with 256 experts than with 128", f"128: {e_best[0]}, 256: {e_best[1]}",
@@ -314,7 +314,7 @@ def cumsum_claims(profile: Profile, threads: int | None) -> list[Check]:
     if top < 2:   # a best group size out of one shows no trend: not a failure of the model
         for c in out:
             c.passed = None
-            c.model += f" (not testable: {profile.aivs} AIVs leave one group size)"
+            c.model += f" (not testable: {profile.cores} AIVs leave one group size)"
     return out
 
 
@@ -374,8 +374,8 @@ def reduction_claims(profile: Profile, threads: int | None) -> list[Check]:
     """The abstract's headline (numbers.HEADLINE): UBEP cuts CANN EP's dispatch latency by up to
     52.4%, over the setups of Figures 7, 8 and 12, UBEP at its best CalCumSum group size."""
     from .tune import max_groups, resolved_row, tune
-    rows = [resolved_row(_paper(**s), profile.aivs) for s in REDUCTION_SETUPS]
-    ubep = tune(rows, list(REDUCTION_SEEDS), profile, max_groups(profile.aivs),
+    rows = [resolved_row(_paper(**s), profile.cores) for s in REDUCTION_SETUPS]
+    ubep = tune(rows, list(REDUCTION_SEEDS), profile, max_groups(profile.cores),
                 threads).table["latency_us"].to_numpy()
     cann = _simulate([_paper(**s, seed=seed, protocol="bsp", sync="sw", schedule="expert_block")
                       for s in REDUCTION_SETUPS for seed in REDUCTION_SEEDS], profile,
@@ -391,7 +391,7 @@ def reduction_claims(profile: Profile, threads: int | None) -> list[Check]:
                    f"Figures 7, 8 and 12's setups: ranks 64-256, batch "
                    f"{FIG7A_BATCH[0]}-{FIG7A_BATCH[-1]}, one expert per die, and 128 / 256 "
                    f"experts on 64 / 128 ranks; UBEP (defaults) at its best group size of "
-                   f"1-{max_groups(profile.aivs)}, CANN EP (bsp / sw / expert_block); seeds "
+                   f"1-{max_groups(profile.cores)}, CANN EP (bsp / sw / expert_block); seeds "
                    f"{REDUCTION_SEEDS[0]}-{REDUCTION_SEEDS[-1]} averaged")]
 
 
@@ -402,7 +402,7 @@ def combine_claims(profile: Profile, threads: int | None) -> list[Check]:
     its dispatch, on Table 4's workload at every EP size, and, for the imbalance, also under
     Figure 9's hot experts. The synchronization overhead is the share of the latency on the
     critical path's synchronization; the imbalance, as in Figure 9, the spread of the per-AIV
-    token transmission latency over its slowest (send_spread_aiv_us / send_max_aiv_us)."""
+    token transmission latency over its slowest (send_spread_core_us / send_max_core_us)."""
     ranks = list(numbers.TABLE4_CANN_EP)
     table4 = _simulate([cm384.cann_ep(r, op=op) for op in ("dispatch", "combine")
                         for r in ranks], profile, threads)
@@ -410,7 +410,7 @@ def combine_claims(profile: Profile, threads: int | None) -> list[Check]:
     hot = _simulate([_config(**FIG9_HOT, **cann, op=op) for op in ("dispatch", "combine")],
                     with_values(profile, {"tier_sizes": [32]}), threads)
     sync = (table4["phase_sync_us"] / table4["latency_us"]).reshape(2, -1)
-    spread = np.concatenate([(r["send_spread_aiv_us"] / r["send_max_aiv_us"]).reshape(2, -1)
+    spread = np.concatenate([(r["send_spread_core_us"] / r["send_max_core_us"]).reshape(2, -1)
                              for r in (table4, hot)], axis=1)
     where = [f"{r} ranks" for r in ranks] + ["hot experts"]
     setup = (f"{cann_ep_setup(', '.join(map(str, ranks)))}; dispatch and combine (op), "
@@ -426,7 +426,7 @@ def combine_claims(profile: Profile, threads: int | None) -> list[Check]:
                "combine vs dispatch: " + ", ".join(f"{w}: {c:.3f} vs {d:.3f}"
                                                    for w, d, c in zip(where, *spread)),
                bool(np.all(spread[1] < spread[0])), f"{setup}, and Figure 9's hot experts "
-               f"(CANN EP, {FIG9_TEXT}); send_spread_aiv_us / send_max_aiv_us"),
+               f"(CANN EP, {FIG9_TEXT}); send_spread_core_us / send_max_core_us"),
     ]
 
 
@@ -446,7 +446,7 @@ def deepep_points(profile: Profile, threads: int | None) -> list[Check]:
     w = numbers.DEEPEP_LL
     setup = (f"deepep_ll on the h800 preset: {w['batch']} tokens per rank, hidden "
              f"{w['hidden']}, top-{w['topk']}, {w['dtype']}, {w['experts']} experts, "
-             f"{w['aivs']} warp groups")
+             f"{w['cores']} warp groups")
     out = [_point(f"Table 4: DeepEP's dispatch latency (us), {r} ranks",
                   numbers.TABLE4_DEEPEP[r][0], float(v), setup) for r, v in zip(ranks, latency)]
     sms = tune_sms(rows, [0], gpu, threads=threads)
@@ -455,7 +455,7 @@ def deepep_points(profile: Profile, threads: int | None) -> list[Check]:
             "point", f"DeepEP's SMs, {row['ranks']} ranks: the fewest within "
             f"{SMS_SLACK:.0%} of the best latency, against DeepEP V2's formula",
             str(row["v2_sms"]), str(row["fewest_sms"]), float(row["fewest_sms"] - row["v2_sms"]),
-            None, f"{setup}; every even SM count up to {gpu.aivs}, 3 warp groups each; the "
+            None, f"{setup}; every even SM count up to {gpu.cores}, 3 warp groups each; the "
             f"reference is V2's get_theoretical_num_sms at {gpu.nic_gbps:g} GB/s RDMA and "
             f"{gpu.egress_gbps:g} GB/s NVLink, not a number of the paper", "SMs"))
     return out

@@ -16,7 +16,7 @@ def dispatch(run: Run, plan: Schedule) -> list[Die]:
     """Every die's dispatch on its schedule: Init, every die's AIVs' programs on one fabric,
     then each die's receivers. Returns the dies, their AIVs' clocks at the end."""
     dies = [Die(run, s, plan.dies[s].copies) for s in range(run.ranks)]
-    C = run.cumsum_aivs
+    C = run.cumsum_cores
     phases = []
     for s, (die, dealt) in enumerate(zip(dies, plan.dies)):
         init(run, dealt, die, C)
@@ -29,7 +29,7 @@ def dispatch(run: Run, plan: Schedule) -> list[Die]:
         else:
             # Figure 2: Token-Sending, SyncAll, SendFlag & Count, every AIV in every phase (or
             # DeepEP's finish counters instead of the SyncAll)
-            counts = count_programs(run, s, dealt, die, run.aivs, "sync")
+            counts = count_programs(run, s, dealt, die, run.cores, "sync")
             then = "syncall" if run.mech.counts_after == THEN_SYNCALL else "issued"
             phases.append([Phase(tokens, BSP_SENT, then, BSP_SYNCALL_1),
                            Phase(counts, BSP_COUNTS_SENT)])
@@ -38,16 +38,16 @@ def dispatch(run: Run, plan: Schedule) -> list[Die]:
         if run.mech.count_group:
             # the CalCumSum group polls and sums the counts and publishes the offsets; each
             # token AIV waits for them, then reorders each copy once its signal is seen
-            poll_counts(run, dies, d, die.aivs[:C], UBEP_COUNTS, run.count_sync, run.q_count,
+            poll_counts(run, dies, d, die.cores[:C], UBEP_COUNTS, run.count_sync, run.q_count,
                         run.c["prefix"] * run.e_local)
-            offsets = publish_offsets(run, die.aivs[:C])
-            reorder(run, dies, d, die.aivs[C:], offsets, UBEP_REORDERED)
+            offsets = publish_offsets(run, die.cores[:C])
+            reorder(run, dies, d, die.cores[C:], offsets, UBEP_REORDERED)
         elif run.mech.fixed_slots:
             # DeepEP: each (local expert, source) pair's count polled, its copies copied out
             pair_receive(run, dies, d, FIXED_RECEIVED)
         else:
             # Flag verification, SyncAll, CalCumSum, SyncAll, Token-Reordering
-            poll_counts(run, dies, d, die.aivs, BSP_VERIFIED, run.count_sync, run.q_count, 0)
-            bsp_cumsum(run, die.aivs)
-            reorder(run, dies, d, die.aivs, None, BSP_REORDERED)
+            poll_counts(run, dies, d, die.cores, BSP_VERIFIED, run.count_sync, run.q_count, 0)
+            bsp_cumsum(run, die.cores)
+            reorder(run, dies, d, die.cores, None, BSP_REORDERED)
     return dies

@@ -39,7 +39,7 @@ ARRIVAL = 2   # (destination die, port, source die): a store reaches an ingress 
 
 @dataclass
 class Phase:
-    """What a die's AIVs run in one phase: each AIV's program (programs[aiv]), the mark that
+    """What a die's AIVs run in one phase: each AIV's program (programs[core]), the mark that
     ends it, and what comes between it and the next phase: "syncall" (the die's AIVs meet once
     every store of the die was acknowledged), "issued" (they meet once each issued its last
     store, one local latency later: DeepEP's finish counters), "fence" (each AIV waits for its
@@ -55,8 +55,8 @@ class Phase:
 class Sender:
     """Where one AIV is in its programs: its phase, its next entry, what it did of it."""
 
-    def __init__(self, die: int, aiv: int):
-        self.die, self.aiv = die, aiv
+    def __init__(self, die: int, core: int):
+        self.die, self.core = die, core
         self.phase = 0
         self.cursor = 0
         self.worked = False     # the next entry's work is done
@@ -71,7 +71,7 @@ class Fabric:
         c = run.c
         self.heap: list[tuple] = []
         self.order = itertools.count()   # never reached: no two events share time, kind and key
-        self.senders = [[Sender(s, j) for j in range(run.aivs)] for s in range(run.ranks)]
+        self.senders = [[Sender(s, j) for j in range(run.cores)] for s in range(run.ranks)]
         self.done = [0] * run.ranks                    # AIVs of each die done with its phase
         self.waiting: dict[int, list[Callable]] = {}   # per store (id): who waits for its ack
         self.link_free: dict[tuple, int] = {}          # per tier link: when it is next free
@@ -98,14 +98,14 @@ class Fabric:
             self.advance(sender)
 
     def program(self, sender: Sender) -> list[Entry]:
-        return self.phases[sender.die][sender.phase].programs.get(sender.aiv, [])
+        return self.phases[sender.die][sender.phase].programs.get(sender.core, [])
 
     def advance(self, sender: Sender) -> None:
         """Take AIV `sender` as far as it goes: its next store's work, fence and credits, then
         its request to the egress port; or, at the end of its phase, the phase's end. It stops
         where it waits for an acknowledgement not yet known, and goes on once it is."""
         c = self.run.c
-        a = self.dies[sender.die].aivs[sender.aiv]
+        a = self.dies[sender.die].cores[sender.core]
         prog = self.program(sender)
         if sender.cursor == len(prog):
             self.end_phase(sender)
@@ -133,7 +133,7 @@ class Fabric:
         if st.kind == COPY and a.first_copy < 0:
             a.first_copy = a.t
         a.spend(entry.bucket, st.cost(c, "issue"))
-        self.push(a.t, REQUEST, (sender.die, sender.aiv), lambda: self.serve(sender, st))
+        self.push(a.t, REQUEST, (sender.die, sender.core), lambda: self.serve(sender, st))
 
     def acknowledged(self, stores: list[Store], then: Callable) -> bool:
         """Whether every store's acknowledgement is known; if not, `then` runs once the first
@@ -149,7 +149,7 @@ class Fabric:
         fence or SyncAll before the next phase, if there is one."""
         s = sender.die
         die = self.dies[s]
-        a = die.aivs[sender.aiv]
+        a = die.cores[sender.core]
         phase = self.phases[s][sender.phase]
         a.mark(phase.mark)
         if phase.then == "fence":
@@ -158,13 +158,13 @@ class Fabric:
             self.next_phase(sender, drained=False)
         elif phase.then in ("syncall", "issued"):
             self.done[s] += 1
-            if self.done[s] == self.run.aivs:
+            if self.done[s] == self.run.cores:
                 self.syncall(s, acked=phase.then == "syncall")
 
     def fence(self, sender: Sender) -> None:
         """The AIV waits, idle, until every store it issued was acknowledged, then starts its
         next phase."""
-        a = self.dies[sender.die].aivs[sender.aiv]
+        a = self.dies[sender.die].cores[sender.core]
         if not self.acknowledged(a.issued, lambda: self.fence(sender)):
             return
         if a.issued:
@@ -176,18 +176,18 @@ class Fabric:
         of the die was acknowledged too, its cost later every AIV starts its next phase; else
         (finish counters) one local latency after the last AIV."""
         die = self.dies[s]
-        issued = [x for a in die.aivs for x in a.issued] if acked else []
+        issued = [x for a in die.cores for x in a.issued] if acked else []
         if not self.acknowledged(issued, lambda: self.syncall(s, acked)):
             return
-        ready = max([a.t for a in die.aivs] + [x.ack for x in issued])
-        syncall(die.aivs, ready, self.run.c["syncall" if acked else "lat_local"],
+        ready = max([a.t for a in die.cores] + [x.ack for x in issued])
+        syncall(die.cores, ready, self.run.c["syncall" if acked else "lat_local"],
                 self.phases[s][self.senders[s][0].phase].then_mark)
         self.done[s] = 0
         for sender in self.senders[s]:
             self.next_phase(sender, drained=acked)
 
     def next_phase(self, sender: Sender, drained: bool = True) -> None:
-        a = self.dies[sender.die].aivs[sender.aiv]
+        a = self.dies[sender.die].cores[sender.core]
         if drained:
             # every credit came back: the fence or SyncAll saw to it
             a.in_flight.clear()
@@ -205,7 +205,7 @@ class Fabric:
         c = self.run.c
         s = sender.die
         die = self.dies[s]
-        a = die.aivs[sender.aiv]
+        a = die.cores[sender.core]
         t = a.t
         st.issue_end = t
         st.seq = len(die.stores)
@@ -273,7 +273,7 @@ def fabric(run: Run, dies: list[Die], phases: list[list[Phase]]) -> None:
     AIV's last copy's acknowledgement (the end of its send latency)."""
     Fabric(run, dies, phases).run_all()
     for die in dies:
-        for a in die.aivs:
+        for a in die.cores:
             copies = [x for x in a.issued if x.kind == COPY]
             if copies:
                 a.last_copy_ack = copies[-1].ack

@@ -30,13 +30,13 @@ def init(run: Run, plan: DieSchedule, die: Die, first: int, combine: bool = Fals
     UBuf (in dispatch under UBEP, each with its quantization: init_load)."""
     c = run.c
     setup = c["init"] + (0 if combine else c["ids_load"])
-    for j in range(run.aivs - first):
-        a = die.aivs[first + j]
+    for j in range(run.cores - first):
+        a = die.cores[first + j]
         steps = plan.steps[j]
         search = 0 if steps is None else (steps + 1) * c["vcount"]
         a.spend("init", setup + search + plan.loads[j] * (0 if combine else c["init_load"]))
         a.mark(INIT)
-    for a in die.aivs[:first]:
+    for a in die.cores[:first]:
         a.spend("init", setup)
         a.mark(INIT)
 
@@ -52,16 +52,16 @@ def signal(policy: DataAsFlag, st: Store, last_to_dest: bool) -> Entry | None:
     """The store, if any, that the Data-as-Flag variant sends apart to signal `st`: a flag
     after every signalled store, or a checksum after an AIV's last one to a destination."""
     if policy.flag_per_store:
-        flag = Store(st.src, st.dst, FLAG, st.ref, st.aiv, st.hop)
+        flag = Store(st.src, st.dst, FLAG, st.ref, st.core, st.hop)
         return Entry(flag, 0, policy.fence_before_flag, "sync")
     if policy.checksum_per_destination and last_to_dest:
-        return Entry(Store(st.src, st.dst, CHECKSUM, st.ref, st.aiv, st.hop), 0, False, "sync")
+        return Entry(Store(st.src, st.dst, CHECKSUM, st.ref, st.core, st.hop), 0, False, "sync")
     return None
 
 
-def token_program(run: Run, s: int, plan: DieSchedule, die: Die, aiv: int, j: int, work: int,
+def token_program(run: Run, s: int, plan: DieSchedule, die: Die, core: int, j: int, work: int,
                   costs: str) -> list[Entry]:
-    """Sending AIV j of die s (AIV `aiv`): its copies in its list's order, each with `work`
+    """Sending AIV j of die s (AIV `core`): its copies in its list's order, each with `work`
     cycles before it and charged as `costs` (a dispatched copy, or a returned one), each
     signalled as run.copy_sync says. A store's ref is its copy's index at the die sending
     it in dispatch (a returned copy's at its source)."""
@@ -71,7 +71,7 @@ def token_program(run: Run, s: int, plan: DieSchedule, die: Die, aiv: int, j: in
     last_to = {dest[i]: i for i in mine}
     prog = []
     for i in mine:
-        st = Store(s, dest[i], COPY, plan.copies[i][1] if costs == RETURN else i, aiv,
+        st = Store(s, dest[i], COPY, plan.copies[i][1] if costs == RETURN else i, core,
                    plan.hops[i], costs)
         die.copy_store[i] = die.signal_of[i] = st
         # CANN's send loop counts the copies before this one (its index i) to its expert
@@ -131,21 +131,21 @@ def token_programs(run: Run, s: int, plan: DieSchedule, die: Die,
     dc's marker work and (CANN's send loop) its token's load before it; or (combine) every AIV,
     each returned copy with its read into UBuf, its quantization (int8) and the marker work
     before it."""
-    c, first = run.c, (0 if combine else run.cumsum_aivs)
+    c, first = run.c, (0 if combine else run.cumsum_cores)
     marker = c["return_verify" if combine else "copy_verify"] \
         if run.copy_sync.marker_work_per_copy else 0
     work = c["return_load"] + c["return_quant"] + marker if combine else c["copy_load"] + marker
     return {first + j: address_chains(run, token_program(run, s, plan, die, first + j, j, work,
                                                          RETURN if combine else "copy"))
-            for j in range(run.aivs - first)}
+            for j in range(run.cores - first)}
 
 
 def status_programs(run: Run, s: int, plan: DieSchedule, die: Die) -> dict[int, list[Entry]]:
     """CANN's V1 combine (SetStatus): each AIV's status to each destination it owns, the
-    destinations at walk positions r with r x aivs / ranks = its index (its block under
+    destinations at walk positions r with r x cores / ranks = its index (its block under
     expert_block on the plain walk: also those it had no copies for), each a one-block flag
     that the destination polls for this die's copies."""
-    R, A = run.ranks, run.aivs
+    R, A = run.ranks, run.cores
     order = [(s + 1 + r) % R for r in range(R)]
     progs = {}
     for j in range(A):

@@ -7,21 +7,21 @@ value only if it was visible when the poll was issued.
 from __future__ import annotations
 
 from .rng import unit
-from .state import (BSP_CUMSUM, BSP_SYNCALL_2, BSP_SYNCALL_3, COPY, UBEP_OFFSETS, Aiv, Die,
+from .state import (BSP_CUMSUM, BSP_SYNCALL_2, BSP_SYNCALL_3, COPY, UBEP_OFFSETS, Core, Die,
                     Run, Store, share)
 from .sync import DataAsFlag, syncall
 
 
-def poll(aiv: Aiv, visible: int, period: int, bucket: str) -> None:
+def poll(core: Core, visible: int, period: int, bucket: str) -> None:
     """Poll own memory until `visible` is seen: one load per `period`, issued back to back."""
-    start = aiv.t
+    start = core.t
     while True:
-        issued = aiv.t
-        aiv.t += period
+        issued = core.t
+        core.t += period
         if visible <= issued:
             break
-    aiv.buckets[bucket] += aiv.t - start
-    aiv.wait += aiv.t - start
+    core.buckets[bucket] += core.t - start
+    core.wait += core.t - start
 
 
 def seen(run: Run, die: Die, st: Store, index: int, chance: float, policy: DataAsFlag) -> int:
@@ -33,7 +33,7 @@ def seen(run: Run, die: Die, st: Store, index: int, chance: float, policy: DataA
     return st.visible
 
 
-def poll_counts(run: Run, dies: list[Die], d: int, group: list[Aiv], mark: int,
+def poll_counts(run: Run, dies: list[Die], d: int, group: list[Core], mark: int,
                 policy: DataAsFlag, chance: float, prefix: int) -> None:
     """Flag verification (bsp, every AIV) / the CalCumSum group's polls (ubep) / CANN's V1
     combine's status polls (WaitDispatch): each AIV of the group takes its share of the
@@ -56,21 +56,21 @@ def poll_counts(run: Run, dies: list[Die], d: int, group: list[Aiv], mark: int,
         a.mark(mark)
 
 
-def publish_offsets(run: Run, group: list[Aiv]) -> int:
+def publish_offsets(run: Run, group: list[Core]) -> int:
     """When the token AIVs can see the offsets: the CalCumSum group publishes them with one
     local store once its last AIV is done."""
     return max(a.t for a in group) + run.c["signal_issue"] + run.c["lat_local"]
 
 
-def bsp_cumsum(run: Run, aivs: list[Aiv]) -> None:
+def bsp_cumsum(run: Run, cores: list[Core]) -> None:
     """bsp's SyncAll, CalCumSum (each AIV an equal share of the ranks x experts-per-die
     counts' prefix sum), SyncAll."""
-    syncall(aivs, max(a.t for a in aivs), run.c["syncall"], BSP_SYNCALL_2)
+    syncall(cores, max(a.t for a in cores), run.c["syncall"], BSP_SYNCALL_2)
     entries = run.ranks * run.e_local
-    for j, a in enumerate(aivs):
-        a.spend("cumsum", run.c["prefix"] * len(share(j, len(aivs), entries)))
+    for j, a in enumerate(cores):
+        a.spend("cumsum", run.c["prefix"] * len(share(j, len(cores), entries)))
         a.mark(BSP_CUMSUM)
-    syncall(aivs, max(a.t for a in aivs), run.c["syncall"], BSP_SYNCALL_3)
+    syncall(cores, max(a.t for a in cores), run.c["syncall"], BSP_SYNCALL_3)
 
 
 def received(dies: list[Die], d: int) -> list[tuple[int, int]]:
@@ -92,8 +92,8 @@ def pair_receive(run: Run, dies: list[Die], d: int, mark: int) -> None:
     pairs: list[list[tuple[int, int]]] = [[] for _ in range(EL * R)]
     for s, i in received(dies, d):
         pairs[dies[s].copies[i][2] % EL * R + s].append((s, i))
-    for j, a in enumerate(die.aivs):
-        for q in share(j, run.aivs, EL * R):
+    for j, a in enumerate(die.cores):
+        for q in share(j, run.cores, EL * R):
             st = dies[q % R].count_signal[d]
             poll(a, seen(run, die, st, q, run.q_count, policy), c["poll"], "sync")
             a.spend("sync", c["status_poll"])
@@ -114,7 +114,7 @@ def pair_receive(run: Run, dies: list[Die], d: int, mark: int) -> None:
         a.mark(mark)
 
 
-def reorder(run: Run, dies: list[Die], d: int, group: list[Aiv], offsets: int | None,
+def reorder(run: Run, dies: list[Die], d: int, group: list[Core], offsets: int | None,
             mark: int) -> None:
     """Token-Reordering: each AIV of the group copies its equal contiguous share of the copies
     die d received (in output order) to their places, then ends its phase `mark`.

@@ -16,14 +16,14 @@ def reduce(run: Run, dies: list[Die], s: int, returned: dict, status: DataAsFlag
     signals first (returned[i]: copy i's store and the store signalling it)."""
     c, cfg = run.c, run.cfg
     die = dies[s]
-    K, A = cfg.topk, run.aivs
+    K, A = cfg.topk, run.cores
     B = len(returned) // K   # the die's tokens
     policy = run.copy_sync
     if run.mech.return_status:
-        poll_counts(run, dies, s, die.aivs, C_BSP_POLLED, status, 0.0, 0)
-        syncall(die.aivs, max(a.t for a in die.aivs), c["syncall"], C_BSP_SYNCALL)
+        poll_counts(run, dies, s, die.cores, C_BSP_POLLED, status, 0.0, 0)
+        syncall(die.cores, max(a.t for a in die.cores), c["syncall"], C_BSP_SYNCALL)
     split = c["reduce_split"]
-    for j, a in enumerate(die.aivs):
+    for j, a in enumerate(die.cores):
         if split > 1:
             # V1's hidden split: AIV j takes part j mod split of token j / split
             tokens = range(j // split, j // split + 1) if j < B * split else range(0)

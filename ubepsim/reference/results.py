@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 
-from ..kernels.protocols import by_aiv, v1_phases
+from ..kernels.protocols import by_core, v1_phases
 from ..sweep.profile import HOP_CLASSES
 from ..sweep.result_fields import PHASE_NAMES, phase_column
 from .schedule import Schedule
@@ -20,13 +20,13 @@ def phases(run: Run, die: Die) -> dict[str, int]:
     bucket. bsp: the die's phases between its SyncAlls, which end on every AIV at once; its
     SyncAlls and what they wait for count as sync, Init and CalCumSum end with its last AIV.
     """
-    aivs = die.aivs
-    if by_aiv.py_func(run.mech):
-        last = max(range(len(aivs)), key=lambda j: (aivs[j].t, -j))
-        return aivs[last].buckets
-    m = aivs[0].marks
-    init_end = max(a.marks[INIT] for a in aivs)
-    cumsum_end = max(a.marks[BSP_CUMSUM] for a in aivs)
+    cores = die.cores
+    if by_core.py_func(run.mech):
+        last = max(range(len(cores)), key=lambda j: (cores[j].t, -j))
+        return cores[last].buckets
+    m = cores[0].marks
+    init_end = max(a.marks[INIT] for a in cores)
+    cumsum_end = max(a.marks[BSP_CUMSUM] for a in cores)
     send_end = m[BSP_SYNCALL_1] - run.c["syncall"]
     return {"init": init_end, "send": send_end - init_end,
             "sync": (m[BSP_SYNCALL_2] - send_end) + (m[BSP_SYNCALL_3] - cumsum_end),
@@ -42,13 +42,13 @@ def combine_phases(run: Run, die: Die, start: int) -> dict[str, int]:
     (CANN's V1): the die's phases: Init until its last AIV's Init ends, Token-Sending until
     its last copy completed, synchronization (fences, statuses, status polls) until its
     SyncAll ends, then the reduction."""
-    aivs = die.aivs
+    cores = die.cores
     if not v1_phases.py_func(run.mech):
-        last = max(range(len(aivs)), key=lambda j: (aivs[j].t, -j))
-        return aivs[last].buckets
-    init_end = max(a.marks[INIT] for a in aivs)
-    send_end = max([init_end] + [a.last_copy_ack for a in aivs])
-    synced = aivs[0].marks[C_BSP_SYNCALL]
+        last = max(range(len(cores)), key=lambda j: (cores[j].t, -j))
+        return cores[last].buckets
+    init_end = max(a.marks[INIT] for a in cores)
+    send_end = max([init_end] + [a.last_copy_ack for a in cores])
+    synced = cores[0].marks[C_BSP_SYNCALL]
     return {"init": init_end - start, "send": send_end - init_end, "sync": synced - send_end,
             "cumsum": 0, "reorder": 0, "reduce": die.end() - synced}
 
@@ -158,9 +158,9 @@ def _row(run: Run, ends: list[int], times: dict[str, int], split: tuple[int, int
     c, cfg, clock = run.c, run.cfg, run.clock
     R = run.ranks
     sends = [a.last_copy_ack - a.first_copy for dies in kernels for die in dies
-             for a in die.aivs if a.first_copy >= 0]
-    waits = [sum(dies[d].aivs[j].wait for dies in kernels) for d in range(R)
-             for j in range(run.aivs)]
+             for a in die.cores if a.first_copy >= 0]
+    waits = [sum(dies[d].cores[j].wait for dies in kernels) for d in range(R)
+             for j in range(run.cores)]
     bytes_per_rank = cfg.batch * cfg.topk * copy_bytes
     latency = max(ends)
     out = {
@@ -170,9 +170,9 @@ def _row(run: Run, ends: list[int], times: dict[str, int], split: tuple[int, int
         "bytes_per_rank": bytes_per_rank,
         "copies_total": sum(plan.copies_hop),
         **{f"copies_{h}": plan.copies_hop[i] for i, h in enumerate(HOP_CLASSES)},
-        "send_max_aiv_us": max(sends, default=0) / clock,
-        "send_mean_aiv_us": sum(sends) / len(sends) / clock if sends else 0.0,
-        "send_spread_aiv_us": (max(sends) - min(sends)) / clock if sends else 0.0,
+        "send_max_core_us": max(sends, default=0) / clock,
+        "send_mean_core_us": sum(sends) / len(sends) / clock if sends else 0.0,
+        "send_spread_core_us": (max(sends) - min(sends)) / clock if sends else 0.0,
         "wait_us": sum(waits) / len(waits) / clock,
         "ingress_queue_us": max([st.queued for dies in kernels for die in dies
                                  for st in die.stores] + [0]) / clock,
@@ -192,9 +192,9 @@ def _row(run: Run, ends: list[int], times: dict[str, int], split: tuple[int, int
                       "violations": sum(die.violations for die in every), "ends": ends,
                       "bound_cycles": bound, "latency_cycles": latency,
                       # every AIV's phase boundaries, a layer's dispatch's then its combine's
-                      "marks": [[sum((dies[d].aivs[j].marks for dies in kernels), [])
-                                 for j in range(run.aivs)] for d in range(R)],
-                      "waits": [[w for w in waits[d * run.aivs:(d + 1) * run.aivs]]
+                      "marks": [[sum((dies[d].cores[j].marks for dies in kernels), [])
+                                 for j in range(run.cores)] for d in range(R)],
+                      "waits": [[w for w in waits[d * run.cores:(d + 1) * run.cores]]
                                 for d in range(R)],
                       # every die's stores as its egress port served them: the dispatch's,
                       # and combine's returns

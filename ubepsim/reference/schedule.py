@@ -239,11 +239,11 @@ def return_schedule(run: Run, tokens: list[list[list[int]]]) -> Schedule:
                                                kind is params.Schedule.homogenized))}
         order = sorted(range(len(copies)), key=lambda x: (key[copies[x][0]], x))
         keys = [key[copies[x][0]] for x in order]
-        lists = deal(order, keys, kind, run.aivs, run.ranks)
+        lists = deal(order, keys, kind, run.cores, run.ranks)
         steps = search_steps(lists, order, keys, run.ranks, searched(kind))
         dests = [s for s, _ in copies]
         die = DieSchedule(copies, [hops[d][s] for s in dests], hops[d], lists,
-                          [0] * run.aivs, steps, dests)
+                          [0] * run.cores, steps, dests)
         for s, h in zip(dests, die.hops):
             copies_hop[h] += 1
             if h:

@@ -23,7 +23,7 @@ COPY, FLAG, COUNT, CHECKSUM = "copy", "flag", "count", "checksum"
 COST_NAME = {COPY: "copy", COUNT: "count", FLAG: "signal", CHECKSUM: "signal"}
 RETURN = "return"
 
-# Phase marks: Aiv.marks[m] is the time the AIV ended its phase m (the kernel's timeline).
+# Phase marks: Core.marks[m] is the time the AIV ended its phase m (the kernel's timeline).
 START, INIT = 0, 1
 # bsp, every AIV (Figure 2): Token-Sending, SyncAll, SendFlag & Count, Flag verification,
 # SyncAll, CalCumSum, SyncAll, Token-Reordering
@@ -63,8 +63,8 @@ class Run:
     count_sync: DataAsFlag      # ... and count messages (either protocol)
     mech: Mechanisms            # the protocol's mechanisms (kernels/protocols.py)
     ranks: int
-    aivs: int
-    cumsum_aivs: int            # the CalCumSum group, AIVs 0 .. cumsum_aivs - 1 (bsp: none)
+    cores: int
+    cumsum_cores: int            # the CalCumSum group, AIVs 0 .. cumsum_cores - 1 (bsp: none)
     senders: int                # the token AIVs that follow it (bsp: every AIV)
     e_local: int                # experts per die
     tiers: list[int]            # sizes of the switch domains below the top tier
@@ -76,13 +76,13 @@ class Run:
         costs, chances = lower(cfg.columns(), profile)
         c = {name: int(costs[0, i]) for name, i in COST_INDEX.items()}
         mech = protocols.of(cfg.protocol)
-        cumsum_aivs = cfg.cumsum_aivs if mech.count_group else 0
+        cumsum_cores = cfg.cumsum_cores if mech.count_group else 0
         sync = POLICY[protocols.chosen(mech.sync, cfg.sync)]
         return cls(cfg=cfg, c=c, q_copy=float(chances[0, 0]), q_count=float(chances[0, 1]),
                    q_return=float(chances[0, 2]),
                    copy_sync=sync if mech.signalled_copies else UNSIGNALLED,
-                   count_sync=sync, mech=mech, ranks=cfg.ranks, aivs=cfg.aivs,
-                   cumsum_aivs=cumsum_aivs, senders=cfg.aivs - cumsum_aivs,
+                   count_sync=sync, mech=mech, ranks=cfg.ranks, cores=cfg.cores,
+                   cumsum_cores=cumsum_cores, senders=cfg.cores - cumsum_cores,
                    e_local=cfg.experts // cfg.ranks,
                    tiers=[c[f"tier{k + 1}_dies"] for k in range(N_TIERS)
                           if c[f"tier{k + 1}_dies"]],
@@ -95,11 +95,12 @@ class Store:
     the port it left and entered by, and how long it waited in the ingress port's queue. A
     time not yet known is -1."""
 
-    __slots__ = ("src", "dst", "kind", "ref", "seq", "aiv", "issue_end", "depart", "arrival",
+    __slots__ = ("src", "dst", "kind", "ref", "seq", "core", "issue_end", "depart", "arrival",
                  "ack", "visible", "hop", "costs", "port", "queued")
 
-    def __init__(self, src, dst, kind, ref, aiv, hop, costs=None):
-        self.src, self.dst, self.kind, self.ref, self.aiv, self.hop = src, dst, kind, ref, aiv, hop
+    def __init__(self, src, dst, kind, ref, core, hop, costs=None):
+        self.src, self.dst, self.kind, self.ref = src, dst, kind, ref
+        self.core, self.hop = core, hop
         self.costs = costs or COST_NAME[kind]    # the costs it is charged: copy, return, ...
         self.seq = self.issue_end = self.depart = self.arrival = self.ack = self.visible = -1
         self.port = self.queued = -1
@@ -113,7 +114,7 @@ class Store:
         return c.get(f"{self.costs}_blocks", 1)
 
 
-class Aiv:
+class Core:
     """One AIV's clock, the stores it issued, its time per bucket and its phase marks."""
 
     def __init__(self, start: int = 0):
@@ -146,7 +147,7 @@ class Die:
 
     def __init__(self, run: Run, die: int, copies: list, start: int = 0,
                  ports: tuple[list[int], list[int]] | None = None, combine: bool = False):
-        self.aivs = [Aiv(start) for _ in range(run.aivs)]
+        self.cores = [Core(start) for _ in range(run.cores)]
         self.copies = copies                 # dispatch: (token, k, expert), in (token, k) order;
                                              # combine: its returned copies, in receive order
         self.stores: list[Store] = []        # in the order its egress ports served them
@@ -166,4 +167,4 @@ class Die:
 
 
     def end(self) -> int:
-        return max(a.t for a in self.aivs)
+        return max(a.t for a in self.cores)

@@ -58,10 +58,10 @@ POLICY: dict[Sync, DataAsFlag] = {
 UNSIGNALLED = DataAsFlag(**dict.fromkeys(EFFECTS, False))
 
 
-def syncall(aivs: list, ready: int, cost: int, mark: int) -> None:
+def syncall(cores: list, ready: int, cost: int, mark: int) -> None:
     """SyncAll: every AIV of the die waits, idle, until `cost` cycles after `ready` (when the
     last of them is ready), which ends its phase `mark`."""
     barrier = ready + cost
-    for a in aivs:
+    for a in cores:
         a.spend("sync", barrier - a.t, waiting=True)
         a.mark(mark)

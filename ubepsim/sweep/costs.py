@@ -79,19 +79,19 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
         return np.ceil(nbytes * v["clock_ghz"] / gbps - 1e-9).astype(np.int64)
 
     def issue(nbytes):
-        return v["store_issue_cycles"] + xfer(nbytes, v["aiv_store_gbps"])
+        return v["store_issue_cycles"] + xfer(nbytes, v["core_store_gbps"])
 
     # a bf16 token into UBuf, then (fp8, int8) quantized: CANN's send loop does it for each
     # copy, a protocol that preloads (UBEP) for each token its AIV sends, at Init
     quantized = dtype != Dtype.bf16
-    token = xfer(2 * hidden, v["aiv_copy_gbps"]) + np.where(
+    token = xfer(2 * hidden, v["core_copy_gbps"]) + np.where(
         quantized, sum(vector_cycles(v, hidden, width, n) for n, width in TOKEN_QUANT_OPS), 0)
     out = {
         "token_bytes": tb,
         "copy_blocks": copy_blocks,
         "count_blocks": count_blocks,
-        "local_copy": xfer(tb, v["aiv_copy_gbps"]),
-        "ids_load": xfer(INT32 * m, v["aiv_copy_gbps"]),
+        "local_copy": xfer(tb, v["core_copy_gbps"]),
+        "ids_load": xfer(INT32 * m, v["core_copy_gbps"]),
         "init_load": np.where(preload, token, 0),
         # CANN's send loop, per copy: the token's load and quantization, and the destination
         # window's address (GetWindAddrByRankId) whatever the store before it
@@ -183,7 +183,7 @@ def _combine(cols, profile: Profile, m, sync, protocol, xfer, issue,
              fused) -> dict[str, np.ndarray]:
     """Combine's costs (docs/model.md, "Combine"), from the same profile keys as dispatch's:
     the vector instructions at vector_op_cycles and vector_bytes, local copies at
-    aiv_copy_gbps, stores as a token copy's."""
+    core_copy_gbps, stores as a token copy's."""
     v = profile.values
     hidden = np.broadcast_to(np.asarray(cols["hidden"], dtype=np.int64), m.shape)
     combine_dtype = np.broadcast_to(np.asarray(cols["combine_dtype"]).astype(np.int64), m.shape)
@@ -197,14 +197,14 @@ def _combine(cols, profile: Profile, m, sync, protocol, xfer, issue,
         """`times` vector instructions over n fp32 elements each."""
         return vector_cycles(v, n, FP32, times)
 
-    # CANN's V1 (protocols.HIDDEN_SPLIT) splits a token's hidden dimension over aivs / batch AIVs
+    # CANN's V1 (protocols.HIDDEN_SPLIT) splits a token's hidden dimension over cores / batch AIVs
     # when the batch is smaller than the AIVs and the copies are not quantized: the first parts of
     # (hidden / 32 / p) x 32 elements, the last the rest. Where dies hold different batches, at the
     # most any die holds: that die, the straggler, splits as CANN's would; one with fewer tokens
     # splits no finer (one cost row serves every die)
     batch = batch_max(cols)
-    aivs = np.asarray(cols["aivs"], dtype=np.int64)
-    split = np.where((uses(protocol, HIDDEN_SPLIT) == 1) & ~int8 & (batch < aivs), aivs // batch,
+    cores = np.asarray(cols["cores"], dtype=np.int64)
+    split = np.where((uses(protocol, HIDDEN_SPLIT) == 1) & ~int8 & (batch < cores), cores // batch,
                      1)
     part = np.where(split > 1, (hidden // 32) // split * 32, hidden)
     last = hidden - (split - 1) * part
@@ -213,12 +213,12 @@ def _combine(cols, profile: Profile, m, sync, protocol, xfer, issue,
     def reduce_copy(n):
         # the copy's read from the window (the whole quantized copy under int8), its
         # dequantization, Cast to fp32, Muls by the routing weight, Add
-        return np.where(int8, xfer(rb, v["aiv_copy_gbps"]), xfer(2 * n, v["aiv_copy_gbps"])) + \
+        return np.where(int8, xfer(rb, v["core_copy_gbps"]), xfer(2 * n, v["core_copy_gbps"])) + \
             dequant + vec(n, REDUCE_COPY_OPS)
 
     def reduce_token(n):
         # Duplicate (the fp32 sum set to zero), the Cast back to bf16, the token's store
-        return vec(n, REDUCE_TOKEN_OPS) + xfer(2 * n, v["aiv_copy_gbps"])
+        return vec(n, REDUCE_TOKEN_OPS) + xfer(2 * n, v["core_copy_gbps"])
 
     fixed_us = np.asarray(cols["expert_fixed_us"]).astype(np.float64)
     per_copy = np.asarray(cols["expert_ns_per_copy"]).astype(np.float64)
@@ -226,7 +226,7 @@ def _combine(cols, profile: Profile, m, sync, protocol, xfer, issue,
         "return_bytes": rb, "return_blocks": blocks,
         **_store_costs("return", blocks * v["block_bytes"], profile, xfer, issue),
         # the expert's output (bf16) read into UBuf, then quantized under int8
-        "return_load": xfer(2 * hidden, v["aiv_copy_gbps"]),
+        "return_load": xfer(2 * hidden, v["core_copy_gbps"]),
         "return_quant": np.where(int8, vec(hidden, QUANT_OPS[0]) + vec(scales, QUANT_OPS[1]),
                                  0),
         "return_verify": v["flag_check_cycles"] * blocks,
@@ -260,7 +260,7 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     c = {name: costs[:, i].astype(np.float64) for name, i in COST_INDEX.items()}
     ranks = np.asarray(cols["ranks"], dtype=np.float64)
     experts = np.asarray(cols["experts"], dtype=np.float64)
-    aivs = np.asarray(cols["aivs"], dtype=np.float64)
+    cores = np.asarray(cols["cores"], dtype=np.float64)
     # a die's copies at the most any die holds (workload.batch_max): every die's, as a bound
     m = batch_max(cols).astype(np.float64) * np.asarray(cols["topk"], dtype=np.float64)
     e_local = experts / ranks
@@ -277,7 +277,7 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     # CANN's count of a copy's predecessors is over at most m ids
     count = c["count_chain"] + COUNT_CHAIN_OPS * (c["vector_op"] + INT32 * m / c["vector_bytes"] +
                                                   1)
-    sending = aivs * (c["init"] + c["ids_load"] + search * c["vcount"]) + \
+    sending = cores * (c["init"] + c["ids_load"] + search * c["vcount"]) + \
         m * (c["init_load"] + c["copy_load"] + c["copy_count"] * count + c["dest_switch"] +
              c["copy_verify"] + c["copy_issue"] + signal) + \
         ranks * (c["dest_switch"] + e_local * (c["vcount"] + c["count_chain"]) +
@@ -287,14 +287,14 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     receiving = ranks * m * (poll + c["copy_verify"] + c["copy_reset"] + c["local_copy"]) + \
         ranks * (poll + c["status_poll"] + c["count_verify"] + c["count_reset"]
                  + e_local * c["prefix"]) + \
-        aivs * poll + 2 * c["syncall"] + experts * c["prefix"] + c["signal_issue"] + \
+        cores * poll + 2 * c["syncall"] + experts * c["prefix"] + c["signal_issue"] + \
         c["lat_local"]
     dispatched = ranks * sending + fabric + receiving
     # combine, from its start: a die may return every copy (hot experts), each with its read,
     # quantization, store and a signal, and a status to every die; every die's returns through
     # the fabric; its reducers poll each of its M copies and the statuses, reduce each copy and
     # token (the last part of a split one is the largest), a SyncAll
-    returning = aivs * (c["init"] + search * c["vcount"]) + ranks * m * (
+    returning = cores * (c["init"] + search * c["vcount"]) + ranks * m * (
         c["dest_switch"] + c["return_verify"] + c["return_load"] + c["return_quant"] +
         c["return_issue"] + signal) + ranks * (c["dest_switch"] + signal)
     returned = ranks * (ranks * m * (way("return") + way("signal")) + ranks * way("signal"))

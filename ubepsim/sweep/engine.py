@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import memory, model
-from ..errors import InputError
+from ..errors import RENAMED, InputError, renamed
 from ..version import __version__
 from .files import META
 from .grid import Grid
@@ -73,6 +73,10 @@ def scan(dataset: str | Path, need: Sequence[str] = (), why: str = "") -> pl.Laz
             raise InputError("DATASET", f"{f} is not a Parquet file ({e})") from None
         missing = [c for c in need if c not in names]
         if missing:
+            old = [o for o, new in RENAMED.items() if new in missing and o in names]
+            if old:   # an earlier version's results: say so, not that they are none
+                why = (f" but {old[0]}: an earlier version's results{renamed(old[0])}; rerun "
+                       f"the sweep")
             raise InputError("DATASET", f"{f} has no column {missing[0]}{why}")
         first = first or names
         if set(names) != set(first):

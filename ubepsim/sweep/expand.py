@@ -23,7 +23,7 @@ from ..errors import InputError
 from .filters import Filter
 from .kernel_io import check_machine, check_time_bound
 from ..kernels.layout import MAX_TIME
-from .params import (ENUMS, GATED, NAMES, PARAMS, canonical, check_rules, columns, default_aivs,
+from .params import (ENUMS, GATED, NAMES, PARAMS, canonical, check_rules, columns, default_cores,
                      polars_dtype, same_config, series, stable_id)
 from .profile import Profile
 
@@ -103,7 +103,7 @@ def expand(values: list[list[pl.Series]], profile: Profile, filters: list[Filter
 def corner(values: list[list[pl.Series]], profile: Profile) -> dict[str, np.ndarray]:
     """Columns no point of the grid has a larger time bound (costs.time_bound) or working
     memory (memory.working_memory) than, both growing with each size: ranks, batch, topk,
-    hidden and aivs at their largest, experts per die at its largest (an experts axis over the
+    hidden and cores at their largest, experts per die at its largest (an experts axis over the
     fewest ranks), each combination of the dtypes, syncs, protocols, ops and combine dtypes the
     grid has, the expert times at their largest, and the most tokens a die holds
     (workload.batch_max) bounded by every die's tokens where batches may spread (a spread, or
@@ -120,14 +120,14 @@ def corner(values: list[list[pl.Series]], profile: Profile) -> dict[str, np.ndar
     # the most cores a point defaults to: the profile's, or a protocol's at the most experts
     protocols = columns((axis["protocol"] if "protocol" in axis else pl.Series(
         "protocol", [defaults["protocol"]])).unique().to_frame(), ("protocol",))["protocol"]
-    defaults["aivs"] = int(default_aivs(protocols, per_die * ranks, profile.aivs).max())
+    defaults["cores"] = int(default_cores(protocols, per_die * ranks, profile.cores).max())
     names = ("dtype", "sync", "protocol", "op", "combine_dtype")
     enums = [columns(axis[n].unique().to_frame(), (n,))[n] if n in axis else
              np.array([ENUMS[n][defaults[n]].value]) for n in names]
     combos = np.array(np.meshgrid(*enums)).reshape(len(names), -1)
     n = combos.shape[1]
     cols = {name: np.full(n, largest(name), dtype=np.int64)
-            for name in ("batch", "topk", "hidden", "aivs")}
+            for name in ("batch", "topk", "hidden", "cores")}
     floats = {name: np.full(n, float(axis[name].max()) if name in axis else defaults[name])
               for name in ("expert_fixed_us", "expert_ns_per_copy")}
     def holds(name, value):
@@ -187,18 +187,18 @@ def _canonical(points: pl.DataFrame) -> pl.DataFrame:
 
 
 def _resolve(frame: pl.DataFrame, profile: Profile) -> pl.DataFrame:
-    """A frame of every parameter: the axes, and defaults elsewhere (experts = ranks, aivs =
-    params.default_aivs: the profile's, or its protocol's)."""
+    """A frame of every parameter: the axes, and defaults elsewhere (experts = ranks, cores =
+    params.default_cores: the profile's, or its protocol's)."""
     defaults = {p.name: p.default for p in PARAMS}
     frame = frame.with_columns(pl.lit(defaults[name], polars_dtype(name)).alias(name)
                                for name in NAMES if name not in frame.columns
-                               and name not in ("experts", "aivs"))
+                               and name not in ("experts", "cores"))
     if "experts" not in frame.columns:
         frame = frame.with_columns(experts=pl.col("ranks"))
-    if "aivs" not in frame.columns:
+    if "cores" not in frame.columns:
         protocol = columns(frame.select("protocol"), ("protocol",))["protocol"]
-        frame = frame.with_columns(pl.Series("aivs", default_aivs(
-            protocol, frame["experts"].to_numpy(), profile.aivs), polars_dtype("aivs")))
+        frame = frame.with_columns(pl.Series("cores", default_cores(
+            protocol, frame["experts"].to_numpy(), profile.cores), polars_dtype("cores")))
     return frame.select(NAMES)
 
 

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import polars as pl
 
-from ..errors import InputError
+from ..errors import InputError, renamed
 from .params import ENUMS, NAMES, PARAM_BY_NAME, SCHEMA
 
-EXAMPLE = "topk <= experts AND (protocol = 'ubep' OR cumsum_aivs = 4)"
+EXAMPLE = "topk <= experts AND (protocol = 'ubep' OR cumsum_cores = 4)"
 HELP = (f"a filter is an SQL condition over parameter names, as in a WHERE clause of `ubepsim "
         f"query`, e.g. \"{EXAMPLE}\"")
 # What 0.7.0's filters, written in Python, wrote differently: (what betrays it, what to write).
@@ -89,8 +89,8 @@ def compile_filter(text: str, source: str | None = None) -> Filter:
         raise _error(f"does not parse ({_first_line(e)})", text, source) from None
     unknown = sorted(set(expr.meta.root_names()) - set(NAMES))
     if unknown:
-        raise _error(f"unknown name {unknown[0]!r} (parameters: {', '.join(NAMES)})", text,
-                     source)
+        raise _error(f"unknown name {unknown[0]!r}{renamed(unknown[0])} (parameters: "
+                     f"{', '.join(NAMES)})", text, source)
     terms = _terms(expr)
     empty = pl.DataFrame(schema=VIEW)
     try:   # types are checked on no rows: a comparison of a number with a word, say

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..errors import InputError
+from ..errors import InputError, renamed
 from .expand import CHUNK, configurations, corner, expand
 from .files import beside, is_number
 from .filters import compile_filter
@@ -212,8 +212,8 @@ def _axes(doc: dict, sweep: dict, source: str) -> list[tuple[str, dict[str, list
             raise InputError(key, "the seeds are the [sweep] seeds axis; set them there", source)
         if name not in PARAM_BY_NAME:
             allowed = ", ".join(n for n in NAMES if n != "seed")
-            raise InputError(key, f"unknown parameter; allowed: {allowed} (the seeds are the "
-                             "[sweep] seeds axis)", source)
+            raise InputError(key, f"unknown parameter{renamed(name)}; allowed: {allowed} (the "
+                             "seeds are the [sweep] seeds axis)", source)
         if name in owner:
             raise InputError(key, f"{name} is already an axis at {owner[name]}", source)
         owner[name] = key
@@ -276,7 +276,7 @@ def _values(name: str, spec: Any, key: str, source: str, scalar: bool = True) ->
         if isinstance(v, (list, dict)):
             raise InputError(key, f"expected {forms}; got a nested {type(v).__name__}", source)
         if isinstance(v, float) and v.is_integer() and PARAM_BY_NAME.get(name) is not None \
-                and PARAM_BY_NAME[name].kind is int:   # as [profile] refuses aivs = 40.0
+                and PARAM_BY_NAME[name].kind is int:   # as [profile] refuses cores = 40.0
             raise InputError(key, f"expected an integer, got {v!r}: TOML writes integers without "
                              f"a point ({int(v)})", source)
         try:

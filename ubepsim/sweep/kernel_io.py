@@ -56,7 +56,7 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
     n = len(cols["ranks"])
     params = np.zeros((n, k.N_PARAMS), dtype=np.int64)
     for col, name in ((k.P_RANKS, "ranks"), (k.P_BATCH, "batch"), (k.P_TOPK, "topk"),
-                      (k.P_EXPERTS, "experts"), (k.P_AIVS, "aivs"), (k.P_CUMSUM, "cumsum_aivs"),
+                      (k.P_EXPERTS, "experts"), (k.P_CORES, "cores"), (k.P_CUMSUM, "cumsum_cores"),
                       (k.P_PROTOCOL, "protocol"), (k.P_SYNC, "sync"), (k.P_SCHEDULE, "schedule"),
                       (k.P_ROUTING, "routing"), (k.P_SEED, "seed"), (k.P_OP, "op")):
         params[:, col] = np.asarray(cols[name], dtype=np.int64)
@@ -148,7 +148,7 @@ def check_time_bound(cols: dict[str, np.ndarray], costs: np.ndarray, profile: Pr
     if over.any():
         i = int(np.flatnonzero(over)[0])
         point = ", ".join(f"{n} = {int(cols[n][i])}" for n in ("ranks", "batch", "topk",
-                                                                 "experts", "hidden", "aivs"))
+                                                                 "experts", "hidden", "cores"))
         days = k.MAX_TIME / (profile.clock_ghz * 1e9 * 86400)
         raise InputError("profile", f"at {point}, simulated times could reach 2^"
                          f"{k.MAX_TIME.bit_length() - 1} cycles ({days:.1f} days at clock_ghz "

@@ -31,7 +31,7 @@ def working_memory(cols: dict[str, np.ndarray], profile: Profile) -> np.ndarray:
     op = np.asarray(cols["op"], dtype=np.int64)
     routing = 4 * np.asarray(cols["ranks"], dtype=np.int64) * np.asarray(cols["batch"]) * \
         np.asarray(cols["topk"])
-    shape = (cols["ranks"], cols["batch"], cols["topk"], cols["experts"], cols["aivs"], protocol,
+    shape = (cols["ranks"], cols["batch"], cols["topk"], cols["experts"], cols["cores"], protocol,
              sync, batch_max(cols), profile.blocks_in_flight)
     first = dispatch.working_bytes(*shape)
     second = combine.working_bytes(*shape)

@@ -98,7 +98,7 @@ def _config(config: Config | Mapping[str, Any], profile: Profile, name: str) -> 
     if not isinstance(config, Mapping):
         raise InputError(name, f"expected a dict of parameters or a ubepsim.Config, got "
                          f"{type(config).__name__}")
-    return make_config(dict(config), profile.aivs, name)
+    return make_config(dict(config), profile.cores, name)
 
 
 def simulate_many(configs: Iterable[Config | Mapping[str, Any]] | pl.DataFrame,
@@ -125,7 +125,7 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     dict of every parameter, config_id and every result.
 
     With timeline=True, the key "timeline" holds a polars DataFrame with one row per
-    (die, AIV, phase): die, aiv, role, phase, start_us, end_us.
+    (die, core, phase): die, core, role, phase, start_us, end_us.
     """
     profile = _profile(profile)
     config = _config(config, profile, "config")
@@ -136,7 +136,7 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     inputs = prepare(cols, profile)
     costs = inputs[1]
     out = np.zeros(k.N_OUT)
-    marks = np.zeros((config.ranks, config.aivs, MARKS) if timeline else (0, 0, 0),
+    marks = np.zeros((config.ranks, config.cores, MARKS) if timeline else (0, 0, 0),
                      dtype=np.int64)
     out = out[None, :]
     # a batch of one, through the kernels a sweep runs (compiled once for both)
@@ -153,7 +153,7 @@ def die_frame(config: Config | Mapping[str, Any],
               profile: Profile | str | Path | None = None) -> pl.DataFrame:
     """Each die of one configuration, in die order: its tokens, the token copies it sends in
     dispatch (copies_sent) and those its experts take in (copies_taken; combine returns both
-    the other way), and when its last AIV finishes (finish_us: the latest end of its phases
+    the other way), and when its last core finishes (finish_us: the latest end of its phases
     in simulate's timeline, so the largest is the row's latency_us)."""
     profile = _profile(profile)
     config = _config(config, profile, "config")
@@ -169,11 +169,11 @@ def die_frame(config: Config | Mapping[str, Any],
         "finish_us": finish})
 
 
-MARKS = k.N_MARKS + k.N_CMARKS   # a timeline's marks per AIV: dispatch's, then combine's
+MARKS = k.N_MARKS + k.N_CMARKS   # a timeline's marks per core: dispatch's, then combine's
 
 
 def timeline_phases(config: Config, role: str) -> list[tuple[str, int, int]]:
-    """An AIV's timeline under `config` (role: its dispatch role, bsp, cumsum, token or
+    """A core's timeline under `config` (role: its dispatch role, bsp, cumsum, token or
     fixed): each phase with the marks (in a row of MARKS) it starts and ends at, as
     kernels/layout.py declares them (DISPATCH_TIMELINE, LAYER_GAP, COMBINE_TIMELINE)."""
     out = []
@@ -189,40 +189,40 @@ def timeline_phases(config: Config, role: str) -> list[tuple[str, int, int]]:
 
 
 def _roles(config: Config) -> list[tuple[int, str]]:
-    """(AIVs, role) of a die, in AIV order: its dispatch role (combine: bsp, fixed or
+    """(cores, role) of a die, in core order: its dispatch role (combine: bsp, fixed or
     token)."""
     if protocols.uses(config.protocol, protocols.FIXED_SLOTS):
-        return [(config.aivs, "fixed")]
+        return [(config.cores, "fixed")]
     if not protocols.uses(config.protocol, protocols.COUNT_GROUP):
-        return [(config.aivs, "bsp")]
+        return [(config.cores, "bsp")]
     if config.op is Op.combine:
-        return [(config.aivs, "token")]
-    return [(config.cumsum_aivs, "cumsum"), (config.aivs - config.cumsum_aivs, "token")]
+        return [(config.cores, "token")]
+    return [(config.cumsum_cores, "cumsum"), (config.cores - config.cumsum_cores, "token")]
 
 
 def timeline_bytes(config: Config) -> int:
     """What a timeline adds to simulate's memory: the marks, and the frame's rows."""
     rows = config.ranks * sum(n * len(timeline_phases(config, role))
                               for n, role in _roles(config))
-    return 8 * config.ranks * config.aivs * MARKS + TIMELINE_ROW_BYTES * rows
+    return 8 * config.ranks * config.cores * MARKS + TIMELINE_ROW_BYTES * rows
 
 
 def timeline_frame(config: Config, marks: np.ndarray, profile: Profile) -> pl.DataFrame:
-    """A row per (die, AIV, phase), die by die and AIV by AIV, each AIV's phases in order:
+    """A row per (die, core, phase), die by die and core by core, each core's phases in order:
     the intervals between its marks, in microseconds."""
     clock = profile.values["clock_ghz"] * 1000.0
     # one die's rows; every die has the same
     roles = [role for n, role in _roles(config) for _ in range(n)]
     rows = [(a, role, phase, lo, hi) for a, role in enumerate(roles)
             for phase, lo, hi in timeline_phases(config, role)]
-    aiv, role, phase, lo, hi = zip(*rows)
-    start = np.array(aiv) * MARKS + np.array(lo)     # its start's column in a die's marks
-    end = np.array(aiv) * MARKS + np.array(hi)
+    core, role, phase, lo, hi = zip(*rows)
+    start = np.array(core) * MARKS + np.array(lo)     # its start's column in a die's marks
+    end = np.array(core) * MARKS + np.array(hi)
     per_die = marks.reshape(config.ranks, -1)
     of_die = np.tile(np.arange(len(rows), dtype=np.uint32), config.ranks)
     return pl.DataFrame({
         "die": np.repeat(np.arange(config.ranks, dtype=np.int32), len(rows)),
-        "aiv": np.array(aiv, dtype=np.int32)[of_die],
+        "core": np.array(core, dtype=np.int32)[of_die],
         "role": pl.Series(role, dtype=pl.Utf8).gather(of_die),
         "phase": pl.Series(phase, dtype=pl.Utf8).gather(of_die),
         "start_us": (per_die[:, start] / clock).ravel(),

@@ -146,7 +146,7 @@ class Param:
 
 
 # The paper's sensitivity setup (Section 5, Figure 7): 128 ranks, batch 64, top-8, one expert per
-# die, hidden 7168; full UBEP. `experts` and `aivs` default to "one per rank" and the profile's.
+# die, hidden 7168; full UBEP. `experts` and `cores` default to "one per rank" and the profile's.
 PARAMS: tuple[Param, ...] = (
     Param("ranks", int, 128, "EP ranks (= dies).", 1, 16384),
     Param("batch", int, 64, "Tokens per rank.", 1, 1 << 20),
@@ -156,17 +156,18 @@ PARAMS: tuple[Param, ...] = (
     Param("hidden", int, 7168, "Hidden size: elements per token.", 1, 1 << 24),
     Param("dtype", str, "bf16", "Token element type: bf16 (2 B), fp8 (1 B + fp32 scale per "
           "128 elements), int8 (1 B + one fp32 scale per token)."),
-    Param("aivs", int, None, "AIVs per die, the cores that run the kernels (default: the "
-          "profile's); under deepep_ll, warp groups (default: its June 2025 launch, 3 per SM "
-          "on ceil(experts / 3) SMs).", 2, 4096),
-    Param("cumsum_aivs", int, 1, "AIVs in UBEP's CalCumSum group (the rest send tokens; under "
-          "bsp every AIV runs every phase).", 1, 4095),
+    Param("cores", int, None, "Cores per die, the instruction streams that run the kernels: "
+          "AIVs on Ascend, warp groups on a GPU (default: the profile's); under deepep_ll, its "
+          "June 2025 launch by default: 3 warp groups per SM on ceil(experts / 3) SMs.", 2,
+          4096),
+    Param("cumsum_cores", int, 1, "Cores in UBEP's CalCumSum group, its AIVs on Ascend (the "
+          "rest send tokens; under bsp every core runs every phase).", 1, 4095),
     Param("protocol", str, "ubep", "bsp (CANN EP, SyncAll between phases), ubep (kernel "
           "decomposition, point-to-point signals) or deepep_ll (DeepEP's low-latency kernels: "
           "a put per copy, counts behind them, fixed slots)."),
     Param("sync", str, "sp", "Data-as-Flag variant of every signal: sw (stop-and-wait), tff "
           "(token-flag fusion), dc (data-for-checksum), sp (sentinel polling)."),
-    Param("schedule", str, "homogenized", "Token-to-AIV schedule: expert_block, balanced, "
+    Param("schedule", str, "homogenized", "Token-to-core schedule: expert_block, balanced, "
           "homogenized."),
     Param("routing", str, "uniform", "Routing generator: uniform, zipf, hot, lognormal, "
           "trace."),
@@ -288,7 +289,7 @@ def _reading(mechanism: int) -> tuple[Protocol, ...]:
 
 
 GATED: dict[str, Gate] = {
-    "cumsum_aivs": _gate({"protocol": _using(protocols.COUNT_GROUP), "op": WITH_DISPATCH}),
+    "cumsum_cores": _gate({"protocol": _using(protocols.COUNT_GROUP), "op": WITH_DISPATCH}),
     # a generator's parameters: its signature's (routings.py)
     **{name: _gate({"routing": tuple(Routing[r] for r in readers)})
        for name, readers in routings.readers().items()},
@@ -324,8 +325,8 @@ class Config:
     experts: int
     hidden: int
     dtype: Dtype
-    aivs: int
-    cumsum_aivs: int
+    cores: int
+    cumsum_cores: int
     protocol: Protocol
     sync: Sync
     schedule: Schedule
@@ -586,15 +587,15 @@ def polars_dtype(name: str) -> pl.DataType:
 SCHEMA = {name: polars_dtype(name) for name in NAMES}   # a frame of configurations
 
 
-def default_aivs(protocol, experts, profile_aivs):
-    """The cores (aivs) of configurations that name none (numpy columns or scalars): the
+def default_cores(protocol, experts, profile_cores):
+    """The cores (cores) of configurations that name none (numpy columns or scalars): the
     profile's, or where the protocol sizes its launch by the experts, its own
     (protocols.EXPERT_CORES)."""
     g = protocols.uses(protocol, protocols.EXPERT_CORES)
-    return np.where(g > 0, g * -(-np.asarray(experts) // np.maximum(g, 1)), profile_aivs)
+    return np.where(g > 0, g * -(-np.asarray(experts) // np.maximum(g, 1)), profile_cores)
 
 
-def make_config(values: dict[str, Any], aivs_default: int, source: str | None = None,
+def make_config(values: dict[str, Any], cores_default: int, source: str | None = None,
                 check_trace: bool = True) -> Config:
     """Validate one point: types, ranges and the cross-parameter rules of the model. GATED
     parameters its protocol, routing or op does not read are recorded at their defaults."""
@@ -607,9 +608,9 @@ def make_config(values: dict[str, Any], aivs_default: int, source: str | None = 
         resolved[p.name] = coerce(p.name, p.default if v is None else v, source)
     if resolved["experts"] is None:
         resolved["experts"] = resolved["ranks"]
-    if resolved["aivs"] is None:
-        resolved["aivs"] = int(default_aivs(int(resolved["protocol"]), resolved["experts"],
-                                            aivs_default))
+    if resolved["cores"] is None:
+        resolved["cores"] = int(default_cores(int(resolved["protocol"]), resolved["experts"],
+                                            cores_default))
     cols = canonical({k: np.asarray([v]) for k, v in resolved.items()})
     for name in GATED:
         kind = PARAM_BY_NAME[name].kind
@@ -644,9 +645,9 @@ def check_rules(cols: dict[str, np.ndarray], source: str | None = None,
          f"{v('ranks') * v('batch') * v('topk')} token copies; at most {MAX_COPIES} are supported")
     fail("topk", c["topk"] > c["experts"], lambda v: f"{v('topk')} exceeds experts "
          f"({v('experts')}); a token's experts are distinct")
-    # only ubep's dispatch reads cumsum_aivs
-    fail("cumsum_aivs", GATED["cumsum_aivs"].reads(c) & (c["cumsum_aivs"] >= c["aivs"]),
-         lambda v: f"{v('cumsum_aivs')} must be below aivs ({v('aivs')}); at least one AIV "
+    # only ubep's dispatch reads cumsum_cores
+    fail("cumsum_cores", GATED["cumsum_cores"].reads(c) & (c["cumsum_cores"] >= c["cores"]),
+         lambda v: f"{v('cumsum_cores')} must be below cores ({v('cores')}); at least one core "
          f"must send tokens")
     hot = routing == Routing.hot
     fail("hot_experts", hot & (c["hot_experts"] > c["experts"]), lambda v: f"{v('hot_experts')} "

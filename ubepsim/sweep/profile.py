@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, renamed
 from ..kernels.layout import HOP_CLASSES
 from .files import toml_value
 
@@ -41,9 +41,10 @@ class Field:
 
 
 FIELDS: dict[str, Field] = {
-    "clock_ghz": Field(float, "AIV clock, cycles per nanosecond", 0.01, 100.0),
+    "clock_ghz": Field(float, "core clock, cycles per nanosecond", 0.01, 100.0),
     "dies": Field(int, "dies of the machine: the most ranks it runs", 1, 16384),
-    "aivs": Field(int, "AIVs per die", 2, 4096),
+    "cores": Field(int, "cores per die: instruction streams, AIVs on Ascend, warp groups on "
+                   "a GPU", 2, 4096),
     "npu_dies": Field(int, "dies per NPU (1: no intra_npu class)", 1, 64),
     "tier_sizes": Field(list, "dies per switch domain of each tier below the top one, "
                         "ascending, each a multiple of the one before and of npu_dies"),
@@ -69,15 +70,16 @@ FIELDS: dict[str, Field] = {
     "atomic_bytes": Field(int, "the largest store the fabric writes whole, so that a receiver "
                           "never sees part of it, bytes (0: none): Data-as-Flag's tff and sp "
                           "need block_bytes (paper Table 5)", 0, 1 << 16),
-    "blocks_in_flight": Field(int, "blocks of stores one AIV may have outstanding; credits "
+    "blocks_in_flight": Field(int, "blocks of stores one core may have outstanding; credits "
                               "return in issue order", 1, 1 << 16),
     "egress_gbps": Field(float, "die egress port bandwidth, GB/s", MIN_GBPS, MAX_GBPS),
     "ingress_gbps": Field(float, "die ingress port bandwidth, GB/s", MIN_GBPS, MAX_GBPS),
-    "aiv_store_gbps": Field(float, "rate one AIV issues store data from its UBuf, GB/s",
-                            0.001, 1e6),
-    "aiv_copy_gbps": Field(float, "rate of one AIV's local HBM<->UBuf copies, GB/s", 0.001, 1e6),
+    "core_store_gbps": Field(float, "rate one core issues store data from its local buffer "
+                             "(an AIV's UBuf), GB/s", 0.001, 1e6),
+    "core_copy_gbps": Field(float, "rate of one core's local HBM<->buffer copies, GB/s", 0.001,
+                            1e6),
     "store_issue_cycles": Field(int, "fixed cycles to issue one store", 0, 1e7),
-    "init_cycles": Field(int, "per-AIV kernel setup cycles before any work", 0, 1e9),
+    "init_cycles": Field(int, "per-core kernel setup cycles before any work", 0, 1e9),
     "vector_op_cycles": Field(int, "fixed cycles of one vector instruction", 0, 1e7),
     "vector_bytes": Field(int, "bytes of elements a vector instruction handles per cycle (a "
                           "repeat)", 1, 1 << 16),
@@ -92,7 +94,7 @@ FIELDS: dict[str, Field] = {
     # Per-destination and per-source costs of CANN's dispatch kernel (docs/model.md, "Costs per
     # destination and per source"): what makes CalCumSum's work grow as ranks / group size.
     "dest_switch_cycles": Field(
-        int, "cycles an AIV spends on a store to another destination than its previous "
+        int, "cycles a core spends on a store to another destination than its previous "
         "store's: the destination window's address, a chain of two dependent scalar loads",
         0, 1e7, vanish=0,
         source="CANN ops-transformer, moe_distribute_base.h GetBaseWindAddrByRankId: "
@@ -243,7 +245,8 @@ def _resolve(doc: dict[str, Any], where: str, key: str, source: str | None,
             field, _, hop = k.partition(".")
             if field not in FIELDS or (hop and (field != "latency_ns" or hop not in
                                                 HOP_CLASSES)):
-                raise InputError(f"takes.{base}", f"unknown hardware key {k!r}; allowed: "
+                raise InputError(f"takes.{base}", f"unknown hardware key {k!r}{renamed(k)}; "
+                                 f"allowed: "
                                  f"{', '.join(FIELDS)}, or latency_ns.<hop class>", where)
             if hop:
                 values["latency_ns"][hop] = taken["latency_ns"][hop]
@@ -281,7 +284,7 @@ def _merge(values: dict[str, Any], new: dict[str, Any], table: str, source: str 
            ) -> None:
     for key, v in new.items():
         if key not in FIELDS:
-            raise InputError(f"{table}.{key}", f"unknown hardware key; allowed: "
+            raise InputError(f"{table}.{key}", f"unknown hardware key{renamed(key)}; allowed: "
                              f"{', '.join(FIELDS)}", source)
         if key == "latency_ns":
             if not isinstance(v, dict):
