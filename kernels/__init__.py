@@ -14,8 +14,9 @@ mechanism, each stage a function of the same name as the plain-Python twin's
   homogenization), `slices`, `deal_copies`, `quaternary_search` of Algorithm 1, `qsteps_table`,
   `init_work`, `hop_counts`, and the stage, `schedule`); combine's (`receive_order`,
   `deal_returns`, `return_schedule`);
-- protocols: each protocol as the mechanisms it uses, one table (`MECHANISMS`, decoded once per
-  configuration by `mechanisms`; `v1_phases`, `by_core`);
+- protocols: each protocol a module naming the mechanisms it uses (`bsp`, `ubep`, `deepep_ll`),
+  registered once (`PROTOCOLS`), as one table (`MECHANISMS`, decoded once per configuration by
+  `mechanisms`; `v1_phases`, `by_core`);
 - sync: the Data-as-Flag variants, Section 3.4, as one table of effects (`POLICY`, decoded once
   per configuration by `effects`) and SyncAll (`syncall`);
 - programs: each die's Init and store programs, Section 2.3 (`init_phase`, `new_store`,

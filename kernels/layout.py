@@ -7,9 +7,9 @@ its output rows by the same names.
 
 from collections import namedtuple
 
-# Protocol, sync, schedule, routing and op codes: the values of ubepsim.sweep.params' IntEnums
-# (tests/test_costs.py holds them equal).
-BSP, UBEP, DEEPEP_LL = 0, 1, 2
+# Sync, schedule, routing and op codes: the values of ubepsim.sweep.params' IntEnums
+# (tests/test_costs.py holds them equal; a protocol's code is its place in kernels/protocols'
+# registry).
 SW, TFF, DC, SP = 0, 1, 2, 3
 EXPERT_BLOCK, BALANCED, HOMOGENIZED, TOKEN_ORDER = 0, 1, 2, 3
 UNIFORM, ZIPF, HOT, TRACE, LOGNORMAL = 0, 1, 2, 3, 4
@@ -154,8 +154,8 @@ N_CMARKS = CMARK_BSP_REDUCED + 1
 # generator lists them), in order of first appearance (the plots' colours follow it); then
 # each AIV's phases in order, phase x running from its mark x to mark x + 1: under dispatch by
 # the AIV's role (every AIV under bsp; UBEP's CalCumSum and token groups; every AIV under fixed
-# slots, DeepEP's), under combine by protocol (every AIV runs CANN's V1, or sends and then
-# reduces, or DeepEP's V1-like return with flags behind the copies). A layer's AIV runs its
+# slots, DeepEP's), under combine by whether it returns statuses (CANN's V1, DeepEP's flags
+# behind the copies) or sends and then reduces. A layer's AIV runs its
 # dispatch role's, then LAYER_GAP until its die's combine starts, then combine's. One name
 # means the same work in either protocol and either kernel.
 TIMELINE_PHASES = {
@@ -196,10 +196,11 @@ DISPATCH_TIMELINE = {
     "token": ("init", "send", "offset_poll", "reorder"),
     "fixed": ("init", "send", "finish_counter", "count_send", "pair_receive"),
 }
-COMBINE_TIMELINE = {BSP: ("init", "send", "status_send", "status_poll", "syncall", "reduce"),
-                    UBEP: ("init", "send", "reduce"),
-                    DEEPEP_LL: ("init", "send", "status_send", "status_poll", "syncall",
-                                "reduce")}
+# A combine's phases follow whether it returns statuses (protocols.RETURN_STATUS: V1's, and
+# DeepEP's flags) or takes each token once its copies are there.
+COMBINE_TIMELINE = {"statuses": ("init", "send", "status_send", "status_poll", "syncall",
+                                 "reduce"),
+                    "direct": ("init", "send", "reduce")}
 LAYER_GAP = "expert"
 
 # Columns of the parameter matrix (ubepsim.sweep.kernel_io.prepare builds it).
@@ -277,6 +278,9 @@ STAGE_WORK, STAGE_FENCE, STAGE_CREDITS, STAGE_REQUEST, STAGE_BOUNDARY, STAGE_DON
 # every AIV of the die issued its last store, one local latency later (DeepEP's finish counters),
 # or nothing: each AIV goes straight on (stores that follow their data on one queue).
 THEN_NONE, THEN_SYNCALL, THEN_FENCE, THEN_ISSUED, THEN_NEXT = range(5)
+# A protocol's mechanism whose value is a parameter's code may instead read the configuration's
+# parameter (kernels/protocols).
+READ = -1
 N_PHASES = 2
 # Per-kind costs of a store: a row of the kind table per kind. The table is flat, so that the
 # event loop indexes it with a constant stride (a power of two) rather than a runtime shape.

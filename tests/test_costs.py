@@ -13,9 +13,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ubepsim.kernels import layout
+from ubepsim.kernels import layout, protocols
 from ubepsim.sweep.costs import COST_INDEX, lower
-from ubepsim.sweep.params import ENUMS, columns, config_columns, make_config, polars_dtype
+from ubepsim.sweep.params import (ENUMS, Protocol, columns, config_columns, make_config,
+                                   polars_dtype)
 from ubepsim.sweep.profile import HOP_CLASSES, load_profile
 
 PROFILE = load_profile(overrides={
@@ -176,7 +177,9 @@ def test_the_kernels_codes_are_the_parameters_enumerations():
         assert polars_dtype(name).categories.to_list() == [m.name for m in enum], name
     carried = [name for name in ENUMS if hasattr(layout, f"P_{name.upper()}")]
     assert {"protocol", "sync", "schedule", "routing"} <= set(carried)
-    for name in carried:
+    # a protocol's code is its place in the registry, which the enumeration is made of
+    assert [m.name for m in Protocol] == list(protocols.NAMES)
+    for name in set(carried) - {"protocol"}:
         for member in ENUMS[name]:
             assert getattr(layout, member.name.upper()) == member.value, (name, member.name)
 

@@ -462,3 +462,15 @@ def test_a_die_with_many_tokens_is_combines_straggler(protocol):
     assert out["list", "combine"]["slowest_die"] == 0
     assert out["list", "combine"]["recv_max_mean"] > 3
     assert out["list", "dispatch"]["send_max_mean"] > 3
+
+
+def test_each_protocol_module_names_every_mechanism_and_only_those():
+    """A protocol's module (kernels/protocols/) names each mechanism once, by its field: one
+    left out fails at import, but a misspelt or stale one would be read by nobody."""
+    from ubepsim.kernels import protocols
+
+    assert len(protocols.PROTOCOLS) == len(protocols.NAMES) == len(set(protocols.NAMES))
+    for module in protocols.PROTOCOLS:
+        assert list(module.MECHANISMS) == list(protocols.Mechanisms._fields), module.__name__
+        row = protocols.of(protocols.NAMES.index(module.__name__.rsplit(".", 1)[1]))
+        assert row._asdict() == module.MECHANISMS, module.__name__

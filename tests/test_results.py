@@ -52,7 +52,7 @@ def test_the_timeline_tables_name_every_mark_interval():
     """An AIV's phase x runs from its mark x to x + 1: bsp's dispatch and V1's combine use
     every mark, ubep's roles fewer; every phase written is described, and only those."""
     assert len(layout.DISPATCH_TIMELINE["bsp"]) + 1 == layout.N_MARKS
-    assert len(layout.COMBINE_TIMELINE[layout.BSP]) + 1 == layout.N_CMARKS
+    assert len(layout.COMBINE_TIMELINE["statuses"]) + 1 == layout.N_CMARKS
     assert len(layout.DISPATCH_TIMELINE["token"]) < len(layout.DISPATCH_TIMELINE["bsp"])
     written = {p for table in (layout.DISPATCH_TIMELINE, layout.COMBINE_TIMELINE)
                for phases in table.values() for p in phases} | {layout.LAYER_GAP}

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .kernels.layout import (COMBINE_TIMELINE, COUNT, DISPATCH_TIMELINE, LAYER_GAP,
                              TIMELINE_PHASES)
+from .sweep.model import combine_shape
 from .sweep.params import PARAMS, Config, Op, Protocol
 from .sweep.profile import (BUILTIN, FIELDS, HOP_CLASSES, MAX_GBPS, MAX_LATENCY_NS,
                             MAX_TIER_DIES, MAX_TIERS, MIN_GBPS, builtin_values)
@@ -95,8 +96,9 @@ def _timeline() -> list[str]:
         rows.append(f"| dispatch | `{role}` | {', '.join(phases)} |")
     combine_roles = {Protocol.bsp: "`bsp`", Protocol.ubep: "`token`, and in a layer `cumsum`",
                      Protocol.deepep_ll: "`fixed`"}
-    for protocol, phases in COMBINE_TIMELINE.items():
-        rows.append(f"| combine | {combine_roles[Protocol(protocol)]} | {', '.join(phases)} |")
+    for protocol in Protocol:
+        phases = COMBINE_TIMELINE[combine_shape(protocol)]
+        rows.append(f"| combine | {combine_roles[protocol]} | {', '.join(phases)} |")
     rows.append(f"| layer | each | its dispatch role's, then {LAYER_GAP}, then combine's |")
     rows += ["", "| phase | the core's work |", "|---|---|"]
     rows += [f"| `{name}` | {_cell(text)} |" for name, text in TIMELINE_PHASES.items()]

@@ -1,23 +1,25 @@
-"""Protocols as data: each protocol is one row of MECHANISMS, the mechanisms it uses.
+"""Protocols as modules: each protocol is a module of this package (bsp, ubep, deepep_ll)
+naming the mechanisms it uses, each with its source; what the mechanisms mean is written here,
+once, and so is the registry (PROTOCOLS), whose order gives the protocols' codes.
 
-A protocol is registered here once, by its row. The kernel's stages read a configuration's row
-once (`mechanisms`) and branch on its mechanisms, never on the protocol's code; the twin
-(ubepsim.reference.state) reads the same row, and the host reads its columns for the lowering
-to cycles, the bounds, the memory and the parameters a protocol reads (ubepsim.sweep.costs,
-memory, params). A new protocol is a row here, the code of any mechanism it brings (in the
-stage that runs it, and the twin's), its docs and its tests (docs/model.md, "Protocols").
+The kernel's stages read a configuration's mechanisms once (`mechanisms`) and branch on them,
+never on the protocol; the twin (ubepsim.reference.state) reads the same row, and the host reads
+its columns for the lowering to cycles, the bounds, the memory and the parameters a protocol
+reads (ubepsim.sweep.costs, memory, params). A new protocol is a module here, registered in
+PROTOCOLS, the code of any mechanism it brings (in the stage that runs it, and the twin's), its
+docs and its tests (docs/model.md, "Protocols").
 """
 
 from collections import namedtuple
 
 import numpy as np
 
-from .jit import njit
-from .layout import (BALANCED, BSP, DEEPEP_LL, EXPERT_BLOCK, SP, SW, THEN_FENCE, THEN_ISSUED,
-                     THEN_NEXT, THEN_SYNCALL, TOKEN_ORDER, UBEP)
+from ..jit import njit
+from ..layout import READ, SW, THEN_FENCE, THEN_SYNCALL
+from . import bsp, deepep_ll, ubep
 
-# A column whose value is a parameter's code may instead read the configuration's parameter.
-READ = -1
+# READ (kernels/layout.py): a column whose value is a parameter's code may instead read the
+# configuration's parameter.
 
 # The mechanisms, one column each. Dispatch:
 # COUNT_GROUP: the count messages come from a group of cores of their own (`cumsum_cores`, UBEP's
@@ -73,15 +75,12 @@ Mechanisms = namedtuple("Mechanisms", (
     "token_preload", "deal", "header_bytes", "expert_cores", "return_deal", "return_status",
     "status_after", "hidden_split"))
 
-# The protocols, by the code of ubepsim.sweep.params.Protocol.
-MECHANISMS = np.zeros((3, len(Mechanisms._fields)), np.int64)
-MECHANISMS[:, [SYNC, DEAL, RETURN_DEAL]] = READ
-MECHANISMS[BSP, [COUNTS_AFTER, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER, HIDDEN_SPLIT]] = \
-    THEN_SYNCALL, EXPERT_BLOCK, 1, THEN_FENCE, 1
-MECHANISMS[UBEP, [COUNT_GROUP, SIGNALLED_COPIES, TOKEN_PRELOAD]] = 1
-MECHANISMS[DEEPEP_LL, [COUNTS_AFTER, FIXED_SLOTS, ORDERED, SYNC, TOKEN_PRELOAD, DEAL,
-                       HEADER_BYTES, EXPERT_CORES, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER]] = \
-    THEN_ISSUED, 1, 1, SP, 1, TOKEN_ORDER, 16, 3, BALANCED, 1, THEN_NEXT
+# The protocols, registered once, in the order of their codes: ubepsim.sweep.params.Protocol is
+# made of their names. A protocol's row of MECHANISMS is what its module names.
+PROTOCOLS = (bsp, ubep, deepep_ll)
+NAMES = tuple(p.__name__.rsplit(".", 1)[1] for p in PROTOCOLS)
+MECHANISMS = np.array([[p.MECHANISMS[f] for f in Mechanisms._fields] for p in PROTOCOLS],
+                      np.int64)
 # (V1's statuses are flags behind their core's fence, never verified or re-armed: sw)
 STATUS_SYNC = SW
 

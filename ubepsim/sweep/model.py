@@ -184,8 +184,13 @@ def timeline_phases(config: Config, role: str) -> list[tuple[str, int, int]]:
         out.append((k.LAYER_GAP, len(dispatch), k.N_MARKS))
     if config.op is not Op.dispatch:
         out += [(p, k.N_MARKS + x, k.N_MARKS + x + 1)
-                for x, p in enumerate(k.COMBINE_TIMELINE[config.protocol])]
+                for x, p in enumerate(k.COMBINE_TIMELINE[combine_shape(config.protocol)])]
     return out
+
+
+def combine_shape(protocol) -> str:
+    """Which of layout.COMBINE_TIMELINE a protocol's combine runs."""
+    return "statuses" if protocols.uses(protocol, protocols.RETURN_STATUS) else "direct"
 
 
 def _roles(config: Config) -> list[tuple[int, str]]:

@@ -33,10 +33,8 @@ from ..kernels import protocols
 from . import routings
 
 
-class Protocol(enum.IntEnum):
-    bsp = 0   # CANN EP: every AIV in every phase, SyncAll between phases (paper Fig. 2, 5(a))
-    ubep = 1  # kernel decomposition: CalCumSum group beside the token group (paper Fig. 5(b))
-    deepep_ll = 2   # DeepEP's low-latency kernels (June 2025): puts per copy, counts per expert
+# bsp, ubep, deepep_ll: the protocols kernels/protocols registers, each a module there
+Protocol = enum.IntEnum("Protocol", [(name, code) for code, name in enumerate(protocols.NAMES)])
 
 
 class Sync(enum.IntEnum):

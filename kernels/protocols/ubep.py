@@ -1,0 +1,22 @@
+"""ubep: UBEP's kernel decomposition (the paper's Figure 5(b), Sections 3.1-3.4): a CalCumSum
+group of cores beside the token group, point-to-point Data-as-Flag signals, no SyncAll."""
+
+from ..layout import READ
+
+# The mechanisms it uses (kernels/protocols: what each means), each with its source.
+MECHANISMS = {
+    "count_group": 1,          # the CalCumSum group: `cumsum_cores` cores (Fig. 5(b), Section 3.1)
+    "counts_after": 0,         # the group counts beside the token group, in one phase
+    "fixed_slots": 0,          # the group's prefix sums place the copies (Section 3.2)
+    "signalled_copies": 1,     # each copy is its own flag, polled before it is taken (Section 3.4)
+    "ordered": 0,              # each copy's signal is polled, in any order
+    "sync": READ,              # any Data-as-Flag variant: sw, tff, dc, sp (Section 3.4)
+    "token_preload": 1,        # the token group loads its tokens into UBuf once, at Init
+    "deal": READ,              # `schedule`: homogenized is the paper's (Section 3.3)
+    "header_bytes": 0,         # a copy is its token (a tff flag is in its blocks)
+    "expert_cores": 0,         # the profile's AIVs
+    "return_deal": READ,       # combine deals its returns by `schedule`, as dispatch
+    "return_status": 0,        # each token reduced once its copies' signals are seen
+    "status_after": 0,         # (no statuses)
+    "hidden_split": 0,         # a token is reduced whole
+}
