@@ -243,3 +243,45 @@ def test_sms_finds_the_fewest_within_five_percent():
     assert row["v2_sms"] >= 4 and row["v2_sms"] % 2 == 0
     code, _, err = run_cli("tune", "--sms", "--profile", "h800", "--ranks", "16", "--cores", "9")
     assert code == 2 and "--cores" in err and "--sms" in err
+
+
+def test_sms_from_a_grid_into_a_lookup_table(tmp_path):
+    """tune --sms takes its workloads from a grid of deepep_ll points (each op a row, its seeds
+    averaged) and writes the table as TOML or Parquet; the same workloads from the flags give
+    the same SMs. A grid of another protocol is refused before any work."""
+    grid = write_grid(tmp_path, """
+        [sweep]
+        name = "sms"
+        profile = "h800"
+        seeds = [0, 1]
+        [grid]
+        protocol = "deepep_ll"
+        ranks = 16
+        batch = 16
+        experts = 32
+        op = ["dispatch", "combine"]
+        """)
+    code, out, err = run_cli("tune", "--sms", "--grid", grid, "--max-sms", "8", "--out",
+                             tmp_path / "sms.toml", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [r["op"] for r in rows] == ["dispatch", "combine"]
+    written = tomllib.loads((tmp_path / "sms.toml").read_text())
+    assert written["tune"]["max_sms"] == 8 and written["tune"]["seeds"] == [0, 1]
+    assert written["tune"]["protocol"] == "deepep_ll" and "hardware" in written
+    assert [{k: r[k] for k in ("op", "best_sms", "fewest_sms", "v2_sms")} for r in rows] == \
+        [{k: r[k] for k in ("op", "best_sms", "fewest_sms", "v2_sms")} for r in written["row"]]
+    flags = tune_json("--sms", "--profile", "h800", "--ranks", "16", "--batch", "16",
+                      "--experts", "32", "--op", "combine", "--seed", "0,1", "--max-sms", "8")
+    assert flags[0]["best_sms"] == rows[1]["best_sms"]
+    assert flags[0]["latency_us"] == pytest.approx(rows[1]["latency_us"])
+    code, _, err = run_cli("tune", "--sms", "--grid", grid, "--max-sms", "8", "--out",
+                           tmp_path / "sms.parquet")
+    assert code == 0, err
+    assert pl.read_parquet(tmp_path / "sms.parquet")["fewest_sms"].to_list() == \
+        [r["fewest_sms"] for r in rows]
+    other = write_grid(tmp_path, "[sweep]\nname = \"x\"\nprofile = \"h800\"\n[grid]\nranks = 16\n"
+                       "protocol = [\"ubep\", \"deepep_ll\"]\nsync = \"dc\"\n", "other.toml")
+    code, _, err = run_cli("tune", "--sms", "--grid", other, "--out", tmp_path / "no.toml")
+    assert code == 2 and "protocol must be deepep_ll" in err
+    assert not (tmp_path / "no.toml").exists()

@@ -21,15 +21,17 @@ LISTS = ("ranks", "batch", "experts", "topk", "seed")
 @model_options(lists=LISTS, hidden=("protocol", "cumsum_cores"))  # tune sets both
 @click.option("--grid", "grid_file", default=None, metavar="GRID.toml",
               help="Take the workloads from a grid file instead of the flags: its points "
-                   "without cumsum_cores (swept here) and seed (its seeds are averaged), on its "
-                   "profile (--profile, if given, replaces its base profile).")
+                   "without cumsum_cores (swept here; with --sms, cores) and seed (its seeds "
+                   "are averaged), on its profile (--profile, if given, replaces its base "
+                   "profile).")
 @click.option("--max-cumsum-cores", type=int, default=None,
               show_default="16, or one below the workloads' cores if fewer",
               help="Largest CalCumSum group size tried (from 1); must be below cores.")
 @click.option("--sms", is_flag=True,
-              help="Size deepep_ll's SMs instead (use with --profile h800): per workload, the "
-                   "SMs of least latency and the fewest within 5% of it, beside DeepEP V2's "
-                   "formula; every even SM count up to --max-sms, 3 warp groups per SM.")
+              help="Size deepep_ll's SMs instead (use with --profile h800, or a grid of "
+                   "deepep_ll points on it): per workload, the SMs of least latency and the "
+                   "fewest within 5% of it, beside DeepEP V2's formula; every even SM count up "
+                   "to --max-sms, 3 warp groups per SM.")
 @click.option("--max-sms", type=int, default=None, show_default="the profile's cores",
               help="With --sms: the most SMs tried.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -66,14 +68,7 @@ def tune(grid_file: str | None, max_cumsum_cores: int | None, sms: bool, max_sms
     if out is not None:
         check_out(out, engine.OUT_FORMATS)
     if grid_file is not None:
-        given = [k for k, v in flags.items() if v is not None and k != "profile"]
-        if given:
-            raise InputError("--grid", "takes its parameters from the grid file; drop "
-                             + ", ".join("--" + k.replace("_", "-") for k in given))
-        # as in `ubepsim sweep`, a --profile given replaces the grid's base profile
-        source = click.get_current_context().get_parameter_source("profile")
-        rows, seeds, profile = _from_grid(
-            grid_file, None if source is click.core.ParameterSource.DEFAULT else flags["profile"])
+        rows, seeds, profile = _grid_rows(grid_file, flags, "ubep", "cumsum_cores")
     else:
         profile = load_profile(flags.pop("profile"), key="--profile")
         if flags.get("protocol") not in (None, "ubep"):
@@ -98,35 +93,45 @@ def tune(grid_file: str | None, max_cumsum_cores: int | None, sms: bool, max_sms
 
 
 def _tune_sms(grid_file, max_cumsum_cores, max_sms, out, as_json, threads, flags) -> None:
-    """`tune --sms`: deepep_ll's SMs per workload, from the flags."""
+    """`tune --sms`: deepep_ll's SMs per workload, from the flags or a grid."""
     from ..paper import tune as engine
+    from ..sweep.files import check_out
     from ..sweep.profile import load_profile
 
-    for name, given in (("--grid", grid_file), ("--max-cumsum-cores", max_cumsum_cores),
-                        ("--out", out), ("--cores", flags.get("cores"))):
+    for name, given in (("--max-cumsum-cores", max_cumsum_cores), ("--cores", flags.get("cores"))):
         if given is not None:
-            raise InputError(name, "not with --sms, which sizes deepep_ll's SMs from the "
-                             "flags and prints them (--json for a list)")
-    if flags.get("protocol") not in (None, "deepep_ll"):
-        raise InputError("protocol", "tune --sms sizes deepep_ll's SMs: protocol must be "
-                         "deepep_ll")
-    profile = load_profile(flags.pop("profile"), key="--profile")
-    lists = {k: list_values(k, flags.pop(k)) for k in LISTS if flags.get(k) is not None}
-    seeds = engine.distinct("seed", lists.pop("seed", [0]))
-    fixed = {k: parse_value(k, v) for k, v in flags.items() if v is not None}
-    rows = engine.rows_from_lists(lists, fixed, profile.cores, "deepep_ll")
-    table = engine.tune_sms(rows, seeds, profile, max_sms, threads)
+            raise InputError(name, "not with --sms, which sizes deepep_ll's SMs (--max-sms: "
+                             "the most tried)")
+    if out is not None:
+        check_out(out, engine.OUT_FORMATS)
+    if grid_file is not None:
+        rows, seeds, profile = _grid_rows(grid_file, flags, "deepep_ll", "cores")
+    else:
+        if flags.get("protocol") not in (None, "deepep_ll"):
+            raise InputError("protocol", "tune --sms sizes deepep_ll's SMs: protocol must be "
+                             "deepep_ll")
+        profile = load_profile(flags.pop("profile"), key="--profile")
+        lists = {k: list_values(k, flags.pop(k)) for k in LISTS if flags.get(k) is not None}
+        seeds = engine.distinct("seed", lists.pop("seed", [0]))
+        fixed = {k: parse_value(k, v) for k, v in flags.items() if v is not None}
+        rows = engine.rows_from_lists(lists, fixed, profile.cores, "deepep_ll")
+    result = engine.tune_sms(rows, seeds, profile, max_sms, threads)
+    if out is not None:
+        engine.write(result, out)
     if as_json:
-        click.echo(json.dumps(table.to_dicts(), indent=2))
-        return
-    lines = ["  ".join(f"{k:>8}" for k in table.columns)]
-    for row in table.iter_rows(named=True):
-        lines.append("  ".join(f"{_cell(row[k]):>{max(8, len(k))}}" for k in table.columns))
-    lines.append(f"fewest_sms: the fewest SMs within {engine.SMS_SLACK:.0%} of the best latency "
-                 f"({engine.WARP_GROUPS} warp groups each); v2_sms: DeepEP V2's "
-                 f"get_theoretical_num_sms at the profile's NIC and NVLink bandwidths; "
-                 f"{len(seeds)} seed(s)")
-    click.echo("\n".join(lines))
+        click.echo(json.dumps(result.table.to_dicts(), indent=2))
+    else:
+        table = result.table
+        lines = ["  ".join(f"{k:>8}" for k in table.columns)]
+        for row in table.iter_rows(named=True):
+            lines.append("  ".join(f"{_cell(row[k]):>{max(8, len(k))}}" for k in table.columns))
+        lines.append(f"fewest_sms: the fewest SMs within {engine.SMS_SLACK:.0%} of the best "
+                     f"latency ({engine.WARP_GROUPS} warp groups each); v2_sms: DeepEP V2's "
+                     f"get_theoretical_num_sms at the profile's NIC and NVLink bandwidths; "
+                     f"{len(seeds)} seed(s), SMs 2-{result.max_sms}")
+        click.echo("\n".join(lines))
+    if out is not None:
+        click.echo(f"wrote {out}", err=as_json)
 
 
 def _check_ops(rows: list[dict[str, Any]], grid_file: str | None) -> None:
@@ -139,22 +144,35 @@ def _check_ops(rows: list[dict[str, Any]], grid_file: str | None) -> None:
                          f"be dispatch or layer", grid_file)
 
 
-def _from_grid(path: str, profile: str | None):
+def _grid_rows(path: str, flags: dict[str, Any], protocol: str, swept: str):
+    """A grid's workloads for tune: its distinct points without `swept` (what tune varies) and
+    seed (its seeds, averaged), each of `protocol`, on its profile (a --profile given replaces
+    its base profile, as in `ubepsim sweep`). Returns (rows, seeds, profile)."""
     from ..sweep.grid import load_grid
     from ..paper.tune import resolved_row
 
-    grid = load_grid(path, key="--grid", base_profile=profile)
+    given = [k for k, v in flags.items() if v is not None and k != "profile"]
+    if given:
+        raise InputError("--grid", "takes its parameters from the grid file; drop "
+                         + ", ".join("--" + k.replace("_", "-") for k in given))
+    source = click.get_current_context().get_parameter_source("profile")
+    grid = load_grid(path, key="--grid", base_profile=None if source is
+                     click.core.ParameterSource.DEFAULT else flags["profile"])
     points = grid.frame(0, grid.size)
-    if (points["protocol"] != "ubep").any():
-        raise InputError("protocol", "tune sizes UBEP's CalCumSum group: the grid's protocol "
-                         "must be ubep", path)
+    if (points["protocol"] != protocol).any():
+        what = "UBEP's CalCumSum group" if protocol == "ubep" else "deepep_ll's SMs"
+        raise InputError("protocol", f"tune sizes {what}: the grid's protocol must be "
+                         f"{protocol}", path)
     seeds = sorted(set(points["seed"].to_list()))
     rows, seen = [], set()
-    for point in points.drop("cumsum_cores", "seed").iter_rows(named=True):
+    for point in points.drop(swept, "seed").iter_rows(named=True):
         key = tuple(point.values())
         if key not in seen:
             seen.add(key)
-            rows.append(resolved_row({**point, "cumsum_cores": 1}, grid.profile.cores))
+            row = resolved_row({**point, "cumsum_cores": 1, **(
+                {} if swept == "cumsum_cores" else {"cores": grid.profile.cores})},
+                grid.profile.cores)
+            rows.append(row)
     return rows, seeds, grid.profile
 
 

@@ -42,6 +42,16 @@ class Tuning:
     hardware: str                # the resolved profile as TOML, overrides included
 
 
+@dataclasses.dataclass
+class SmTuning:
+    table: pl.DataFrame          # one row per workload (see `tune_sms`)
+    constants: dict[str, Any]    # parameters shared by every row
+    seeds: list[int]
+    max_sms: int
+    profile: str
+    hardware: str
+
+
 def rows_from_lists(lists: dict[str, list[Any]], fixed: dict[str, Any],
                     cores_default: int, protocol: str = "ubep") -> list[dict[str, Any]]:
     """Every combination of the listed values (ranks slowest), with the fixed parameters;
@@ -107,10 +117,7 @@ def tune(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
     agreeing = (per_seed.argmin(axis=1) == best[:, None]).sum(axis=1)
     x = np.array([r["cores"] * r["experts"] / (r["topk"] * r["batch"]) for r in rows])
     ratio = float(np.exp(np.mean(np.log(best + 1.0) - np.log(x))))
-    varying = list(KEYS) + [n for n in NAMES if n not in KEYS + ("cumsum_cores", "seed")
-                            and len({r[n] for r in rows}) > 1]
-    constants = {n: rows[0][n] for n in NAMES if n not in varying
-                 and n not in ("cumsum_cores", "seed")}
+    varying, constants = _split(rows, "cumsum_cores")
 
     def at(i: int, c: int) -> float | None:
         return float(latency[i, c - 1]) if 1 <= c <= max_cumsum_cores else None
@@ -130,35 +137,56 @@ def tune(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
                   profile.to_toml())
 
 
+def _split(rows: list[dict[str, Any]], swept: str) -> tuple[list[str], dict[str, Any]]:
+    """The parameters a table shows per row (KEYS, and any other that varies over the rows)
+    and those every row shares, neither holding `swept` (what tune varies), the seed or what a
+    row leaves out (resolved_row: the group size)."""
+    kept = [n for n in NAMES if n in rows[0] and n not in (swept, "seed")]
+    varying = list(KEYS) + [n for n in kept if n not in KEYS and len({r[n] for r in rows}) > 1]
+    constants = {n: rows[0][n] for n in kept if n not in varying}
+    return varying, constants
+
+
 def to_records(t: Tuning) -> list[dict[str, Any]]:
     """One object per row (the --json form), with beta/alpha repeated in each."""
     return [{**row, "beta_over_alpha": t.beta_over_alpha} for row in t.table.to_dicts()]
 
 
-def write(t: Tuning, path: Path) -> None:
-    """The lookup table as TOML or Parquet, written whole or not at all."""
+def write(t: Tuning | SmTuning, path: Path) -> None:
+    """A lookup table (the group sizes', or --sms's) as TOML or Parquet, written whole or not
+    at all."""
     if path.suffix != ".parquet":
         write_text(path, toml_text(t))
         return
     write_parquet(path, t.table, {"profile": t.hardware, "tune": _header_toml(t)})
 
 
-def _header_toml(t: Tuning) -> str:
+def _header_toml(t: Tuning | SmTuning) -> str:
     lines = ["[tune]", f"ubepsim_version = {toml_value(__version__)}",
-             f"profile = {toml_value(t.profile)}",
-             f"max_cumsum_cores = {t.max_cumsum_cores}", f"seeds = {toml_value(t.seeds)}",
-             f"beta_over_alpha = {toml_value(round(t.beta_over_alpha, 6))}"]
+             f"profile = {toml_value(t.profile)}"]
+    if isinstance(t, Tuning):
+        lines += [f"max_cumsum_cores = {t.max_cumsum_cores}", f"seeds = {toml_value(t.seeds)}",
+                  f"beta_over_alpha = {toml_value(round(t.beta_over_alpha, 6))}"]
+    else:
+        lines += [f"max_sms = {t.max_sms}", f"seeds = {toml_value(t.seeds)}",
+                  f"warp_groups_per_sm = {WARP_GROUPS}", f"slack = {SMS_SLACK}"]
     lines += [f"{k} = {toml_value(v)}" for k, v in t.constants.items() if v != ""]
     return "\n".join(lines)
 
 
-def toml_text(t: Tuning) -> str:
+def toml_text(t: Tuning | SmTuning) -> str:
     """[tune]: what the rows share; [[row]]: one per workload (no latency beyond the ends)."""
-    out = ["# Best CalCumSum group size per workload (ubepsim tune): latency_us at the best",
-           "# size, at one fewer (below) and one more (above) AIV, the seeds whose own best it",
-           "# is (best_seeds), and Appendix A's prediction (beta/alpha) * cores * experts /",
-           "# (topk * batch) with beta/alpha fitted over the rows.",
-           _header_toml(t)]
+    if isinstance(t, Tuning):
+        out = ["# Best CalCumSum group size per workload (ubepsim tune): latency_us at the best",
+               "# size, at one fewer (below) and one more (above) core, the seeds whose own best",
+               "# it is (best_seeds), and Appendix A's prediction (beta/alpha) * cores * experts",
+               "# / (topk * batch) with beta/alpha fitted over the rows."]
+    else:
+        out = ["# deepep_ll's SMs per workload (ubepsim tune --sms): the SMs of least latency",
+               "# (best_sms, latency_us), the fewest within the slack of it (fewest_sms,",
+               "# fewest_latency_us: what compute can have back), and DeepEP V2's",
+               "# get_theoretical_num_sms (v2_sms) at the profile's bandwidths."]
+    out.append(_header_toml(t))
     for row in t.table.to_dicts():
         out += ["", "[[row]]"]
         out += [f"{k} = {toml_value(_short(v))}" for k, v in row.items() if v is not None]
@@ -223,7 +251,7 @@ def v2_sms(experts: int, topk: int, ranks: int, nvlink_ranks: int, rdma_gbs: flo
 
 
 def tune_sms(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
-             most_sms: int | None = None, threads: int | None = None) -> pl.DataFrame:
+             most_sms: int | None = None, threads: int | None = None) -> SmTuning:
     """deepep_ll's SMs per workload (rows: resolved deepep_ll configurations): every even SM
     count from 2 to most_sms (default: the profile's cores, an SM each), WARP_GROUPS warp groups
     per SM, every seed. Per row: the SMs of least mean latency, the fewest SMs within SMS_SLACK
@@ -242,8 +270,9 @@ def tune_sms(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
     best = latency.argmin(axis=1)
     fewest = (latency <= latency.min(axis=1, keepdims=True) * (1 + SMS_SLACK)).argmax(axis=1)
     node = profile.tier_sizes[0] if profile.tier_sizes else profile.dies
-    return pl.DataFrame({
-        **{k: [r[k] for r in rows] for k in KEYS},
+    varying, constants = _split(rows, "cores")
+    table = pl.DataFrame({
+        **{k: [r[k] for r in rows] for k in varying},
         "best_sms": [counts[b] for b in best],
         "latency_us": [float(latency[i, b]) for i, b in enumerate(best)],
         "fewest_sms": [counts[f] for f in fewest],
@@ -251,3 +280,4 @@ def tune_sms(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
         "v2_sms": [v2_sms(r["experts"], r["topk"], r["ranks"], min(node, r["ranks"]),
                           profile.nic_gbps, profile.egress_gbps, profile.cores) for r in rows],
     })
+    return SmTuning(table, constants, list(seeds), most, profile.name, profile.to_toml())

@@ -450,7 +450,7 @@ def deepep_points(profile: Profile, threads: int | None) -> list[Check]:
     out = [_point(f"Table 4: DeepEP's dispatch latency (us), {r} ranks",
                   numbers.TABLE4_DEEPEP[r][0], float(v), setup) for r, v in zip(ranks, latency)]
     sms = tune_sms(rows, [0], gpu, threads=threads)
-    for row in sms.iter_rows(named=True):
+    for row in sms.table.iter_rows(named=True):
         out.append(Check(
             "point", f"DeepEP's SMs, {row['ranks']} ranks: the fewest within "
             f"{SMS_SLACK:.0%} of the best latency, against DeepEP V2's formula",
