@@ -32,6 +32,18 @@ def poll(t, visible, period, inv_period):
 
 
 @njit(inline="always")
+def take(sto, sid, b_lo, b_hi):
+    """A receiver takes copy `sid` out of its die's bucket (ids b_lo .. b_hi): 1 if this is
+    the copy's first take (a copy store that arrived, or a local one, and in the bucket: a
+    delivery), 0 for a second take or anything else; a taken copy is marked TAKEN."""
+    w = sto[u(sid), ARR]
+    if (w == LOCAL - K_COPY or (w >= 0 and w & 3 == K_COPY)) and b_lo <= sid < b_hi:
+        sto[u(sid), ARR] = TAKEN
+        return 1
+    return 0
+
+
+@njit(inline="always")
 def seen(visible, skey, index, chance, timeout):
     """When a poll can see a signal visible at `visible`: then, or after the sentinel's timeout
     if its payload collided with the sentinel (draw `index` of the die's sentinel stream, with
@@ -169,11 +181,7 @@ def reorder(p, cores, stores, ecnt, c, fx, chance, first_core, m, offsets):
                 data = sto[u(data_sid), VIS]
                 # delivered: a copy's store (remote or local), in this die's bucket, taken for
                 # the first time
-                v = sto[u(data_sid), ARR]
-                if (v == LOCAL - K_COPY or (v >= 0 and v & 3 == K_COPY)) and \
-                        b_lo <= data_sid < b_hi:
-                    delivered += 1
-                    sto[u(data_sid), ARR] = TAKEN
+                delivered += take(sto, data_sid, b_lo, b_hi)
                 if m.signalled_copies:
                     sig = copy_ref[u(g), 1]
                     v, hit = seen(data if sig == data_sid else sto[u(sig), VIS], skey, R + x,
@@ -251,11 +259,7 @@ def pair_receive(p, cores, stores, sched, c, fx, chance, ordered):
                         t = v
                     if t < v:
                         violations += 1
-                    w = sto[u(data_sid), ARR]
-                    if (w == LOCAL - K_COPY or (w >= 0 and w & 3 == K_COPY)) and \
-                            b_lo <= data_sid < b_hi:
-                        delivered += 1
-                        sto[u(data_sid), ARR] = TAKEN
+                    delivered += take(sto, data_sid, b_lo, b_hi)
                     t += work
                 copied += pstart[q + 1] - pstart[q]
             n_pairs = (a + 1) * P // A - a * P // A

@@ -6,9 +6,8 @@ from . import rng
 from .jit import njit, u
 from .layout import (B_REDUCE, C_POLL, C_REDUCE_COPY, C_REDUCE_COPY_LAST, C_REDUCE_SPLIT,
                      C_REDUCE_TOKEN, C_REDUCE_TOKEN_LAST, C_RETURN_RESET, C_RETURN_VERIFY,
-                     C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_SEED, P_TOPK, P_WKEY, TAKEN,
-                     ARR, VIS)
-from .receive import close_step, die_ends, poll, poll_counts, seen
+                     C_SYNCALL, C_TIMEOUT, P_SEED, P_TOPK, P_WKEY, VIS)
+from .receive import close_step, die_ends, poll, poll_counts, seen, take
 from .sync import syncall
 
 
@@ -75,13 +74,7 @@ def reduce_tokens(p, cfirst, cores, stores, c, fx, chance, signalled, ordered):
                     data_sid = copy_ref[u(g0 + k), 0]
                     if t < sto[u(data_sid), VIS]:
                         violations += 1
-                    # delivered: a copy's store (remote or local), in this die's bucket, taken
-                    # for the first time
-                    v = sto[u(data_sid), ARR]
-                    if (v == LOCAL - K_COPY or (v >= 0 and v & 3 == K_COPY)) and \
-                            b_lo <= data_sid < b_hi:
-                        delivered += 1
-                        sto[u(data_sid), ARR] = TAKEN
+                    delivered += take(sto, data_sid, b_lo, b_hi)
                 t += K * each + token
             n = t_hi - t_lo
             close_step(d, a, t, polled, n * K * verify, B_REDUCE, n * (K * each + token), t_core,

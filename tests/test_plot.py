@@ -277,7 +277,7 @@ def test_core_figure_says_which_send_time_it_draws(tmp_path, monkeypatch, data):
     die = ubepsim.paper.plot.critical_die(tl)
     slowest = tl.filter((pl.col("die") == die) & (pl.col("phase") == "send")).select(
         (pl.col("end_us") - pl.col("start_us")).max()).item()
-    assert f"slowest AIV's send phase {slowest:.1f} us (to its last store's issue)" \
+    assert f"slowest core's send phase {slowest:.1f} us (to its last store's issue)" \
         in axes[0].get_title()
     assert all(ax.get_ylabel() == "send phase (us)" for ax in axes)
     assert "send_max_core_us" in axes[-1].get_xlabel() and "completed" in axes[-1].get_xlabel()

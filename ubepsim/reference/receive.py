@@ -108,9 +108,7 @@ def pair_receive(run: Run, dies: list[Die], d: int, mark: int) -> None:
                 if a.t < data.visible:
                     die.violations += 1
                 a.spend("reorder", c["local_copy"])
-                if (s, i) not in die.taken and data.dst == d:
-                    die.taken.add((s, i))
-                    die.delivered += 1
+                die.take((s, i), data, d)
         a.mark(mark)
 
 
@@ -143,7 +141,5 @@ def reorder(run: Run, dies: list[Die], d: int, group: list[Core], offsets: int |
             a.spend("reorder", c["local_copy"])
             if policy.rearm_sentinel:
                 a.spend("reorder", c["copy_reset"])
-            if (s, i) not in die.taken and data.dst == d:
-                die.taken.add((s, i))
-                die.delivered += 1
+            die.take((s, i), data, d)
         a.mark(mark)

@@ -47,9 +47,7 @@ def reduce(run: Run, dies: list[Die], s: int, returned: dict, status: DataAsFlag
             for k, (data, _) in enumerate(copies):
                 if a.t < data.visible:
                     die.violations += 1
-                if (t, k) not in die.taken and data.dst == s:
-                    die.taken.add((t, k))
-                    die.delivered += 1
+                die.take((t, k), data, s)
             # each copy's read, dequantization (int8), Cast, Muls and Add (and sp's re-arming),
             # then the token's Duplicate, Cast back and store
             a.spend("reduce", K * (c["reduce_copy" + suffix]

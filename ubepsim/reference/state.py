@@ -168,3 +168,11 @@ class Die:
 
     def end(self) -> int:
         return max(a.t for a in self.cores)
+
+    def take(self, copy: tuple[int, int], store: Store, die: int) -> None:
+        """A receiver of this die (`die`) takes a copy (its key: (source, index) in dispatch,
+        (token, k) in combine), which `store` carried: a delivery the first time, if the store
+        was addressed here."""
+        if copy not in self.taken and store.dst == die:
+            self.taken.add(copy)
+            self.delivered += 1
