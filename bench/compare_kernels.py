@@ -96,9 +96,10 @@ def batch_kernel(dispatch):
 RENAMED_SLOTS = {"O_PH_INIT": "O_PHASE_INIT", "O_PH_SEND": "O_PHASE_SEND",
                  "O_PH_SYNC": "O_PHASE_SYNC", "O_PH_CUMSUM": "O_PHASE_CUMSUM",
                  "O_PH_REORDER": "O_PHASE_REORDER", "O_PH_REDUCE": "O_PHASE_REDUCE",
-                 "O_SEND_MAX": "O_SEND_MAX_CORE", "O_SEND_MEAN": "O_SEND_MEAN_CORE",
-                 "O_SEND_SPREAD": "O_SEND_SPREAD_CORE", "O_QSTEPS": "O_QSEARCH_STEPS",
-                 "O_COLLISIONS": "O_SENTINEL_COLLISIONS"}
+                 "O_SEND_MAX": "O_SEND_MAX_AIV", "O_SEND_MEAN": "O_SEND_MEAN_AIV",
+                 "O_SEND_SPREAD": "O_SEND_SPREAD_AIV", "O_QSTEPS": "O_QSEARCH_STEPS",
+                 "O_COLLISIONS": "O_SENTINEL_COLLISIONS", "O_SEND_MAX_AIV": "O_SEND_MAX_CORE",
+                 "O_SEND_MEAN_AIV": "O_SEND_MEAN_CORE", "O_SEND_SPREAD_AIV": "O_SEND_SPREAD_CORE"}
 
 
 def common_slots(dispatch) -> tuple[list[int], list[int]]:
@@ -111,11 +112,17 @@ def common_slots(dispatch) -> tuple[list[int], list[int]]:
     # an old name means its new one only in a layout without the new one (O_SEND_MAX was
     # send_max_core's slot before it was the busiest sender's)
     slots = vars(layout)
-    renamed = {old: new for old, new in RENAMED_SLOTS.items() if new not in slots}
-    pairs = {(getattr(our_layout, renamed.get(name, name)), i)
+
+    def now(name: str) -> str:
+        """A slot's name today: renamed, step by step, while the name it took is not theirs."""
+        while name in RENAMED_SLOTS and RENAMED_SLOTS[name] not in slots:
+            name = RENAMED_SLOTS[name]
+        return name
+
+    pairs = {(getattr(our_layout, now(name)), i)
              for name, i in slots.items()
              if name.startswith("O_") and name not in ("O_COPIES_HOP0", "O_PHASE0")
-             and isinstance(i, int) and hasattr(our_layout, renamed.get(name, name))}
+             and isinstance(i, int) and hasattr(our_layout, now(name))}
     pairs |= {(our_layout.O_COPIES_HOP0 + h, layout.O_COPIES_HOP0 + h)
               for h in range(layout.N_HOPS)}
     ours, theirs = zip(*sorted(pairs))
