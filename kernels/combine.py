@@ -12,30 +12,30 @@ from .layout import (B_SYNC, C_INIT, C_VCOUNT, N_BUCKETS, N_CMARKS, N_MARKS, N_P
                      P_CORES, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK,
                      THEN_NONE, STO_WIDTH, Cores, Stores)
 from .programs import init_phase, status_programs, token_programs
-from .protocols import (RETURN_STATUS, SIGNALLED_COPIES, STATUS_SYNC, mechanisms, uses,
-                        v1_phases)
+from .protocols import (PER_EXPERT, RETURN_STATUS, SIGNALLED_COPIES, STATUS_SYNC, mechanisms,
+                        per_dest, uses, v1_phases)
 from .reduce import reduce
 from .results import combine_row, put_marks
 from .sync import NO_SIGNAL, effects, signal_stores
 
 
 @njit
-def new_return_stores(cfirst, fx, statuses):
+def new_return_stores(cfirst, fx, statuses, G):
     """Every store of a combine, destination-major (layout.Stores): each destination's bucket
     holds its own copies coming back (die d's: cfirst[d] .. cfirst[d + 1]), each with at most
     one signal store (fx: sync.Effects), and where the protocol sends `statuses`
-    (protocols.RETURN_STATUS) a status from every die. copy_ref is
-    indexed by the dispatch copy (cfirst[s] + its slot at its source s); count_signal[d * R +
-    s] is the status die d polls for s."""
+    (protocols.RETURN_STATUS) G statuses from every die (protocols.per_dest). copy_ref is
+    indexed by the dispatch copy (cfirst[s] + its slot at its source s); count_signal[(d * R +
+    s) * G + e] is status e that die d polls for s."""
     R = cfirst.shape[0] - 1
     per_copy = 2 if fx.copy_signal != NO_SIGNAL else 1
     bstart = np.empty(R + 1, np.int64)
     for d in range(R + 1):
-        bstart[d] = cfirst[d] * per_copy + (d * R if statuses else 0)
+        bstart[d] = cfirst[d] * per_copy + (d * R * G if statuses else 0)
     bfill = bstart[:R].copy()
     return Stores(np.empty((bstart[R], STO_WIDTH), np.int64), bstart, bfill,
                   np.empty((cfirst[R], 2), np.int32),
-                  np.empty(R * R if statuses else 0, np.int32))
+                  np.empty(R * R * G if statuses else 0, np.int32))
 
 
 @njit(inline="always")
@@ -54,13 +54,14 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
     fx = effects(STATUS_SYNC if statuses else p[P_SYNC], m.signalled_copies)
     N = rsched.cfirst[R]
     EL = E // R
+    G = per_dest(m, EL)
     ecnt = rsched.ecnt
 
     cores = Cores(np.zeros((R, A), np.int64), np.zeros((R, A, N_BUCKETS), np.int64),
                 np.zeros((R, A), np.int64), np.full((R, A), -1, np.int64),
                 np.full((R, A), -1, np.int64), np.empty((R, A, N_CMARKS), np.int64),
                 np.empty((R, A), np.int64))
-    stores = new_return_stores(rsched.cfirst, fx, statuses)
+    stores = new_return_stores(rsched.cfirst, fx, statuses, G)
     _, _, bfill, copy_ref, count_signal = stores
     aoff, xdest, xslot = rsched.aoff, rsched.xdest, rsched.xslot
 
@@ -68,8 +69,8 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
     # AIV's own fence (PipeBarrier<PIPE_ALL>), a status to each destination it owns
     cur_sig = np.empty(R, np.int64)
     seen_dest = np.full(R, -1, np.int64)
-    prog = np.empty(2 * N + R * R, np.int64)
-    pre = np.empty(2 * N + R * R, np.int32)
+    prog = np.empty(2 * N + R * R * G, np.int64)
+    pre = np.empty(2 * N + R * R * G, np.int32)
     pb = np.zeros((R * A, N_PHASES, 2), np.int64)
     no_count = np.array([-1, 0, 1])
     n = 0
@@ -78,7 +79,8 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
                            rsched.xcopy, no_count, bfill, copy_ref, fx.copy_signal, seen_dest,
                            cur_sig, ecnt[s * EL])
         if statuses:
-            n = status_programs(s, prog, pre, n, pb[s * A:(s + 1) * A, 1], bfill, count_signal)
+            n = status_programs(s, prog, pre, n, pb[s * A:(s + 1) * A, 1], bfill, count_signal,
+                                G)
 
     init_phase(cores, c[C_INIT], 0, c[C_VCOUNT], 0, rsched.loads, rsched.searches, starts)
     # (scalars as dispatch passes them, int64: one compiled fabric serves both)
@@ -87,7 +89,8 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
                           m.status_after if statuses else THEN_NONE, np.int64(0),
                           np.int64(B_SYNC), cores, egress_free, ingress_free)
     delivered, violations, collisions, ends = reduce(p, rsched.cfirst, c, chance[2], fx,
-                                                     effects(STATUS_SYNC, 0), cores, stores, m)
+                                                     effects(STATUS_SYNC, 0), cores, stores, m,
+                                                     G)
     if marks_out.shape[0] == R:
         put_marks(marks_out, cores.marks, N_MARKS)
     return cores, ends, sent, delivered, violations, collisions, queued
@@ -117,12 +120,14 @@ def working_bytes(ranks, batch, topk, experts, cores, protocol, sync, batch_max,
     M = B * K
     most = R * B * np.minimum(K, E // R)            # the most copies one die returns
     own_copy, _ = signal_stores(np.asarray(sync), uses(protocol, SIGNALLED_COPIES))
-    statuses = uses(protocol, RETURN_STATUS) * R
+    # a die's statuses from every die (per expert: protocols.per_dest)
+    statuses = uses(protocol, RETURN_STATUS) * R * np.where(uses(protocol, PER_EXPERT) == 1,
+                                                            E // R, 1)
     per_die = M * (1 + own_copy) + statuses     # a die's bucket, on average
     return (16 * R * per_die             # Stores.arr, Stores.vis
             + 8 * R * M                  # copy_ref (int32 pairs)
             + 16 * R * M                 # receive order (ref_of, src_of), xdest, xslot (int32)
-            + 5 * R * R                  # statuses (int32), hop classes (int8)
+            + 4 * R * statuses + R * R   # statuses (int32), hop classes (int8)
             + 8 * R * A * (N_BUCKETS + N_CMARKS + 8)   # per-AIV state, marks, Init
             + 8 * 5 * most               # the schedule's per-die scratch, a die's program
             # the ingress sort's keys and buffer, at the fullest bucket

@@ -21,18 +21,19 @@ from .layout import (B_CUMSUM, B_SYNC, C_COPY_COUNT, C_COUNT_CHAIN, C_IDS_LOAD, 
                      N_PHASES, N_PORTS, P_CORES, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS,
                      P_SYNC, STO_WIDTH, THEN_NONE, Cores, Stores)
 from .programs import count_programs, init_phase, token_programs
-from .protocols import SIGNALLED_COPIES, SYNC, by_core, chosen, jit_chosen, mechanisms, uses
+from .protocols import (PER_EXPERT, SIGNALLED_COPIES, SYNC, by_core, chosen, jit_chosen,
+                        mechanisms, per_dest, uses)
 from .receive import receive
 from .results import put_marks, result_row
 from .sync import NO_SIGNAL, effects, signal_stores
 
 
 @njit
-def new_stores(sched, R, EL, fx):
+def new_stores(sched, R, EL, fx, G):
     """Every store's slot, destination-major (layout.Stores), sized before the dies issue them:
     each destination's bucket holds its copies, each with at most one signal store (fx:
-    sync.Effects), and every source's count message with its own. Receivers read their own
-    bucket only, and the bucket holds its ingress ports' queues."""
+    sync.Effects), and every source's G count messages (protocols.per_dest) with theirs.
+    Receivers read their own bucket only, and the bucket holds its ingress ports' queues."""
     per_copy = 2 if fx.copy_signal != NO_SIGNAL else 1
     per_count = 2 if fx.count_signal != NO_SIGNAL else 1
     ecnt = sched.ecnt
@@ -42,12 +43,12 @@ def new_stores(sched, R, EL, fx):
     for d in range(R):
         bstart[d] = x
         bfill[d] = x
-        x += (ecnt[(d + 1) * EL] - ecnt[d * EL]) * per_copy + R * per_count
+        x += (ecnt[(d + 1) * EL] - ecnt[d * EL]) * per_copy + R * G * per_count
     bstart[R] = x
     copies = sched.cfirst[R]
-    max_stores = copies * per_copy + R * R * per_count
+    max_stores = copies * per_copy + R * R * G * per_count
     return Stores(np.empty((max_stores, STO_WIDTH), np.int64), bstart, bfill,
-                  np.empty((copies, 2), np.int32), np.empty(R * R, np.int32))
+                  np.empty((copies, 2), np.int32), np.empty(R * R * G, np.int32))
 
 
 @njit(inline="always")
@@ -65,13 +66,14 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     grouped = m.count_group == 1
     C = p[P_CUMSUM] if grouped else 0
     EL = E // R
+    G = per_dest(m, EL)
     cfirst = sched.cfirst
 
     cores = Cores(np.zeros((R, A), np.int64), np.zeros((R, A, N_BUCKETS), np.int64),
                 np.zeros((R, A), np.int64), np.full((R, A), -1, np.int64),
                 np.full((R, A), -1, np.int64), np.empty((R, A, N_MARKS), np.int64),
                 np.empty((R, A), np.int64))
-    stores = new_stores(sched, R, EL, fx)
+    stores = new_stores(sched, R, EL, fx, G)
     _, _, bfill, copy_ref, count_signal = stores
     aoff, xdest, xslot = sched.aoff, sched.xdest, sched.xslot
 
@@ -80,8 +82,8 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     # SyncAll, Figure 2; DeepEP's finish counters)
     cur_sig = np.empty(R, np.int64)    # dc: per destination, the checksum an AIV sends there
     seen_dest = np.full(R, -1, np.int64)
-    prog = np.empty(2 * cfirst[R] + 2 * R * R, np.int64)
-    pre = np.empty(2 * cfirst[R] + 2 * R * R, np.int32)
+    prog = np.empty(2 * cfirst[R] + 2 * R * R * G, np.int64)
+    pre = np.empty(2 * cfirst[R] + 2 * R * R * G, np.int32)
     pb = np.zeros((R * A, N_PHASES, 2), np.int64)
     # the send loop's count of each copy's predecessors to its expert (CANN), or none
     count = np.array([c[C_COUNT_CHAIN] if c[C_COPY_COUNT] else -1, c[C_VECTOR_OP],
@@ -89,18 +91,18 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     n = 0
     for s in range(R):
         first = pb[s * A:(s + 1) * A, 0]
-        n = count_programs(s, prog, pre, n, first, C, bfill, count_signal, fx.count_signal)
+        n = count_programs(s, prog, pre, n, first, C, bfill, count_signal, fx.count_signal, G)
         n = token_programs(s, prog, pre, n, first, C, aoff, xdest, xslot, sched.xcopy, count,
                            bfill, copy_ref, fx.copy_signal, seen_dest, cur_sig, cfirst[s])
         if not grouped:
             n = count_programs(s, prog, pre, n, pb[s * A:(s + 1) * A, 1], A, bfill,
-                               count_signal, fx.count_signal)
+                               count_signal, fx.count_signal, G)
 
     # Init: every AIV's setup and its load of the die's expert ids; a token AIV's token loads
     # and search (all from 0)
     init_phase(cores, c[C_INIT] + c[C_IDS_LOAD], c[C_INIT_LOAD], c[C_VCOUNT], C, sched.loads,
                sched.searches, np.zeros(R, np.int64))
-    sent, queued = fabric(R, c, kind_table(c, fx, EL), sched.hops, stores, prog, pre, pb,
+    sent, queued = fabric(R, c, kind_table(c, fx, EL // G), sched.hops, stores, prog, pre, pb,
                           1 if grouped else 2, THEN_NONE if grouped else m.counts_after, C,
                           B_CUMSUM if grouped else B_SYNC, cores, egress_free, ingress_free)
     delivered, violations, collisions, ends = receive(p, c, chance, fx, sched, cores, stores, C,
@@ -135,11 +137,12 @@ def working_bytes(ranks, batch, topk, experts, cores, protocol, sync, batch_max,
     sync = chosen(uses(protocol, SYNC), np.asarray(sync))
     own_copy, own_count = signal_stores(sync, uses(protocol, SIGNALLED_COPIES))
     per_copy, per_count = 1 + own_copy, 1 + own_count
-    stores = R * M * per_copy + R * R * per_count                  # new_stores
-    bucket = R * B * np.minimum(K, E // R) * per_copy + R * per_count   # one die's stores
+    G = np.where(uses(protocol, PER_EXPERT) == 1, E // R, 1)   # per_dest
+    stores = R * M * per_copy + R * R * G * per_count              # new_stores
+    bucket = R * B * np.minimum(K, E // R) * per_copy + R * G * per_count   # one die's stores
     return (16 * stores                 # Stores.arr, Stores.vis
             + 20 * R * M                # experts_of, copy_ref, the AIV lists (int32)
-            + 5 * R * R                 # count_signal (int32), hop classes (int8)
+            + 4 * R * R * G + R * R     # count_signal (int32), hop classes (int8)
             + 8 * R * A * (N_MARKS + 13)   # per-AIV state across passes, marks, Init
             + 8 * (10 * np.asarray(batch_max) * K + 16 * R + 5 * E)   # per-die scratch,
             # programs, expert tables

@@ -142,43 +142,52 @@ def copy_work(count, xcopy, x):
 
 
 @njit(inline="always")
-def count_programs(s, prog, pre, n, bounds, n_count, bfill, count_signal, signal):
+def count_programs(s, prog, pre, n, bounds, n_count, bfill, count_signal, signal, G):
     """The counting AIVs' programs on die s (AIVs below n_count: ubep's CalCumSum group, every
     AIV in bsp's SendFlag & Count), from program word n: each AIV's count messages to its share
-    of the dies, each followed by the variant's signal store if it has one. Sets each AIV's
-    program bounds; returns where the programs end."""
+    of the R x G (destination, message) pairs q = d x G + e (G: protocols.per_dest; each
+    of DeepEP's for one expert), each followed by the variant's signal store if it has one, the
+    store die d polls for it (count_signal[(d * R + s) * G + e]). Sets each AIV's program
+    bounds; returns where the programs end."""
     R = bfill.shape[0]
     for a in range(n_count):
         bounds[a, 0] = n
-        for d in range(a * R // n_count, (a + 1) * R // n_count):
-            sid = new_store(prog, n, bfill, d, K_COUNT, 1)   # each to another die
+        lo = a * R * G // n_count
+        for q in range(lo, (a + 1) * R * G // n_count):
+            d = q // G
+            # a new destination: its first message, or the AIV's first
+            sid = new_store(prog, n, bfill, d, K_COUNT, 1 if q == lo or q % G == 0 else 0)
             pre[u(n)] = 0
             n += 1
             if signal != NO_SIGNAL:
                 sid = new_store(prog, n, bfill, d, signal, 0)
                 pre[u(n)] = 0
                 n += 1
-            count_signal[u(d * R + s)] = sid
+            count_signal[u((d * R + s) * G + q % G)] = sid
         bounds[a, 1] = n
     return n
 
 
 @njit(inline="always")
-def status_programs(s, prog, pre, n, bounds, bfill, count_signal):
-    """CANN's V1 combine (SetStatus) on die s: each AIV's status to each destination it owns,
-    those at walk positions r with r x cores / ranks = its index (expert_block on the plain
-    walk: also the destinations it had no copies for), each a one-block flag to another die,
-    the store that destination polls for this die (count_signal[d * R + s]). Sets each AIV's
+def status_programs(s, prog, pre, n, bounds, bfill, count_signal, G):
+    """CANN's V1 combine (SetStatus) on die s: each AIV's statuses to the destinations it owns,
+    G to each (protocols.per_dest: DeepEP's flag per expert), those at positions y = r x G + e
+    of the walk with y x cores / (ranks x G) = its index (expert_block on the plain walk: also
+    the destinations it had no copies for), each a one-block flag to another die, the store
+    that destination polls for this die (count_signal[(d * R + s) * G + e]). Sets each AIV's
     program bounds; returns where the programs end."""
     R = bfill.shape[0]
     A = bounds.shape[0]
     for a in range(A):
         bounds[a, 0] = n
-        for r in range((a * R + A - 1) // A, ((a + 1) * R + A - 1) // A):
-            d = s + 1 + r
+        lo = (a * R * G + A - 1) // A
+        for y in range(lo, ((a + 1) * R * G + A - 1) // A):
+            d = s + 1 + y // G
             if d >= R:
                 d -= R
-            count_signal[u(d * R + s)] = new_store(prog, n, bfill, d, K_FLAG, 1)
+            # a new destination: its first status, or the AIV's first
+            count_signal[u((d * R + s) * G + y % G)] = new_store(
+                prog, n, bfill, d, K_FLAG, 1 if y == lo or y % G == 0 else 0)
             pre[u(n)] = 0
             n += 1
         bounds[a, 1] = n

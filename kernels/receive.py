@@ -12,6 +12,7 @@ from .layout import (B_CUMSUM, B_REORDER, B_SYNC, C_COPY_RESET, C_COPY_VERIFY, C
                      C_COUNT_VERIFY, C_LAT_LOCAL, C_LOCAL_COPY, C_POLL, C_PREFIX, C_SIGNAL_ISSUE,
                      C_STATUS_POLL, C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_SEED, P_WKEY, TAKEN, ARR,
                      VIS)
+from .protocols import per_dest
 from .sync import syncall
 
 
@@ -67,11 +68,12 @@ def close_step(d, a, t, polled, checked, work_bucket, work, t_core, bucket, wait
 
 
 @njit(inline="always")
-def poll_counts(p, cores, stores, c, fx, chance, n_poll, prefix):
+def poll_counts(p, cores, stores, c, fx, chance, n_poll, prefix, G):
     """Every die's count polls: each of its first n_poll AIVs (a count group, UBEP's CalCumSum
-    group; or every AIV, in CANN's Flag verification) polls the signal of a share of the sources'
-    counts, checks and re-arms it as the variant asks (fx: sync.Effects), and adds `prefix` cycles
-    of partial prefix sum per source. Returns the sentinel collisions."""
+    group; or every AIV, in CANN's Flag verification and combine's status polls) polls its share
+    of the R x G signals, G from each source (protocols.per_dest), x = source x G + e, checks
+    and re-arms each as the variant asks (fx: sync.Effects), and adds `prefix` cycles of partial
+    prefix sum per signal. Returns the sentinel collisions."""
     t_core, bucket, wait = cores.t, cores.bucket, cores.wait
     marks, nmarks = cores.marks, cores.nmarks
     sto, count_signal = stores.sto, stores.count_signal
@@ -89,16 +91,16 @@ def poll_counts(p, cores, stores, c, fx, chance, n_poll, prefix):
         for j in range(n_poll):
             t = t_core[d, j]
             polled = 0
-            s_lo = j * R // n_poll
-            s_hi = (j + 1) * R // n_poll
-            for s in range(s_lo, s_hi):
-                v, hit = seen(sto[u(count_signal[u(d * R + s)]), VIS], skey, s, chance,
-                               timeout)
+            x_lo = j * R * G // n_poll
+            x_hi = (j + 1) * R * G // n_poll
+            for x in range(x_lo, x_hi):
+                v, hit = seen(sto[u(count_signal[u(d * R * G + x)]), VIS], skey, x, chance,
+                              timeout)
                 collisions += hit
                 t2p = poll(t, v, period, inv_period)
                 polled += t2p - t
                 t = t2p + after + prefix
-            n_src = s_hi - s_lo
+            n_src = x_hi - x_lo
             close_step(d, j, t, polled, n_src * after, B_CUMSUM, n_src * prefix, t_core, bucket,
                        wait, marks, nmarks)
     return collisions
@@ -200,11 +202,12 @@ def reorder(p, cores, stores, ecnt, c, fx, chance, first_core, m, offsets):
 
 
 @njit   # compiled apart: inlined, its loops grew the dispatch function and slowed the others'
-def pair_receive(p, cores, stores, sched, c, fx, chance, ordered):
+def pair_receive(p, cores, stores, sched, c, fx, chance, ordered, G):
     """Fixed slots (protocols.FIXED_SLOTS, DeepEP's receive): on every die, each AIV takes an
     equal contiguous share of the (local expert, source) pairs, pair q = e * ranks + s (DeepEP's
-    responsible expert index); per pair it polls the source's count message, reads it out and
-    checks it as the variant asks (fx), then copies the pair's copies out of their slots, each
+    responsible expert index); per pair it polls the source's count message (of G a die sends
+    it: the pair's own where there is one per expert), reads it out and checks it as the
+    variant asks (fx), then copies the pair's copies out of their slots, each
     taken once it is there where the count came behind them on their queue (`ordered`,
     protocols.ORDERED). Returns (delivered, violations, collisions), as reorder's."""
     t_core, bucket, wait = cores.t, cores.bucket, cores.wait
@@ -245,7 +248,8 @@ def pair_receive(p, cores, stores, sched, c, fx, chance, ordered):
             copied = 0
             for q in range(a * P // A, (a + 1) * P // A):
                 s = q % R
-                v, hit = seen(sto[u(count_signal[u(d * R + s)]), VIS], skey, q, chance,
+                v, hit = seen(sto[u(count_signal[u((d * R + s) * G + q // R % G)]), VIS], skey,
+                              q, chance,
                               timeout)
                 collisions += hit
                 t2p = poll(t, v, period, inv_period)
@@ -280,13 +284,14 @@ def receive(p, c, chance, fx, sched, cores, stores, C, m):
     EL = (sched.ecnt.shape[0] - 1) // R
     if m.fixed_slots:
         delivered, violations, collisions = pair_receive(p, cores, stores, sched, c, fx,
-                                                         chance[1], m.ordered)
+                                                         chance[1], m.ordered,
+                                                         per_dest(m, EL))
         return delivered, violations, collisions, die_ends(t_core)
     # polling every source's counts: by the count group, with its partial prefix sum per
     # source; or by every AIV (CANN's Flag verification)
     grouped = m.count_group == 1
     collisions = poll_counts(p, cores, stores, c, fx, chance[1], C if grouped else A,
-                             c[C_PREFIX] * EL if grouped else 0)
+                             c[C_PREFIX] * EL if grouped else 0, 1)
     if grouped:
         offsets = publish_offsets(cores, C, c)
     else:

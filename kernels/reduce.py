@@ -83,17 +83,17 @@ def reduce_tokens(p, cfirst, cores, stores, c, fx, chance, signalled, ordered):
 
 
 @njit(inline="always")
-def reduce(p, cfirst, c, chance, fx, status_fx, cores, stores, m):
+def reduce(p, cfirst, c, chance, fx, status_fx, cores, stores, m, G):
     """Every die's receivers in combine (m: protocols.Mechanisms): with statuses (CANN's V1)
-    each AIV polls its share of the sources' statuses (WaitDispatch, read out as status_fx
-    says), then SyncAll, then the reduction; else the reduction, with its polls where copies
-    are signalled. A die's receivers touch nothing of
+    each AIV polls its share of the sources' statuses (G from each: protocols.per_dest;
+    WaitDispatch, read out as status_fx says), then SyncAll, then the reduction; else the
+    reduction, with its polls where copies are signalled. A die's receivers touch nothing of
     another's, so each step runs over every die before the next. Returns (delivered,
     violations, collisions, ends): ends[d] is when die d's last AIV is done."""
     t_core = cores.t
     R, A = t_core.shape
     if m.return_status:
-        poll_counts(p, cores, stores, c, status_fx, 0.0, A, 0)
+        poll_counts(p, cores, stores, c, status_fx, 0.0, A, 0, G)
         for d in range(R):
             syncall(d, 0, c[C_SYNCALL], t_core, cores.bucket, cores.wait, cores.marks, cores.nmarks)
     delivered, violations, collisions = reduce_tokens(p, cfirst, cores, stores, c, fx, chance,

@@ -366,7 +366,8 @@ def _count_related(st, cfg):
 
 
 def test_each_die_sends_the_stores_its_protocol_and_sync_variant_call_for(configs, twins):
-    """A copy per (token, k); one count message to every die; and the signals: under ubep sw a
+    """A copy per (token, k); one count message to every die (deepep_ll: one per expert, each
+    die's as many as its experts); and the signals: under ubep sw a
     flag after each copy, under ubep dc one checksum per AIV and destination of its copies; a
     flag (sw) or checksum (dc) after each count message, under either protocol."""
     from collections import Counter
@@ -378,7 +379,9 @@ def test_each_die_sends_the_stores_its_protocol_and_sync_variant_call_for(config
             copies = [st for st in stores if st["kind"] == "copy"]
             counts = [st for st in stores if st["kind"] == "count"]
             assert len(copies) == batches[s] * cfg.topk
-            assert sorted(st["dst"] for st in counts) == list(range(R))
+            per_die = cfg.experts // R if cfg.protocol.name == "deepep_ll" else 1
+            assert sorted(st["dst"] for st in counts) == [d for d in range(R)
+                                                           for _ in range(per_die)]
             if ubep:
                 assert all(st["core"] >= cfg.cumsum_cores for st in copies)
                 assert all(st["core"] < cfg.cumsum_cores for st in counts)
@@ -449,7 +452,8 @@ def test_ports_serve_one_store_at_a_time_and_credits_return_in_issue_order(confi
 def _fixed_slots_wait(cfg, d):
     """deepep_ll: the counts wait for the die's last copy issued (one local latency later), not
     its acknowledgement; each AIV's pairs are received after their counts are visible (pair
-    q = local expert x ranks + source)."""
+    q = local expert x ranks + source; a count per expert, its store's ref destination x
+    experts per die + local expert)."""
     c, R, A = d["costs"], cfg.ranks, cfg.cores
     EL = cfg.experts // R
     for dst, marks in enumerate(d["marks"]):
@@ -457,10 +461,12 @@ def _fixed_slots_wait(cfg, d):
         assert all(m[BSP_SYNCALL_1] >= sent + c["lat_local"] for m in marks)
         assert all(m[BSP_SYNCALL_1] == marks[0][BSP_SYNCALL_1] for m in marks)
         for j in range(A):
-            sources = {q % R for q in range(j * EL * R // A, (j + 1) * EL * R // A)}
-            seen = max((st["visible"] for s in sources for st in d["stores"][s]
-                        if st["dst"] == dst and _count_related(st, cfg)), default=0)
-            assert marks[j][FIXED_RECEIVED] >= seen
+            pairs = {(q % R, dst * EL + q // R) for q in range(j * EL * R // A,
+                                                              (j + 1) * EL * R // A)}
+            counts = [st["visible"] for s, ref in pairs for st in d["stores"][s]
+                      if st["dst"] == dst and st["kind"] == "count" and st["ref"] == ref]
+            assert len(counts) == len(pairs)     # each pair's own count message
+            assert marks[j][FIXED_RECEIVED] >= max(counts, default=0)
 
 
 def test_no_phase_ends_before_what_it_waits_for(configs, twins):

@@ -35,6 +35,13 @@ from . import bsp, deepep_ll, ubep
 #   sum places them: every core takes a share of the pairs, polls each pair's count and copies
 #   its copies out (DeepEP's receive). Without it, without a count group: every core polls its
 #   share of the counts, then SyncAll, CalCumSum, SyncAll, Token-Reordering (CANN EP).
+# PER_EXPERT: a die signals each destination per expert, not once: in dispatch a count message
+#   per (destination, local expert), each one expert's count, from the core that owns the
+#   expert (cores share them as q = destination x experts-per-die + expert: DeepEP's responsible
+#   warp group per expert), each polled by its (expert, source) pair's receiver (so only with
+#   FIXED_SLOTS); in combine a status per (destination, own local expert), the receivers
+#   polling every source's. Else one count message per destination carries its experts' counts,
+#   and one status per destination.
 # SIGNALLED_COPIES: each token copy signals its own arrival by the configuration's Data-as-Flag
 #   variant, and its receiver polls that before it takes the copy, in both ops. Without it what
 #   is polled is the counts (and combine's statuses), which a barrier or ORDERED puts after the
@@ -68,12 +75,13 @@ from . import bsp, deepep_ll, ubep
 #   (V1's PipeBarrier); THEN_NEXT, nothing (DeepEP: the flag follows the copies on their QP).
 # HIDDEN_SPLIT: where a die holds fewer tokens than cores, the cores split each token's hidden
 #   dimension in the reduction (V1's reduce split; ubepsim.sweep.costs prices it).
-(COUNT_GROUP, COUNTS_AFTER, FIXED_SLOTS, SIGNALLED_COPIES, ORDERED, SYNC, TOKEN_PRELOAD, DEAL,
- HEADER_BYTES, EXPERT_CORES, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER, HIDDEN_SPLIT) = range(14)
+(COUNT_GROUP, COUNTS_AFTER, FIXED_SLOTS, PER_EXPERT, SIGNALLED_COPIES, ORDERED, SYNC,
+ TOKEN_PRELOAD, DEAL, HEADER_BYTES, EXPERT_CORES, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER,
+ HIDDEN_SPLIT) = range(15)
 Mechanisms = namedtuple("Mechanisms", (
-    "count_group", "counts_after", "fixed_slots", "signalled_copies", "ordered", "sync",
-    "token_preload", "deal", "header_bytes", "expert_cores", "return_deal", "return_status",
-    "status_after", "hidden_split"))
+    "count_group", "counts_after", "fixed_slots", "per_expert", "signalled_copies",
+    "ordered", "sync", "token_preload", "deal", "header_bytes", "expert_cores", "return_deal",
+    "return_status", "status_after", "hidden_split"))
 
 # The protocols, registered once, in the order of their codes: ubepsim.sweep.params.Protocol is
 # made of their names. A protocol's row of MECHANISMS is what its module names.
@@ -81,6 +89,8 @@ PROTOCOLS = (bsp, ubep, deepep_ll)
 NAMES = tuple(p.__name__.rsplit(".", 1)[1] for p in PROTOCOLS)
 MECHANISMS = np.array([[p.MECHANISMS[f] for f in Mechanisms._fields] for p in PROTOCOLS],
                       np.int64)
+# a count per expert is polled per (expert, source) pair: the fixed slots' receive
+assert all(MECHANISMS[MECHANISMS[:, PER_EXPERT] == 1, FIXED_SLOTS] == 1)
 # (V1's statuses are flags behind their core's fence, never verified or re-armed: sw)
 STATUS_SYNC = SW
 
@@ -90,7 +100,14 @@ def mechanisms(protocol):
     """A protocol's MECHANISMS row, as the stages read it (see Mechanisms)."""
     r = MECHANISMS[protocol]
     return Mechanisms(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11],
-                      r[12], r[13])
+                      r[12], r[13], r[14])
+
+
+@njit(inline="always")
+def per_dest(m, EL):
+    """The count messages (dispatch) or statuses (combine) a die sends each destination:
+    PER_EXPERT, one per expert (EL of them); else one."""
+    return EL if m.per_expert else 1
 
 
 @njit(inline="always")

@@ -11,6 +11,7 @@ MECHANISMS = {
     "count_group": 0,             # no count group: every warp group sends and receives
     "counts_after": THEN_ISSUED,  # L164 finish counter += 1 per put; L217 count once all issued
     "fixed_slots": 1,             # L143 slot = atomicAdd(expert's counter); L266-290 receive
+    "per_expert": 1,              # L217-221 a count per (expert, rank); L440 a flag per expert
     "signalled_copies": 0,        # L266 the receiver spins on the count alone
     "ordered": 1,                 # L154 puts and L221 the count on the expert's QP, in order
     "sync": SP,                   # L221 count sent as -n-1, never 0; L266 spins while 0

@@ -8,6 +8,7 @@ MECHANISMS = {
     "count_group": 1,          # the CalCumSum group: `cumsum_cores` cores (Fig. 5(b), Section 3.1)
     "counts_after": 0,         # the group counts beside the token group, in one phase
     "fixed_slots": 0,          # the group's prefix sums place the copies (Section 3.2)
+    "per_expert": 0,           # a count message per destination
     "signalled_copies": 1,     # each copy is its own flag, polled before it is taken (Section 3.4)
     "ordered": 0,              # each copy's signal is polled, in any order
     "sync": READ,              # any Data-as-Flag variant: sw, tff, dc, sp (Section 3.4)

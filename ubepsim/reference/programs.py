@@ -90,22 +90,24 @@ def token_program(run: Run, s: int, plan: DieSchedule, die: Die, core: int, j: i
     return prog
 
 
-def count_program(run: Run, s: int, plan: DieSchedule, die: Die, j: int, dests: range,
+def count_program(run: Run, s: int, plan: DieSchedule, die: Die, j: int, share_: range,
                   bucket: str) -> list[Entry]:
-    """Counting AIV j of die s: a count message to each of `dests` (a VectorCount per expert of
-    the destination before it), each signalled as run.count_sync says."""
+    """Counting AIV j of die s: a count message for each (destination, message) pair q of its
+    share, destination q // run.per_dest (a VectorCount per expert it counts before it), each
+    signalled as run.count_sync says."""
     prog = []
-    for d in dests:
-        st = Store(s, d, COUNT, d, j, plan.die_hop[d])
-        die.count_signal[d] = st
-        # per expert of the destination: its VectorCount and the vector chain that turns it
-        # into a count (CANN's CalTokenSendExpertCnt)
-        prog.append(Entry(st, run.e_local * (run.c["vcount"] + run.c["count_chain"]), False,
-                          bucket))
+    for q in share_:
+        d = q // run.per_dest
+        st = Store(s, d, COUNT, q, j, plan.die_hop[d])   # ref: its pair q
+        die.count_signal[q] = st
+        # per expert it counts: its VectorCount and the vector chain that turns it into a
+        # count (CANN's CalTokenSendExpertCnt)
+        prog.append(Entry(st, run.e_local // run.per_dest * (run.c["vcount"] +
+                                                           run.c["count_chain"]), False, bucket))
         sig = signal(run.count_sync, st, True)
         if sig:
             prog.append(sig)
-            die.count_signal[d] = sig.store
+            die.count_signal[q] = sig.store
     return prog
 
 
@@ -141,19 +143,20 @@ def token_programs(run: Run, s: int, plan: DieSchedule, die: Die,
 
 
 def status_programs(run: Run, s: int, plan: DieSchedule, die: Die) -> dict[int, list[Entry]]:
-    """CANN's V1 combine (SetStatus): each AIV's status to each destination it owns, the
-    destinations at walk positions r with r x cores / ranks = its index (its block under
-    expert_block on the plain walk: also those it had no copies for), each a one-block flag
-    that the destination polls for this die's copies."""
-    R, A = run.ranks, run.cores
+    """CANN's V1 combine (SetStatus): each AIV's statuses to the destinations it owns,
+    run.per_dest to each (DeepEP's flag per expert), at positions y = r x per_dest + e of the
+    walk with y x cores / (ranks x per_dest) = its index (its block under expert_block on the
+    plain walk: also those it had no copies for), each a one-block flag that the destination
+    polls for this die's copies."""
+    R, A, G = run.ranks, run.cores, run.per_dest
     order = [(s + 1 + r) % R for r in range(R)]
     progs = {}
     for j in range(A):
         prog = []
-        for r in range(-(-j * R // A), -(-(j + 1) * R // A)):
-            d = order[r]
-            st = Store(s, d, FLAG, d, j, plan.die_hop[d])
-            die.count_signal[d] = st
+        for y in range(-(-j * R * G // A), -(-(j + 1) * R * G // A)):
+            d = order[y // G]
+            st = Store(s, d, FLAG, d * G + y % G, j, plan.die_hop[d])   # ref: its key
+            die.count_signal[d * G + y % G] = st
             prog.append(Entry(st, 0, False, "sync"))
         progs[j] = address_chains(run, prog)
     return progs
@@ -161,7 +164,8 @@ def status_programs(run: Run, s: int, plan: DieSchedule, die: Die) -> dict[int, 
 
 def count_programs(run: Run, s: int, plan: DieSchedule, die: Die, n: int,
                    bucket: str) -> dict[int, list[Entry]]:
-    """The programs of AIVs 0 .. n - 1, each counting for its share of the destinations."""
-    return {j: address_chains(run, count_program(run, s, plan, die, j, share(j, n, run.ranks),
-                                                 bucket))
+    """The programs of AIVs 0 .. n - 1, each counting for its share of the (destination,
+    message) pairs."""
+    return {j: address_chains(run, count_program(run, s, plan, die, j,
+                                                 share(j, n, run.ranks * run.per_dest), bucket))
             for j in range(n)}

@@ -37,14 +37,15 @@ def poll_counts(run: Run, dies: list[Die], d: int, group: list[Core], mark: int,
                 policy: DataAsFlag, chance: float, prefix: int) -> None:
     """Flag verification (bsp, every AIV) / the CalCumSum group's polls (ubep) / CANN's V1
     combine's status polls (WaitDispatch): each AIV of the group takes its share of the
-    sources; for each, it polls the store signalling that source's counts (its status), reads
-    it out, verifies and re-arms it as `policy` says (collisions at `chance`), and adds
-    `prefix` cycles of partial prefix sum (ubep's CalCumSum). Then it ends its phase `mark`."""
-    c = run.c
+    sources' signals, run.per_dest from each (x = source x per_dest + e); for each, it polls
+    the store signalling those counts (that status), reads it out, verifies and re-arms it as
+    `policy` says (collisions at `chance`), and adds `prefix` cycles of partial prefix sum
+    (ubep's CalCumSum). Then it ends its phase `mark`."""
+    c, G = run.c, run.per_dest
     for j, a in enumerate(group):
-        for s in share(j, len(group), run.ranks):
-            st = dies[s].count_signal[d]
-            poll(a, seen(run, dies[d], st, s, chance, policy), c["poll"], "sync")
+        for x in share(j, len(group), run.ranks * G):
+            st = dies[x // G].count_signal[d * G + x % G]
+            poll(a, seen(run, dies[d], st, x, chance, policy), c["poll"], "sync")
             # the status read out once it is there: strided read, GatherMask, Sum and the
             # vector-to-scalar sync (CANN's WaitDispatch)
             a.spend("sync", c["status_poll"])
@@ -94,7 +95,7 @@ def pair_receive(run: Run, dies: list[Die], d: int, mark: int) -> None:
         pairs[dies[s].copies[i][2] % EL * R + s].append((s, i))
     for j, a in enumerate(die.cores):
         for q in share(j, run.cores, EL * R):
-            st = dies[q % R].count_signal[d]
+            st = dies[q % R].count_signal[d * run.per_dest + q // R % run.per_dest]
             poll(a, seen(run, die, st, q, run.q_count, policy), c["poll"], "sync")
             a.spend("sync", c["status_poll"])
             if policy.verify_per_block:

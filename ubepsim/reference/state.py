@@ -67,6 +67,8 @@ class Run:
     cumsum_cores: int            # the CalCumSum group, AIVs 0 .. cumsum_cores - 1 (bsp: none)
     senders: int                # the token AIVs that follow it (bsp: every AIV)
     e_local: int                # experts per die
+    per_dest: int               # count messages (statuses) a die sends each destination: one
+                                # per expert under PER_EXPERT, else one
     tiers: list[int]            # sizes of the switch domains below the top tier
     clock: float                # cycles per microsecond
 
@@ -84,6 +86,7 @@ class Run:
                    count_sync=sync, mech=mech, ranks=cfg.ranks, cores=cfg.cores,
                    cumsum_cores=cumsum_cores, senders=cfg.cores - cumsum_cores,
                    e_local=cfg.experts // cfg.ranks,
+                   per_dest=cfg.experts // cfg.ranks if mech.per_expert else 1,
                    tiers=[c[f"tier{k + 1}_dies"] for k in range(N_TIERS)
                           if c[f"tier{k + 1}_dies"]],
                    clock=profile.values["clock_ghz"] * 1000.0)
@@ -156,8 +159,9 @@ class Die:
         self.inbox: list[Store] = []         # the stores addressed to it, as they came
         self.copy_store: list[Store | None] = [None] * len(copies)   # per copy: its store
         self.signal_of: list[Store | None] = [None] * len(copies)    # ... the store polled
-        self.count_signal: dict[int, Store] = {}   # per destination: the store polled for
-                                                   # this die's counts (combine: its status)
+        self.count_signal: dict[int, Store] = {}   # per destination d and message e (key
+                                                   # d * run.per_dest + e): the store polled
+                                                   # for it (combine: d, its status)
         # as a receiver: the collision draws, and what it counted
         self.sentinel_key = stream(run.cfg.seed, run.cfg.workload_key, die,
                                    COMBINE_SENTINEL if combine else SENTINEL)

@@ -11,8 +11,8 @@ import numpy as np
 
 from ..kernels.layout import COSTS, COUNT_CHAIN_OPS, EXPERT_SHIFT, INT32, N_HOPS, N_TIERS
 from ..kernels.sync import COLLIDES, IN_BLOCK, POLICY, on_copies
-from ..kernels.protocols import (HEADER_BYTES, HIDDEN_SPLIT, SIGNALLED_COPIES, SYNC,
-                                 TOKEN_PRELOAD, chosen, uses)
+from ..kernels.protocols import (FIXED_SLOTS, HEADER_BYTES, HIDDEN_SPLIT, PER_EXPERT,
+                                 SIGNALLED_COPIES, SYNC, TOKEN_PRELOAD, chosen, uses)
 from .params import CombineDtype, Dtype, Op, combine_bytes, token_bytes
 from .profile import HOP_CLASSES, Profile
 from .workload import batch_max
@@ -72,7 +72,9 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
     tb = token_bytes(hidden, dtype) + uses(protocol, HEADER_BYTES)
     copy_blocks = _ceil_div(tb, np.where(on_copies(sync, signalled, IN_BLOCK) == 1, fused,
                                          block))
-    count_blocks = _ceil_div(4 * e_local,                     # an int32 per expert
+    # an int32 per expert it counts: every expert of the destination, or one
+    counted = np.where(uses(protocol, PER_EXPERT) == 1, 1, e_local)
+    count_blocks = _ceil_div(4 * counted,
                              np.where(POLICY[sync, IN_BLOCK] == 1, fused, block))
 
     def xfer(nbytes, gbps):
@@ -264,6 +266,11 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     # a die's copies at the most any die holds (workload.batch_max): every die's, as a bound
     m = batch_max(cols).astype(np.float64) * np.asarray(cols["topk"], dtype=np.float64)
     e_local = experts / ranks
+    protocol = np.asarray(cols["protocol"], dtype=np.int64)
+    # count messages (statuses) a die sends each destination, and count messages a receiver
+    # polls (per (expert, source) pair with fixed slots, else per source)
+    messages = np.where(uses(protocol, PER_EXPERT) == 1, e_local, 1)
+    polled = np.where(uses(protocol, FIXED_SLOTS) == 1, experts, ranks)
     hop = np.max([c[f"lat_{h}"] for h in HOP_CLASSES], axis=0)
 
     def way(kind):
@@ -280,13 +287,14 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     sending = cores * (c["init"] + c["ids_load"] + search * c["vcount"]) + \
         m * (c["init_load"] + c["copy_load"] + c["copy_count"] * count + c["dest_switch"] +
              c["copy_verify"] + c["copy_issue"] + signal) + \
-        ranks * (c["dest_switch"] + e_local * (c["vcount"] + c["count_chain"]) +
-                 c["count_issue"] + signal) + c["syncall"]
-    fabric = ranks * (m * (way("copy") + way("signal")) + ranks * (way("count") + way("signal")))
+        ranks * (e_local * (c["vcount"] + c["count_chain"]) +
+                 messages * (c["dest_switch"] + c["count_issue"] + signal)) + c["syncall"]
+    fabric = ranks * (m * (way("copy") + way("signal")) +
+                      ranks * messages * (way("count") + way("signal")))
     poll = c["poll"] + c["timeout"]
     receiving = ranks * m * (poll + c["copy_verify"] + c["copy_reset"] + c["local_copy"]) + \
-        ranks * (poll + c["status_poll"] + c["count_verify"] + c["count_reset"]
-                 + e_local * c["prefix"]) + \
+        polled * (poll + c["status_poll"] + c["count_verify"] + c["count_reset"]) + \
+        experts * c["prefix"] + \
         cores * poll + 2 * c["syncall"] + experts * c["prefix"] + c["signal_issue"] + \
         c["lat_local"]
     dispatched = ranks * sending + fabric + receiving
@@ -296,10 +304,11 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     # token (the last part of a split one is the largest), a SyncAll
     returning = cores * (c["init"] + search * c["vcount"]) + ranks * m * (
         c["dest_switch"] + c["return_verify"] + c["return_load"] + c["return_quant"] +
-        c["return_issue"] + signal) + ranks * (c["dest_switch"] + signal)
-    returned = ranks * (ranks * m * (way("return") + way("signal")) + ranks * way("signal"))
+        c["return_issue"] + signal) + ranks * messages * (c["dest_switch"] + signal)
+    returned = ranks * (ranks * m * (way("return") + way("signal")) +
+                        ranks * messages * way("signal"))
     reducing = m * (poll + c["return_verify"] + c["return_reset"] + c["reduce_copy_last"]) + \
-        m * c["reduce_token_last"] + ranks * (poll + c["status_poll"]) + c["syncall"]
+        m * c["reduce_token_last"] + ranks * messages * (poll + c["status_poll"]) + c["syncall"]
     combined = ranks * returning + returned + reducing
     # a layer's combine starts after the dispatch and the experts' time (every copy on one die)
     expert_time = c["expert"] + ranks * m * c["expert_copy"] / (1 << EXPERT_SHIFT) + 1
