@@ -88,13 +88,13 @@ RESULTS = (
     *(Result(f"copies_{h}", COUNT, f"token copies whose destination is {h.replace('_', ' ')} "
              f"(in combine, whose source: a copy returns over the hop it went)")
       for h in HOP_CLASSES),
-    Result("send_max_core_us", US, "largest per-AIV token transmission latency: from an AIV's "
+    Result("send_max_core_us", US, "largest per-core token transmission latency: from a core's "
            "first token store to its last one's completion (paper Figure 9)"),
-    Result("send_mean_core_us", US, "mean per-AIV token transmission latency over the AIVs that "
+    Result("send_mean_core_us", US, "mean per-core token transmission latency over the cores that "
            "send at least one token copy"),
-    Result("send_spread_core_us", US, "slowest minus fastest per-AIV token transmission latency "
-           "over the AIVs that send: the imbalance of Figure 9"),
-    Result("wait_us", US, "mean time an AIV spends waiting in SyncAll, fences and polls"),
+    Result("send_spread_core_us", US, "slowest minus fastest per-core token transmission latency "
+           "over the cores that send: the imbalance of Figure 9"),
+    Result("wait_us", US, "mean time a core spends waiting in SyncAll, fences and polls"),
     Result("ingress_queue_us", US, "longest a store waited in an ingress port's queue, from "
            "its arrival until the port began taking it: the hottest receiver's queue"),
     Result("slowest_die", COUNT, "the die that finishes last (the lowest-numbered on a tie): "
@@ -164,7 +164,7 @@ TIMELINE_PHASES = {
     "send": "Token-Sending: from the end of Init until it issued its last store (copies, and "
             "under ubep their flags or checksums and sw's fences); stores may still be in "
             "flight",
-    "syncall": "a SyncAll: waiting for the die's other AIVs (dispatch's first one also until "
+    "syncall": "a SyncAll: waiting for the die's other cores (dispatch's first one also until "
                "every token store completed), then the barrier",
     "count_send": "VectorCount and a count message (with its flag or checksum under sw, dc) to "
                   "each destination of its share, until it issued the last",
@@ -174,8 +174,8 @@ TIMELINE_PHASES = {
     "reorder": "Token-Reordering: its slice of the received copies into expert order (under "
                "ubep, polling each copy's signal first)",
     "offset_poll": "waiting for the CalCumSum group's offsets (one local store once the "
-                   "group's last AIV is done)",
-    "finish_counter": "deepep_ll: waiting until every AIV of its die issued its last copy "
+                   "group's last core is done)",
+    "finish_counter": "deepep_ll: waiting until every core of its die issued its last copy "
                       "(the experts' finish counters), then one local latency",
     "pair_receive": "deepep_ll: per (local expert, source) pair of its share, polling the "
                     "count, then copying the pair's copies out of their slots once there",
@@ -186,8 +186,8 @@ TIMELINE_PHASES = {
                    "its share of the sources, each read out",
     "reduce": "combine: its share of the die's tokens reduced (under ubep, polling and checking "
               "each token's copies first)",
-    "expert": "a layer: from the AIV's end of dispatch until its die's combine starts (its "
-              "die's last AIV, then the experts' time)",
+    "expert": "a layer: from the core's end of dispatch until its die's combine starts (its "
+              "die's last core, then the experts' time)",
 }
 DISPATCH_TIMELINE = {
     "bsp": ("init", "send", "syncall", "count_send", "count_poll", "syncall", "cumsum",
