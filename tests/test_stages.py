@@ -265,32 +265,43 @@ def test_return_schedule(ranks, per_die, batch, topk, cores, protocol, schedule,
 
 
 @SETTINGS
-@given(ranks=st.integers(1, 40), cores=st.integers(2, 48), s=st.integers(0, 39))
-def test_status_programs(ranks, cores, s):
-    """V1's statuses: AIV by AIV, the destinations it owns, each a flag to a new destination."""
+@given(ranks=st.integers(1, 40), cores=st.integers(2, 48), s=st.integers(0, 39),
+       per_die=st.integers(1, 3), protocol=st.sampled_from(["bsp", "deepep_ll"]))
+def test_status_programs(ranks, cores, s, per_die, protocol):
+    """V1's statuses (deepep_ll: a flag per expert, per_die to each destination): core by core,
+    the destinations it owns, each a flag, the first to a new destination (or the core's first)
+    after its address chain; each the store its destination polls for s."""
     s %= ranks
-    cfg = make_config({"ranks": ranks, "cores": cores, "op": "combine", "protocol": "bsp",
-                       "batch": 1, "topk": 1}, 48)
+    cfg = make_config({"ranks": ranks, "experts": ranks * per_die, "cores": cores,
+                       "op": "combine", "protocol": protocol, "batch": 1, "topk": 1}, 48)
     run = Run.of(cfg, load_profile())
+    G = run.per_dest
+    assert G == (per_die if protocol == "deepep_ll" else 1)
     die = Die(run, s, [])
     plan = t_schedule.DieSchedule([], [], [0] * ranks, [], [], [], [])
     twin = t_programs.status_programs(run, s, plan, die)
-    prog = np.empty(ranks, np.int64)
-    pre = np.full(ranks, -1, np.int64)
+    n = ranks * G
+    prog = np.empty(n, np.int64)
+    pre = np.full(n, -1, np.int64)
     bounds = np.zeros((cores, 2), np.int64)
     bfill = np.zeros(ranks, np.int64)
-    signal = np.full(ranks * ranks, -1, np.int32)
-    assert k_programs.status_programs(s, prog, pre, 0, bounds, bfill, signal) == ranks
-    assert pre.tolist() == [0] * ranks                 # no work of CANN's count before a status
+    signal = np.full(ranks * ranks * G, -1, np.int32)
+    assert k_programs.status_programs(s, prog, pre, 0, bounds, bfill, signal, G) == n
+    assert pre.tolist() == [0] * n                     # no work of CANN's count before a status
     for a in range(cores):
         words = prog[bounds[a, 0]:bounds[a, 1]]
         assert [(w >> 2) & layout.DEST_MASK for w in words] == \
             [e.store.dst for e in twin[a]]
-        assert all(w & 3 == layout.K_FLAG and (w >> layout.SWITCH_BIT) & 1 for w in words)
-        assert all(e.work == run.c["dest_switch"] and e.store.kind == FLAG for e in twin[a])
-    # one status to every die, the one that die polls for s
-    assert bfill.tolist() == [1] * ranks
-    assert [signal[d * ranks + s] for d in range(ranks)] == [0] * ranks
+        assert all(w & 3 == layout.K_FLAG for w in words)
+        switch = [(w >> layout.SWITCH_BIT) & 1 for w in words]
+        assert switch == [int(k == 0 or e.store.dst != twin[a][k - 1].store.dst)
+                          for k, e in enumerate(twin[a])]
+        assert all(e.work == run.c["dest_switch"] * sw and e.store.kind == FLAG
+                   for e, sw in zip(twin[a], switch))
+    # per_die statuses to every die, each the one that die polls for s
+    assert bfill.tolist() == [G] * ranks
+    assert [signal[(d * ranks + s) * G + e] for d in range(ranks) for e in range(G)] == \
+        [e for _ in range(ranks) for e in range(G)]
 
 
 @SETTINGS
