@@ -14,9 +14,10 @@ mechanism, each stage a function of the same name as the plain-Python twin's
   homogenization), `slices`, `deal_copies`, `quaternary_search` of Algorithm 1, `qsteps_table`,
   `init_work`, `hop_counts`, and the stage, `schedule`); combine's (`receive_order`,
   `deal_returns`, `return_schedule`);
-- protocols: each protocol a module naming the mechanisms it uses (`bsp`, `ubep`, `deepep_ll`),
-  registered once (`PROTOCOLS`), as one table (`MECHANISMS`, decoded once per configuration by
-  `mechanisms`; `v1_phases`, `by_core`);
+- protocols: each protocol a module naming the mechanisms it uses and holding the code it alone
+  runs (`bsp`, `ubep`, `deepep_ll`), registered once (`PROTOCOLS`), as one table
+  (`MECHANISMS`, decoded once per configuration by `mechanisms`; `per_dest`, `v1_phases`,
+  `by_core`);
 - sync: the Data-as-Flag variants, Section 3.4, as one table of effects (`POLICY`, decoded once
   per configuration by `effects`) and SyncAll (`syncall`);
 - programs: each die's Init and store programs, Section 2.3 (`init_phase`, `new_store`,
@@ -26,9 +27,10 @@ mechanism, each stage a function of the same name as the plain-Python twin's
   credits (`fabric`, the event loop, with its queues `ring_push`, `heap_push`, `heap_pop`;
   `kind_table`, combine's `return_kinds`, `outstanding`, `begin_phase`, `end_phase`, `turn`,
   `barrier`);
-- receive: polls, counts with CalCumSum, offsets, Token-Reordering, Section 3.2 (`poll`,
-  `seen`, `poll_counts`, `publish_offsets`, `bsp_cumsum`, `reorder`, DeepEP's fixed slots'
-  `pair_receive`, `die_ends`, and the stage, `receive`);
+- polls: a receiver's steps (`poll`, `seen`, `take`, `close_step`, `die_ends`);
+- receive: counts with CalCumSum, Token-Reordering, Section 3.2 (`poll_counts`, `reorder`, and
+  the stage, `receive`, which calls a protocol's own step: `protocols.bsp.bsp_cumsum`,
+  `protocols.ubep.publish_offsets`, DeepEP's fixed slots' `protocols.deepep_ll.pair_receive`);
 - reduce: combine's receivers, each token's copies reduced (`reduce_tokens`, and the stage,
   `reduce`);
 - results: the output row (`phases`, `combine_phases`, `reach`, `latency_bound`,

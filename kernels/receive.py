@@ -1,70 +1,21 @@
-"""The receiving side of every die (paper Sections 2.3 and 3.2): polls of its own memory, the
-counts from every source with the prefix sum (CalCumSum), the offsets, and Token-Reordering.
-
-Polls are in closed form (`poll`): the twin polls in a loop, one load per period.
+"""The receiving side of every die (paper Sections 2.3 and 3.2): the counts polled from every
+source (with a count group's partial prefix sums), then a protocol's own step (bsp's CalCumSum
+between SyncAlls, ubep's offsets, deepep_ll's fixed slots: kernels/protocols), then
+Token-Reordering. A receiver's polls and takes are kernels/polls.py's.
 """
 
 import numpy as np
 
 from . import rng
 from .jit import njit, u
-from .layout import (B_CUMSUM, B_REORDER, B_SYNC, C_COPY_RESET, C_COPY_VERIFY, C_COUNT_RESET,
-                     C_COUNT_VERIFY, C_LAT_LOCAL, C_LOCAL_COPY, C_POLL, C_PREFIX, C_SIGNAL_ISSUE,
-                     C_STATUS_POLL, C_SYNCALL, C_TIMEOUT, K_COPY, LOCAL, P_SEED, P_WKEY, TAKEN, ARR,
-                     VIS)
+from .layout import (B_CUMSUM, B_REORDER, C_COPY_RESET, C_COPY_VERIFY, C_COUNT_RESET,
+                     C_COUNT_VERIFY, C_LOCAL_COPY, C_POLL, C_PREFIX, C_STATUS_POLL, C_TIMEOUT,
+                     P_SEED, P_WKEY, VIS)
+from .polls import close_step, die_ends, poll, seen, take
 from .protocols import per_dest
-from .sync import syncall
-
-
-@njit(inline="always")
-def poll(t, visible, period, inv_period):
-    """Back-to-back polls from t: the time the first poll issued at or after `visible`
-    returns. inv_period = 1 / period replaces a division per poll; the quotient is corrected
-    to the exact ceiling."""
-    if visible <= t:
-        return t + period
-    gap = visible - t
-    n = np.int64(gap * inv_period)
-    if n * period < gap:
-        n += 1
-    elif (n - 1) * period >= gap:
-        n -= 1
-    return t + (n + 1) * period
-
-
-@njit(inline="always")
-def take(sto, sid, b_lo, b_hi):
-    """A receiver takes copy `sid` out of its die's bucket (ids b_lo .. b_hi): 1 if this is
-    the copy's first take (a copy store that arrived, or a local one, and in the bucket: a
-    delivery), 0 for a second take or anything else; a taken copy is marked TAKEN."""
-    w = sto[u(sid), ARR]
-    if (w == LOCAL - K_COPY or (w >= 0 and w & 3 == K_COPY)) and b_lo <= sid < b_hi:
-        sto[u(sid), ARR] = TAKEN
-        return 1
-    return 0
-
-
-@njit(inline="always")
-def seen(visible, skey, index, chance, timeout):
-    """When a poll can see a signal visible at `visible`: then, or after the sentinel's timeout
-    if its payload collided with the sentinel (draw `index` of the die's sentinel stream, with
-    probability `chance`; zero unless the variant collides). Returns (time, collisions)."""
-    if chance > 0.0 and rng.unit(skey, index) < chance:
-        return visible + timeout, 1
-    return visible, 0
-
-
-@njit(inline="always")
-def close_step(d, a, t, polled, checked, work_bucket, work, t_core, bucket, wait, marks, nmarks):
-    """AIV a of die d ends a step of polls at t: the polls' cycles (polled, spent waiting) and
-    the checks after them (checked) count as sync, `work` as work_bucket's; its clock moves to
-    t, which marks the step's end."""
-    bucket[d, a, B_SYNC] += polled + checked
-    bucket[d, a, work_bucket] += work
-    wait[d, a] += polled
-    t_core[d, a] = t
-    marks[d, a, nmarks[d, a]] = t
-    nmarks[d, a] += 1
+from .protocols.bsp import bsp_cumsum
+from .protocols.deepep_ll import pair_receive
+from .protocols.ubep import publish_offsets
 
 
 @njit(inline="always")
@@ -104,39 +55,6 @@ def poll_counts(p, cores, stores, c, fx, chance, n_poll, prefix, G):
             close_step(d, j, t, polled, n_src * after, B_CUMSUM, n_src * prefix, t_core, bucket,
                        wait, marks, nmarks)
     return collisions
-
-
-@njit(inline="always")
-def publish_offsets(cores, C, c):
-    """A count group: each die's (AIVs below C, UBEP's CalCumSum group) publishes the offsets
-    with one local store once its last AIV is done. Returns when they are visible to the token
-    AIVs, per die."""
-    t_core = cores.t
-    offsets = np.empty(t_core.shape[0], np.int64)
-    for d in range(t_core.shape[0]):
-        last = 0
-        for j in range(C):
-            last = max(last, t_core[d, j])
-        offsets[d] = last + c[C_SIGNAL_ISSUE] + c[C_LAT_LOCAL]
-    return offsets
-
-
-@njit(inline="always")
-def bsp_cumsum(cores, c, entries):
-    """Without a count group (CANN EP), on every die: SyncAll, CalCumSum over the `entries` counts
-    (ranks x experts per die) split evenly over every AIV, SyncAll."""
-    t_core, bucket, wait = cores.t, cores.bucket, cores.wait
-    marks, nmarks = cores.marks, cores.nmarks
-    R, A = t_core.shape
-    for d in range(R):
-        syncall(d, 0, c[C_SYNCALL], t_core, bucket, wait, marks, nmarks)
-        for a in range(A):
-            work = c[C_PREFIX] * ((a + 1) * entries // A - a * entries // A)
-            bucket[d, a, B_CUMSUM] += work
-            t_core[d, a] += work
-            marks[d, a, nmarks[d, a]] = t_core[d, a]
-            nmarks[d, a] += 1
-        syncall(d, 0, c[C_SYNCALL], t_core, bucket, wait, marks, nmarks)
 
 
 @njit(inline="always")
@@ -201,77 +119,6 @@ def reorder(p, cores, stores, ecnt, c, fx, chance, first_core, m, offsets):
     return delivered, violations, collisions
 
 
-@njit   # compiled apart: inlined, its loops grew the dispatch function and slowed the others'
-def pair_receive(p, cores, stores, sched, c, fx, chance, ordered, G):
-    """Fixed slots (protocols.FIXED_SLOTS, DeepEP's receive): on every die, each AIV takes an
-    equal contiguous share of the (local expert, source) pairs, pair q = e * ranks + s (DeepEP's
-    responsible expert index); per pair it polls the source's count message (of G a die sends
-    it: the pair's own where there is one per expert), reads it out and checks it as the
-    variant asks (fx), then copies the pair's copies out of their slots, each
-    taken once it is there where the count came behind them on their queue (`ordered`,
-    protocols.ORDERED). Returns (delivered, violations, collisions), as reorder's."""
-    t_core, bucket, wait = cores.t, cores.bucket, cores.wait
-    marks, nmarks = cores.marks, cores.nmarks
-    sto, copy_ref, count_signal = stores.sto, stores.copy_ref, stores.count_signal
-    bstart, bfill = stores.bstart, stores.bfill
-    ecnt, cfirst, xslot = sched.ecnt, sched.cfirst, sched.xslot
-    R, A = t_core.shape
-    EL = (ecnt.shape[0] - 1) // R
-    P = EL * R
-    period = c[C_POLL]
-    inv_period = 1.0 / period
-    timeout = c[C_TIMEOUT]
-    after = c[C_STATUS_POLL] + fx.count_verify * c[C_COUNT_VERIFY] + \
-        fx.count_rearm * c[C_COUNT_RESET]
-    work = c[C_LOCAL_COPY]
-    # each received copy's source: copy x of source s's lists lands at slot xslot[x]
-    src_of = np.empty(cfirst[R], np.int32)
-    for s in range(R):
-        for x in range(cfirst[s], cfirst[s + 1]):
-            src_of[u(xslot[u(x)])] = s
-    pstart = np.empty(P + 1, np.int64)
-    delivered = violations = collisions = 0
-    for d in range(R):
-        skey = rng.stream(p[P_SEED], p[P_WKEY], d, rng.DOMAIN_SENTINEL)
-        b_lo, b_hi = bstart[d], bfill[d]
-        # where each pair's copies start in receive order (an expert's, source by source)
-        pstart[:] = 0
-        for e in range(EL):
-            for g in range(ecnt[d * EL + e], ecnt[d * EL + e + 1]):
-                pstart[e * R + src_of[u(g)] + 1] += 1
-        pstart[0] = ecnt[d * EL]
-        for q in range(P):
-            pstart[q + 1] += pstart[q]
-        for a in range(A):
-            t = t_core[d, a]
-            polled = 0
-            copied = 0
-            for q in range(a * P // A, (a + 1) * P // A):
-                s = q % R
-                v, hit = seen(sto[u(count_signal[u((d * R + s) * G + q // R % G)]), VIS], skey,
-                              q, chance,
-                              timeout)
-                collisions += hit
-                t2p = poll(t, v, period, inv_period)
-                polled += t2p - t
-                t = t2p + after
-                for g in range(pstart[q], pstart[q + 1]):
-                    data_sid = copy_ref[u(g), 0]
-                    v = sto[u(data_sid), VIS]
-                    if ordered and v > t:
-                        polled += v - t
-                        t = v
-                    if t < v:
-                        violations += 1
-                    delivered += take(sto, data_sid, b_lo, b_hi)
-                    t += work
-                copied += pstart[q + 1] - pstart[q]
-            n_pairs = (a + 1) * P // A - a * P // A
-            close_step(d, a, t, polled, n_pairs * after, B_REORDER, copied * work, t_core, bucket,
-                       wait, marks, nmarks)
-    return delivered, violations, collisions
-
-
 @njit(inline="always")
 def receive(p, c, chance, fx, sched, cores, stores, C, m):
     """Every die's receivers (m: protocols.Mechanisms): count polls, then a count group's
@@ -302,12 +149,3 @@ def receive(p, c, chance, fx, sched, cores, stores, C, m):
     return delivered, violations, collisions + hits, die_ends(t_core)
 
 
-@njit(inline="always")
-def die_ends(t_core):
-    """When each die's last AIV is done."""
-    R, A = t_core.shape
-    ends = np.zeros(R, np.int64)
-    for d in range(R):
-        for a in range(A):
-            ends[d] = max(ends[d], t_core[d, a])
-    return ends

@@ -7,7 +7,8 @@ from .jit import njit, u
 from .layout import (B_REDUCE, C_POLL, C_REDUCE_COPY, C_REDUCE_COPY_LAST, C_REDUCE_SPLIT,
                      C_REDUCE_TOKEN, C_REDUCE_TOKEN_LAST, C_RETURN_RESET, C_RETURN_VERIFY,
                      C_SYNCALL, C_TIMEOUT, P_SEED, P_TOPK, P_WKEY, VIS)
-from .receive import close_step, die_ends, poll, poll_counts, seen, take
+from .polls import close_step, die_ends, poll, seen, take
+from .receive import poll_counts
 from .sync import syncall
 
 

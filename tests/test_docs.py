@@ -105,11 +105,11 @@ def test_the_mechanism_table_names_functions_that_exist(column, package):
     """Each row's module and functions, in the kernel and in the twin (a cell that says "the
     same names" has the kernel's)."""
     for row in _mechanisms():
-        module, *names = re.findall(r"`(\w+)(?:\.py)?`", row[column])
+        module, *names = re.findall(r"`([\w/]+?)(?:\.py)?`", row[column])
         if "the same names" in row[column]:
             names = re.findall(r"`(\w+)`", row[1])
         where = importlib.import_module(package if module == "__init__" else
-                                        f"{package}.{module}")
+                                        f"{package}.{module.replace('/', '.')}")
         missing = [n for n in names if not hasattr(where, n)]
         assert not missing, f"{row[0]}: {where.__name__} lacks {missing}"
 

@@ -1,13 +1,14 @@
 """Protocols as modules: each protocol is a module of this package (bsp, ubep, deepep_ll)
-naming the mechanisms it uses, each with its source; what the mechanisms mean is written here,
+naming the mechanisms it uses, each with its source, and holding the code it alone runs (its
+twin: ubepsim/reference/protocols/, the same names); what the mechanisms mean is written here,
 once, and so is the registry (PROTOCOLS), whose order gives the protocols' codes.
 
 The kernel's stages read a configuration's mechanisms once (`mechanisms`) and branch on them,
 never on the protocol; the twin (ubepsim.reference.state) reads the same row, and the host reads
 its columns for the lowering to cycles, the bounds, the memory and the parameters a protocol
-reads (ubepsim.sweep.costs, memory, params). A new protocol is a module here, registered in
-PROTOCOLS, the code of any mechanism it brings (in the stage that runs it, and the twin's), its
-docs and its tests (docs/model.md, "Protocols").
+reads (ubepsim.sweep.costs, memory, params). A new protocol is a module here with the code of
+any mechanism it alone brings (a stage calls it where its mechanism says), its twin module,
+its line in PROTOCOLS, its docs and its tests (docs/model.md, "Protocols").
 """
 
 from collections import namedtuple

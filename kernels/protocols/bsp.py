@@ -1,7 +1,12 @@
 """bsp: CANN EP's MoE dispatch and combine, the paper's baseline (Figures 2 and 5(a)): every
-core (AIV) runs every phase, SyncAll between phases; its combine is CANN's V1."""
+core (AIV) runs every phase, SyncAll between phases; its combine is CANN's V1. Beside its
+mechanisms, the code it alone runs: CalCumSum between two SyncAlls (`bsp_cumsum`), which its
+receive (kernels/receive.py) calls without a count group or fixed slots."""
 
-from ..layout import EXPERT_BLOCK, READ, THEN_FENCE, THEN_SYNCALL
+from ..jit import njit
+from ..layout import (B_CUMSUM, C_PREFIX, C_SYNCALL, EXPERT_BLOCK, READ, THEN_FENCE,
+                      THEN_SYNCALL)
+from ..sync import syncall
 
 # The mechanisms it uses (kernels/protocols: what each means), each with its source.
 MECHANISMS = {
@@ -21,3 +26,22 @@ MECHANISMS = {
     "status_after": THEN_FENCE,        # V1's PipeBarrier before each status
     "hidden_split": 1,                 # V1's reduce splits a token's hidden over spare AIVs
 }
+
+
+@njit(inline="always")
+def bsp_cumsum(cores, c, entries):
+    """Without a count group (CANN EP), on every die: SyncAll, CalCumSum over the `entries` counts
+    (ranks x experts per die) split evenly over every AIV, SyncAll."""
+    t_core, bucket, wait = cores.t, cores.bucket, cores.wait
+    marks, nmarks = cores.marks, cores.nmarks
+    R, A = t_core.shape
+    for d in range(R):
+        syncall(d, 0, c[C_SYNCALL], t_core, bucket, wait, marks, nmarks)
+        for a in range(A):
+            work = c[C_PREFIX] * ((a + 1) * entries // A - a * entries // A)
+            bucket[d, a, B_CUMSUM] += work
+            t_core[d, a] += work
+            marks[d, a, nmarks[d, a]] = t_core[d, a]
+            nmarks[d, a] += 1
+        syncall(d, 0, c[C_SYNCALL], t_core, bucket, wait, marks, nmarks)
+

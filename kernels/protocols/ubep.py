@@ -1,7 +1,12 @@
 """ubep: UBEP's kernel decomposition (the paper's Figure 5(b), Sections 3.1-3.4): a CalCumSum
-group of cores beside the token group, point-to-point Data-as-Flag signals, no SyncAll."""
+group of cores beside the token group, point-to-point Data-as-Flag signals, no SyncAll. Beside
+its mechanisms, the code it alone runs: the count group's offsets (`publish_offsets`), which its
+receive (kernels/receive.py) calls after the group's polls."""
 
-from ..layout import READ
+import numpy as np
+
+from ..jit import njit
+from ..layout import C_LAT_LOCAL, C_SIGNAL_ISSUE, READ
 
 # The mechanisms it uses (kernels/protocols: what each means), each with its source.
 MECHANISMS = {
@@ -21,3 +26,19 @@ MECHANISMS = {
     "status_after": 0,         # (no statuses)
     "hidden_split": 0,         # a token is reduced whole
 }
+
+
+@njit(inline="always")
+def publish_offsets(cores, C, c):
+    """A count group: each die's (AIVs below C, UBEP's CalCumSum group) publishes the offsets
+    with one local store once its last AIV is done. Returns when they are visible to the token
+    AIVs, per die."""
+    t_core = cores.t
+    offsets = np.empty(t_core.shape[0], np.int64)
+    for d in range(t_core.shape[0]):
+        last = 0
+        for j in range(C):
+            last = max(last, t_core[d, j])
+        offsets[d] = last + c[C_SIGNAL_ISSUE] + c[C_LAT_LOCAL]
+    return offsets
+

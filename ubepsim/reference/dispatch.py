@@ -6,7 +6,10 @@ from __future__ import annotations
 from .fabric import Phase, fabric
 from .programs import count_programs, init, token_programs
 from ..kernels.layout import THEN_SYNCALL
-from .receive import bsp_cumsum, pair_receive, poll_counts, publish_offsets, reorder
+from .protocols.bsp import bsp_cumsum
+from .protocols.deepep_ll import pair_receive
+from .protocols.ubep import publish_offsets
+from .receive import poll_counts, reorder
 from .schedule import Schedule
 from .state import (BSP_COUNTS_SENT, BSP_REORDERED, BSP_SENT, BSP_SYNCALL_1, BSP_VERIFIED,
                     FIXED_RECEIVED, UBEP_COUNTS, UBEP_REORDERED, UBEP_SENT, Die, Run)

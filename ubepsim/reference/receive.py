@@ -1,4 +1,5 @@
-"""The receiving side of a die: polls, the counts and CalCumSum, the offsets, Token-Reordering.
+"""The receiving side of a die: polls, the counts (a protocol's own step after them is in
+protocols/: bsp's CalCumSum, ubep's offsets, deepep_ll's fixed slots), Token-Reordering.
 
 A poll reads the poller's own memory: each costs a poll period (the local latency) and sees a
 value only if it was visible when the poll was issued.
@@ -7,9 +8,8 @@ value only if it was visible when the poll was issued.
 from __future__ import annotations
 
 from .rng import unit
-from .state import (BSP_CUMSUM, BSP_SYNCALL_2, BSP_SYNCALL_3, COPY, UBEP_OFFSETS, Core, Die,
-                    Run, Store, share)
-from .sync import DataAsFlag, syncall
+from .state import COPY, UBEP_OFFSETS, Core, Die, Run, Store, share
+from .sync import DataAsFlag
 
 
 def poll(core: Core, visible: int, period: int, bucket: str) -> None:
@@ -57,60 +57,11 @@ def poll_counts(run: Run, dies: list[Die], d: int, group: list[Core], mark: int,
         a.mark(mark)
 
 
-def publish_offsets(run: Run, group: list[Core]) -> int:
-    """When the token AIVs can see the offsets: the CalCumSum group publishes them with one
-    local store once its last AIV is done."""
-    return max(a.t for a in group) + run.c["signal_issue"] + run.c["lat_local"]
-
-
-def bsp_cumsum(run: Run, cores: list[Core]) -> None:
-    """bsp's SyncAll, CalCumSum (each AIV an equal share of the ranks x experts-per-die
-    counts' prefix sum), SyncAll."""
-    syncall(cores, max(a.t for a in cores), run.c["syncall"], BSP_SYNCALL_2)
-    entries = run.ranks * run.e_local
-    for j, a in enumerate(cores):
-        a.spend("cumsum", run.c["prefix"] * len(share(j, len(cores), entries)))
-        a.mark(BSP_CUMSUM)
-    syncall(cores, max(a.t for a in cores), run.c["syncall"], BSP_SYNCALL_3)
-
-
 def received(dies: list[Die], d: int) -> list[tuple[int, int]]:
     """The copies die d received, as (source, copy index), in output order: local expert,
     source, copy index."""
     got = [(st.src, st.ref) for st in dies[d].inbox if st.kind == COPY]
     return sorted(got, key=lambda si: (dies[si[0]].copies[si[1]][2], si[0], si[1]))
-
-
-def pair_receive(run: Run, dies: list[Die], d: int, mark: int) -> None:
-    """Fixed slots (DeepEP's receive): each AIV of die d takes its equal contiguous share of
-    the (local expert, source) pairs, pair q = expert * ranks + source; per pair it polls the
-    source's count message (verified and re-armed as run.count_sync says), then copies the
-    pair's copies out of their slots, each once it is there where the count came behind them
-    on their queue (ORDERED). Then it ends its phase `mark`."""
-    c, policy = run.c, run.count_sync
-    die = dies[d]
-    R, EL = run.ranks, run.e_local
-    pairs: list[list[tuple[int, int]]] = [[] for _ in range(EL * R)]
-    for s, i in received(dies, d):
-        pairs[dies[s].copies[i][2] % EL * R + s].append((s, i))
-    for j, a in enumerate(die.cores):
-        for q in share(j, run.cores, EL * R):
-            st = dies[q % R].count_signal[d * run.per_dest + q // R % run.per_dest]
-            poll(a, seen(run, die, st, q, run.q_count, policy), c["poll"], "sync")
-            a.spend("sync", c["status_poll"])
-            if policy.verify_per_block:
-                a.spend("sync", c["count_verify"])
-            if policy.rearm_sentinel:
-                a.spend("sync", c["count_reset"])
-            for s, i in pairs[q]:
-                data = dies[s].copy_store[i]
-                if run.mech.ordered:
-                    a.spend("sync", max(0, data.visible - a.t), waiting=True)
-                if a.t < data.visible:
-                    die.violations += 1
-                a.spend("reorder", c["local_copy"])
-                die.take((s, i), data, d)
-        a.mark(mark)
 
 
 def reorder(run: Run, dies: list[Die], d: int, group: list[Core], offsets: int | None,
