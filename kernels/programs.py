@@ -153,17 +153,20 @@ def count_programs(s, prog, pre, n, bounds, n_count, bfill, count_signal, signal
     for a in range(n_count):
         bounds[a, 0] = n
         lo = a * R * G // n_count
+        d, e = lo // G, lo % G           # pair q = d x G + e, stepped without a division
         for q in range(lo, (a + 1) * R * G // n_count):
-            d = q // G
             # a new destination: its first message, or the AIV's first
-            sid = new_store(prog, n, bfill, d, K_COUNT, 1 if q == lo or q % G == 0 else 0)
+            sid = new_store(prog, n, bfill, d, K_COUNT, 1 if q == lo or e == 0 else 0)
             pre[u(n)] = 0
             n += 1
             if signal != NO_SIGNAL:
                 sid = new_store(prog, n, bfill, d, signal, 0)
                 pre[u(n)] = 0
                 n += 1
-            count_signal[u((d * R + s) * G + q % G)] = sid
+            count_signal[u((d * R + s) * G + e)] = sid
+            e += 1
+            if e == G:
+                d, e = d + 1, 0
         bounds[a, 1] = n
     return n
 
@@ -181,14 +184,19 @@ def status_programs(s, prog, pre, n, bounds, bfill, count_signal, G):
     for a in range(A):
         bounds[a, 0] = n
         lo = (a * R * G + A - 1) // A
+        d, e = s + 1 + lo // G, lo % G   # position y = r x G + e, stepped without a division
+        if d >= R:
+            d -= R
         for y in range(lo, ((a + 1) * R * G + A - 1) // A):
-            d = s + 1 + y // G
-            if d >= R:
-                d -= R
             # a new destination: its first status, or the AIV's first
-            count_signal[u((d * R + s) * G + y % G)] = new_store(
-                prog, n, bfill, d, K_FLAG, 1 if y == lo or y % G == 0 else 0)
+            count_signal[u((d * R + s) * G + e)] = new_store(
+                prog, n, bfill, d, K_FLAG, 1 if y == lo or e == 0 else 0)
             pre[u(n)] = 0
             n += 1
+            e += 1
+            if e == G:
+                d, e = d + 1, 0
+                if d == R:
+                    d = 0
         bounds[a, 1] = n
     return n
