@@ -12,8 +12,8 @@ from .layout import (B_SYNC, C_INIT, C_VCOUNT, N_BUCKETS, N_CMARKS, N_MARKS, N_P
                      P_CORES, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK,
                      THEN_NONE, STO_WIDTH, Cores, Stores)
 from .programs import init_phase, status_programs, token_programs
-from .protocols import (PER_EXPERT, RETURN_STATUS, SIGNALLED_COPIES, STATUS_SYNC, mechanisms,
-                        per_dest, uses, v1_phases)
+from .protocols import (RETURN_STATUS, SIGNALLED_COPIES, STATUS_SYNC, mechanisms, per_dest,
+                        per_dest_of, uses, v1_phases)
 from .reduce import reduce
 from .results import combine_row, put_marks
 from .sync import NO_SIGNAL, effects, signal_stores
@@ -120,9 +120,8 @@ def working_bytes(ranks, batch, topk, experts, cores, protocol, sync, batch_max,
     M = B * K
     most = R * B * np.minimum(K, E // R)            # the most copies one die returns
     own_copy, _ = signal_stores(np.asarray(sync), uses(protocol, SIGNALLED_COPIES))
-    # a die's statuses from every die (per expert: protocols.per_dest)
-    statuses = uses(protocol, RETURN_STATUS) * R * np.where(uses(protocol, PER_EXPERT) == 1,
-                                                            E // R, 1)
+    # the statuses a die receives: per_dest from every die
+    statuses = uses(protocol, RETURN_STATUS) * R * per_dest_of(protocol, E // R)
     per_die = M * (1 + own_copy) + statuses     # a die's bucket, on average
     return (16 * R * per_die             # Stores.arr, Stores.vis
             + 8 * R * M                  # copy_ref (int32 pairs)

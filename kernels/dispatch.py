@@ -21,8 +21,8 @@ from .layout import (B_CUMSUM, B_SYNC, C_COPY_COUNT, C_COUNT_CHAIN, C_IDS_LOAD, 
                      N_PHASES, N_PORTS, P_CORES, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS,
                      P_SYNC, STO_WIDTH, THEN_NONE, Cores, Stores)
 from .programs import count_programs, init_phase, token_programs
-from .protocols import (PER_EXPERT, SIGNALLED_COPIES, SYNC, by_core, chosen, jit_chosen,
-                        mechanisms, per_dest, uses)
+from .protocols import (SIGNALLED_COPIES, SYNC, by_core, chosen, jit_chosen, mechanisms,
+                        per_dest, per_dest_of, uses)
 from .receive import receive
 from .results import put_marks, result_row
 from .sync import NO_SIGNAL, effects, signal_stores
@@ -137,7 +137,7 @@ def working_bytes(ranks, batch, topk, experts, cores, protocol, sync, batch_max,
     sync = chosen(uses(protocol, SYNC), np.asarray(sync))
     own_copy, own_count = signal_stores(sync, uses(protocol, SIGNALLED_COPIES))
     per_copy, per_count = 1 + own_copy, 1 + own_count
-    G = np.where(uses(protocol, PER_EXPERT) == 1, E // R, 1)   # per_dest
+    G = per_dest_of(protocol, E // R)
     stores = R * M * per_copy + R * R * G * per_count              # new_stores
     bucket = R * B * np.minimum(K, E // R) * per_copy + R * G * per_count   # one die's stores
     return (16 * stores                 # Stores.arr, Stores.vis

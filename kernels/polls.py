@@ -26,7 +26,6 @@ def poll(t, visible, period, inv_period):
     return t + (n + 1) * period
 
 
-
 @njit(inline="always")
 def take(sto, sid, b_lo, b_hi):
     """A receiver takes copy `sid` out of its die's bucket (ids b_lo .. b_hi): 1 if this is
@@ -39,7 +38,6 @@ def take(sto, sid, b_lo, b_hi):
     return 0
 
 
-
 @njit(inline="always")
 def seen(visible, skey, index, chance, timeout):
     """When a poll can see a signal visible at `visible`: then, or after the sentinel's timeout
@@ -48,7 +46,6 @@ def seen(visible, skey, index, chance, timeout):
     if chance > 0.0 and rng.unit(skey, index) < chance:
         return visible + timeout, 1
     return visible, 0
-
 
 
 @njit(inline="always")
@@ -64,7 +61,6 @@ def close_step(d, a, t, polled, checked, work_bucket, work, t_core, bucket, wait
     nmarks[d, a] += 1
 
 
-
 @njit(inline="always")
 def die_ends(t_core):
     """When each die's last AIV is done."""
@@ -74,4 +70,3 @@ def die_ends(t_core):
         for a in range(A):
             ends[d] = max(ends[d], t_core[d, a])
     return ends
-

@@ -90,8 +90,6 @@ PROTOCOLS = (bsp, ubep, deepep_ll)
 NAMES = tuple(p.__name__.rsplit(".", 1)[1] for p in PROTOCOLS)
 MECHANISMS = np.array([[p.MECHANISMS[f] for f in Mechanisms._fields] for p in PROTOCOLS],
                       np.int64)
-# a count per expert is polled per (expert, source) pair: the fixed slots' receive
-assert all(MECHANISMS[MECHANISMS[:, PER_EXPERT] == 1, FIXED_SLOTS] == 1)
 # (V1's statuses are flags behind their core's fence, never verified or re-armed: sw)
 STATUS_SYNC = SW
 
@@ -107,8 +105,15 @@ def mechanisms(protocol):
 @njit(inline="always")
 def per_dest(m, EL):
     """The count messages (dispatch) or statuses (combine) a die sends each destination:
-    PER_EXPERT, one per expert (EL of them); else one."""
+    PER_EXPERT, one per expert (EL of them); else one. (A count per expert is polled per
+    (expert, source) pair, so PER_EXPERT goes with FIXED_SLOTS: tests/test_mechanisms.py.)"""
     return EL if m.per_expert else 1
+
+
+def per_dest_of(protocol, EL):
+    """per_dest for the host and the twin: protocol codes and experts per die, scalars or
+    numpy columns."""
+    return np.where(uses(protocol, PER_EXPERT) == 1, EL, 1)
 
 
 @njit(inline="always")

@@ -13,7 +13,7 @@ MECHANISMS = {
     "count_group": 0,                  # every AIV counts, sends and polls (Fig. 2's phases)
     "counts_after": THEN_SYNCALL,      # SyncAll before SendFlag & Count (Fig. 2; Section 2.3)
     "fixed_slots": 0,                  # SyncAll, CalCumSum, SyncAll place the copies (Fig. 2)
-    "per_expert": 0,             # a count message and a status per destination
+    "per_expert": 0,                   # a count message and a status per destination
     "signalled_copies": 0,             # what is polled is the counts, behind the SyncAll
     "ordered": 0,                      # ordered by the barrier, not by a queue
     "sync": READ,                      # the counts' flags: any Data-as-Flag variant (Section 3.4)
@@ -44,4 +44,3 @@ def bsp_cumsum(cores, c, entries):
             marks[d, a, nmarks[d, a]] = t_core[d, a]
             nmarks[d, a] += 1
         syncall(d, 0, c[C_SYNCALL], t_core, bucket, wait, marks, nmarks)
-

@@ -81,9 +81,9 @@ def pair_receive(p, cores, stores, sched, c, fx, chance, ordered, G):
             copied = 0
             for q in range(a * P // A, (a + 1) * P // A):
                 s = q % R
-                v, hit = seen(sto[u(count_signal[u((d * R + s) * G + q // R % G)]), VIS], skey,
-                              q, chance,
-                              timeout)
+                # its count: the source's message to d, or under PER_EXPERT expert q // R's
+                signal = count_signal[u((d * R + s) * G + q // R % G)]
+                v, hit = seen(sto[u(signal), VIS], skey, q, chance, timeout)
                 collisions += hit
                 t2p = poll(t, v, period, inv_period)
                 polled += t2p - t
@@ -103,4 +103,3 @@ def pair_receive(p, cores, stores, sched, c, fx, chance, ordered, G):
             close_step(d, a, t, polled, n_pairs * after, B_REORDER, copied * work, t_core, bucket,
                        wait, marks, nmarks)
     return delivered, violations, collisions
-

@@ -41,4 +41,3 @@ def publish_offsets(cores, C, c):
             last = max(last, t_core[d, j])
         offsets[d] = last + c[C_SIGNAL_ISSUE] + c[C_LAT_LOCAL]
     return offsets
-

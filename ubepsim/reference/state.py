@@ -86,7 +86,7 @@ class Run:
                    count_sync=sync, mech=mech, ranks=cfg.ranks, cores=cfg.cores,
                    cumsum_cores=cumsum_cores, senders=cfg.cores - cumsum_cores,
                    e_local=cfg.experts // cfg.ranks,
-                   per_dest=cfg.experts // cfg.ranks if mech.per_expert else 1,
+                   per_dest=int(protocols.per_dest_of(cfg.protocol, cfg.experts // cfg.ranks)),
                    tiers=[c[f"tier{k + 1}_dies"] for k in range(N_TIERS)
                           if c[f"tier{k + 1}_dies"]],
                    clock=profile.values["clock_ghz"] * 1000.0)

@@ -11,8 +11,8 @@ import numpy as np
 
 from ..kernels.layout import COSTS, COUNT_CHAIN_OPS, EXPERT_SHIFT, INT32, N_HOPS, N_TIERS
 from ..kernels.sync import COLLIDES, IN_BLOCK, POLICY, on_copies
-from ..kernels.protocols import (FIXED_SLOTS, HEADER_BYTES, HIDDEN_SPLIT, PER_EXPERT,
-                                 SIGNALLED_COPIES, SYNC, TOKEN_PRELOAD, chosen, uses)
+from ..kernels.protocols import (FIXED_SLOTS, HEADER_BYTES, HIDDEN_SPLIT, SIGNALLED_COPIES,
+                                 SYNC, TOKEN_PRELOAD, chosen, per_dest_of, uses)
 from .params import CombineDtype, Dtype, Op, combine_bytes, token_bytes
 from .profile import HOP_CLASSES, Profile
 from .workload import batch_max
@@ -72,9 +72,8 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
     tb = token_bytes(hidden, dtype) + uses(protocol, HEADER_BYTES)
     copy_blocks = _ceil_div(tb, np.where(on_copies(sync, signalled, IN_BLOCK) == 1, fused,
                                          block))
-    # an int32 per expert it counts: every expert of the destination, or one
-    counted = np.where(uses(protocol, PER_EXPERT) == 1, 1, e_local)
-    count_blocks = _ceil_div(4 * counted,
+    # an int32 per expert it counts: every expert of the destination, or (per expert) one
+    count_blocks = _ceil_div(4 * (e_local // per_dest_of(protocol, e_local)),
                              np.where(POLICY[sync, IN_BLOCK] == 1, fused, block))
 
     def xfer(nbytes, gbps):
@@ -269,7 +268,7 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     protocol = np.asarray(cols["protocol"], dtype=np.int64)
     # count messages (statuses) a die sends each destination, and count messages a receiver
     # polls (per (expert, source) pair with fixed slots, else per source)
-    messages = np.where(uses(protocol, PER_EXPERT) == 1, e_local, 1)
+    messages = per_dest_of(protocol, e_local)
     polled = np.where(uses(protocol, FIXED_SLOTS) == 1, experts, ranks)
     hop = np.max([c[f"lat_{h}"] for h in HOP_CLASSES], axis=0)
 

@@ -15,4 +15,3 @@ def bsp_cumsum(run: Run, cores: list[Core]) -> None:
         a.spend("cumsum", run.c["prefix"] * len(share(j, len(cores), entries)))
         a.mark(BSP_CUMSUM)
     syncall(cores, max(a.t for a in cores), run.c["syncall"], BSP_SYNCALL_3)
-

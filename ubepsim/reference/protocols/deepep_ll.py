@@ -36,4 +36,3 @@ def pair_receive(run: Run, dies: list[Die], d: int, mark: int) -> None:
                 a.spend("reorder", c["local_copy"])
                 die.take((s, i), data, d)
         a.mark(mark)
-

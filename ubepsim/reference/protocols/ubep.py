@@ -9,4 +9,3 @@ def publish_offsets(run: Run, group: list[Core]) -> int:
     """When the token AIVs can see the offsets: the CalCumSum group publishes them with one
     local store once its last AIV is done."""
     return max(a.t for a in group) + run.c["signal_issue"] + run.c["lat_local"]
-
