@@ -169,10 +169,7 @@ def _grid_rows(path: str, flags: dict[str, Any], protocol: str, swept: str):
         key = tuple(point.values())
         if key not in seen:
             seen.add(key)
-            row = resolved_row({**point, "cumsum_cores": 1, **(
-                {} if swept == "cumsum_cores" else {"cores": grid.profile.cores})},
-                grid.profile.cores)
-            rows.append(row)
+            rows.append(resolved_row({**point, "cumsum_cores": 1}, grid.profile.cores))
     return rows, seeds, grid.profile
 
 
