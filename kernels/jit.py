@@ -29,17 +29,20 @@ def _user_cache() -> str:
 CACHE_DIR = _user_cache()
 
 
-def _sources() -> str:
-    """A digest of every kernel module's source. Numba invalidates a cached function when its
-    own file changes, not when a function it calls or a constant it reads in another module
-    does: the stages are split over modules, so their cache is keyed by all of them at once."""
+def sources_digest(directory: Path) -> str:
+    """A digest of every module's source under `directory`, subfolders included. Numba
+    invalidates a cached function when its own file changes, not when a function it calls or a
+    constant it reads in another module does: the stages are split over modules (and inline the
+    protocols' steps from `protocols/`), so their cache is keyed by all of them at once. Each
+    module counts with its path from `directory`, so that moving one changes the key too."""
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in sorted(directory.rglob("*.py")):
+        name = path.relative_to(directory).as_posix()
+        digest.update(name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
-SOURCES = _sources()
+SOURCES = sources_digest(Path(__file__).resolve().parent)
 
 
 def njit(*args, **kw):
