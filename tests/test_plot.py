@@ -206,8 +206,8 @@ def test_a_sweeps_directory_is_drawn_from_its_parts_with_a_warning_for_the_rest(
         tmp_path, data, name):
     code, out, err = run_cli("plot", data[name], "--kind", "heatmap", "--out", tmp_path / "h.png")
     assert code == 0 and (tmp_path / "h.png").is_file()
-    assert err.startswith("warning: ") and "ignored 1 Parquet file(s) that are not sweep parts "
-    "(zz.parquet)" in err and len(err.strip().splitlines()) == 1
+    assert err.splitlines() == [f"warning: {data[name]}: ignored 1 Parquet file(s) that are not "
+                                "sweep parts (zz.parquet); give a file's own path to read it"]
 
 
 def test_empty_dataset_is_not_the_current_directory(tmp_path, monkeypatch, data):
