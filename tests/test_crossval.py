@@ -152,4 +152,9 @@ def test_summary_puts_each_panel_beside_the_rules():
     assert all("rules" not in r for r in rows if not crossval.panel_of(r["source"]))
     text = crossval.format_summary(rows)
     assert text.count("out of sample") == 4 and text.count("rule:") == 6
-    assert scores["Table 4"]["max_abs_error"] == max(abs(e) for e in scores["Table 4"]["error"])
+    # Table 4's worst error, from the model's latencies and the paper's by rank (not from the
+    # errors it is the max of)
+    t4 = scores["Table 4"]
+    paper = np.array([numbers.TABLE4_CANN_EP[r][0] for r in sorted(numbers.TABLE4_CANN_EP)])
+    off = np.abs(np.array(t4["latency_us"]) - paper) / paper
+    assert t4["max_abs_error"] == pytest.approx(off.max(), rel=1e-12)
