@@ -2,7 +2,7 @@
 
     python bench/bench_kernel.py [--ranks 256 --batch 128 --topk 8 --experts 256] [--repeat 7]
     python bench/bench_kernel.py --no-twin --skew '{"routing": "lognormal", "lognormal_sigma": 1}'
-    python bench/bench_kernel.py --no-twin --profile h800 --sync dc     # every protocol on GPUs
+    python bench/bench_kernel.py --no-twin --profile h800      # every protocol on GPUs (sync dc)
 
 For each protocol: the kernel's time for one configuration (one thread, after JIT warm-up, kernel
 only: inputs are prepared once), the best of --repeat runs (other load on the machine only ever
@@ -26,7 +26,7 @@ from ubepsim import reference
 from ubepsim.kernels.layer import simulate_batch
 from ubepsim.kernels.layout import N_OUT
 from ubepsim.sweep import kernel_io, memory
-from ubepsim.sweep.params import Protocol, make_config
+from ubepsim.sweep.params import Protocol, default_sync, make_config
 from ubepsim.sweep.profile import load_profile
 
 
@@ -56,7 +56,8 @@ def main() -> None:
                     help="parameters of a skewed routing (JSON), timed beside uniform's")
     ap.add_argument("--profile", default="cm384", help="a built-in profile or a TOML file")
     ap.add_argument("--sync", default=None,
-                    help="the Data-as-Flag variant where a protocol reads it (h800: dc or sw)")
+                    help="the Data-as-Flag variant where a protocol reads it (default: the "
+                         "profile's, sp, or dc where its fabric refuses sp as h800's does)")
     args = ap.parse_args()
     numba.set_num_threads(1)
     profile = load_profile(args.profile)
@@ -65,7 +66,7 @@ def main() -> None:
     for protocol in (p.name for p in Protocol):
         cfg = make_config({"ranks": args.ranks, "batch": args.batch, "topk": args.topk,
                            "experts": args.experts, "protocol": protocol, "sync": args.sync},
-                          profile.cores)
+                          profile.cores, sync_default=default_sync(profile))
         copies = cfg.ranks * cfg.batch * cfg.topk
         k, median = kernel_seconds(cfg, profile, args.repeat)
         line = (f"{protocol:9s} kernel {k * 1e3:8.2f} ms  {k / copies * 1e9:7.1f} ns/copy"

@@ -30,6 +30,20 @@ def test_simulate_takes_a_dict_with_the_rest_at_their_defaults():
     assert e.value.key == "topk"
 
 
+def test_a_dict_without_sync_takes_the_profiles_as_run_does():
+    """sp where the fabric writes a block whole (cm384), dc where it does not (h800, which
+    refuses sp): a preset's defaults run. A sync given is kept, and refused there as by run."""
+    small = {"ranks": 8, "batch": 4, "topk": 2}
+    assert ubepsim.simulate(small, "cm384")["sync"] == "sp"
+    assert ubepsim.simulate(small, "h800")["sync"] == "dc"
+    assert ubepsim.simulate_many([small, {**small, "sync": "sw"}], "h800")["sync"].to_list() \
+        == ["dc", "sw"]
+    assert ubepsim.die_frame(small, "h800").height == 8
+    with pytest.raises(ubepsim.InputError) as e:
+        ubepsim.simulate({**small, "sync": "sp"}, "h800")
+    assert e.value.key == "sync" and "sp needs stores the fabric writes whole" in str(e.value)
+
+
 def test_simulate_many_gives_the_rows_of_simulate_in_order():
     frame = ubepsim.simulate_many(CONFIGS)
     assert frame.height == len(CONFIGS)

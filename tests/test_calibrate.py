@@ -100,6 +100,22 @@ def test_unnamed_parameters_take_their_defaults(tmp_path):
     assert problem.labels == ("defaults",) and problem.cols["ranks"][0] == 128
 
 
+def test_rows_without_sync_take_the_profiles_and_fit_on_h800(tmp_path):
+    """h800's fabric refuses sp: rows that name no sync take dc there, as `ubepsim run` does,
+    in a fit and in a cross-validation's folds alike; a row that names sp is refused."""
+    data = tmp_path / "m.csv"
+    data.write_text("ranks,batch,topk,source,latency_us\n8,4,2,a,40\n16,4,2,b,50\n")
+    code, _, err = run_cli("calibrate", data, "--profile", "h800", "--fit", "init_cycles",
+                           "--max-evaluations", "4", "--out", tmp_path / "fitted.toml")
+    assert code == 0, err
+    code, _, err = run_cli("calibrate", data, "--profile", "h800", "--cv", "--fit",
+                           "init_cycles", "--max-evaluations", "4", "--workers", "1")
+    assert code == 0, err
+    data.write_text("ranks,batch,topk,sync,latency_us\n8,4,2,sp,40\n")
+    code, _, err = run_cli("calibrate", data, "--profile", "h800", "--out", tmp_path / "x.toml")
+    assert code == 2 and "sp needs stores the fabric writes whole" in err
+
+
 def test_a_trace_in_a_measurement_file_is_relative_to_that_file(tmp_path, monkeypatch):
     (tmp_path / "sub").mkdir()
     rows = [(r, t, k, (r + t + k) % 4) for r in range(4) for t in range(2) for k in range(2)]

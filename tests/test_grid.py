@@ -54,6 +54,21 @@ def test_unset_parameters_take_defaults_experts_follow_ranks_cores_the_profile(t
     assert g.profile.cores == 24
 
 
+def test_a_grid_without_sync_takes_the_profiles_as_run_does(tmp_path):
+    """sp where the profile's fabric writes a block whole, dc where it does not (h800 refuses
+    sp): a preset's defaults run. A sync axis is kept, and sp refused there as by run."""
+    body = """
+        [grid]
+        ranks = 8
+        protocol = ["bsp", "ubep"]
+        """
+    for profile, sync in (("cm384", "sp"), ("h800", "dc")):
+        g = load_grid(grid_of(tmp_path, body, f'name = "t"\nprofile = "{profile}"'))
+        assert g.frame(0, g.size)["sync"].cast(pl.String).to_list() == [sync, sync]
+    with pytest.raises(InputError, match="sp needs stores the fabric writes whole"):
+        load_grid(grid_of(tmp_path, body + 'sync = "sp"\n', 'name = "t"\nprofile = "h800"'))
+
+
 def test_ranges_include_both_ends_with_steps_and_factors(tmp_path):
     g = load_grid(grid_of(tmp_path, """
         [grid]

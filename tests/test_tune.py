@@ -223,6 +223,17 @@ def test_the_default_group_size_is_the_best_of_the_default_workload():
     assert f"The default `cumsum_cores = {row['best_cumsum_cores']}` is the best" in doc
 
 
+def test_ubep_on_a_fabric_that_refuses_sp_is_tuned_with_dc():
+    """h800's fabric refuses sp: workloads that name no sync take dc there, as `ubepsim run`
+    does, and the best size's latency is that configuration's."""
+    (row,) = tune_json("--profile", "h800", "--ranks", "8", "--batch", "4", "--topk", "2",
+                       "--max-cumsum-cores", "2")
+    config = {"ranks": 8, "batch": 4, "topk": 2, "cumsum_cores": row["best_cumsum_cores"]}
+    h800 = load_profile("h800")
+    assert row["latency_us"] == pytest.approx(model.simulate(
+        make_config({**config, "sync": "dc"}, h800.cores), h800)["latency_us"], rel=1e-9)
+
+
 def test_v2s_formula_as_published():
     """DeepEP V2's get_theoretical_num_sms by hand, one 8-GPU node (no RDMA): the NVLink writes
     bound, 160 / (1 - 1/8) GB/s over 50 GB/s an SM = 3.66 SMs, x1.25 = 4.57, up to 5, even: 6;

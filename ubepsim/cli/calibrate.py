@@ -10,6 +10,7 @@ from . import cli
 from .options import CheckFailed, WORKERS, check_threads, split_list, workers_option
 from ..errors import InputError
 from ..sweep.files import check_out, write_text
+from ..sweep.params import default_sync
 
 PAPER_COMMAND = "ubepsim calibrate --paper --out ubepsim/profiles/cm384.toml"
 PAPER_PROFILES = ("cm384", "h800")   # the built-in profiles the paper's numbers refit
@@ -90,8 +91,9 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
     if cv:
         from ..paper import crossval
         # every row checked before any fit, as without --cv
-        cal.measurement_problem(cal.read_measurements(measurements),
-                                load_profile(profile_spec, key="--profile").cores, measurements)
+        start = load_profile(profile_spec, key="--profile")
+        cal.measurement_problem(cal.read_measurements(measurements), start.cores, measurements,
+                                default_sync(start))
         _cross_validate(crossval.file_specs(measurements, fit_keys, profile_spec,
                                             max_evaluations), threads)
         return
@@ -99,7 +101,8 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
     check_out(target, (".toml",))
     profile = load_profile(profile_spec, key="--profile")
     frame = cal.read_measurements(measurements)
-    problem = cal.measurement_problem(frame, profile.cores, measurements)
+    problem = cal.measurement_problem(frame, profile.cores, measurements,
+                                      default_sync(profile))
     click.echo(f"fitting {', '.join(fit_keys)} to {len(problem.labels)} measurements",
                err=True)
     result = cal.fit(problem, profile, fit_keys, threads=threads,

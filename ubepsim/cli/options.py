@@ -9,7 +9,7 @@ from typing import Any, Callable
 import click
 
 from ..errors import InputError
-from ..sweep.params import GATED, PARAM_BY_NAME, PARAMS, coerce, make_config
+from ..sweep.params import GATED, PARAM_BY_NAME, PARAMS, coerce, default_sync, make_config
 from ..sweep.profile import load_profile
 
 
@@ -73,7 +73,7 @@ def config_from_flags(values: dict[str, Any]):
     """(Config, Profile) from the values of model_options flags; InputError on bad input."""
     profile = load_profile(values.pop("profile"), key="--profile")
     given = {k: parse_value(k, v) for k, v in values.items() if v is not None}
-    config = make_config(given, profile.cores)
+    config = make_config(given, profile.cores, sync_default=default_sync(profile))
     for name, gate in GATED.items():
         value = getattr(config, name)
         shown = value.name if isinstance(value, enum.Enum) else value   # as a flag gives it

@@ -12,7 +12,7 @@ from . import cli
 from .options import (WORKERS, check_threads, list_values, model_options, parse_value,
                       workers_option)
 from ..errors import InputError
-from ..sweep.params import GATED, config_columns
+from ..sweep.params import GATED, config_columns, default_sync
 
 LISTS = ("ranks", "batch", "experts", "topk", "seed")
 
@@ -79,7 +79,8 @@ def tune(grid_file: str | None, max_cumsum_cores: int | None, sms: bool, max_sms
         lists = {k: list_values(k, flags.pop(k)) for k in LISTS if flags.get(k) is not None}
         seeds = engine.distinct("seed", lists.pop("seed", [0]))
         fixed = {k: parse_value(k, v) for k, v in flags.items() if v is not None}
-        rows = engine.rows_from_lists(lists, fixed, profile.cores)
+        rows = engine.rows_from_lists(lists, fixed, profile.cores,
+                                      sync_default=default_sync(profile))
     _check_ops(rows, grid_file)
     result = engine.tune(rows, seeds, profile, max_cumsum_cores, threads)
     if out is not None:

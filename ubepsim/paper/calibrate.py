@@ -314,17 +314,19 @@ def _check_numeric_column(col: pl.Series, kind: type, source: str) -> None:
         raise InputError(col.name, f"row {i + 1}: expected {expected}, got {col[i]!r}", source)
 
 
-def measurement_problem(frame: pl.DataFrame, cores_default: int,
-                        source: str | None = None) -> Problem:
-    """Each row a configuration (unnamed parameters at their defaults): a latency, fitted on
-    its relative error, or a latency above its group's best, fitted on the difference."""
+def measurement_problem(frame: pl.DataFrame, cores_default: int, source: str | None = None,
+                        sync_default: str | None = None) -> Problem:
+    """Each row a configuration (unnamed parameters at their defaults; cores and sync the
+    profile's, as make_config takes them): a latency, fitted on its relative error, or a
+    latency above its group's best, fitted on the difference."""
     rows = []
     params = [c for c in frame.columns if c in NAMES]
     for i in range(frame.height):  # (not iter_rows over params: there may be none)
         values = {k: v for k, v in frame.row(i, named=True).items()
                   if v is not None and k in NAMES}
         try:
-            rows.append(make_config(values, cores_default, source).as_dict())
+            rows.append(make_config(values, cores_default, source,
+                                    sync_default=sync_default).as_dict())
         except InputError as e:
             raise InputError(e.key, f"row {i + 1}: {str(e).split(': ', 2)[-1]}", source) \
                 from None

@@ -38,6 +38,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import InputError
+from ..sweep.params import default_sync
 from . import calibrate as cal
 from . import cm384, h800, numbers
 
@@ -183,7 +184,7 @@ def score_file(profile: Any, frame: pl.DataFrame, column: str, cores: int,
     out = {}
     for value in fold_values(frame, column):
         rows = frame.filter(pl.Series(_fold_mask(frame, column, value)))
-        problem = cal.measurement_problem(rows, cores, source)
+        problem = cal.measurement_problem(rows, cores, source, default_sync(profile))
         table = problem.table(problem.simulate(profile, threads))
         out[value] = {"points": table["point"].to_list(), "error": table["error"].to_list(),
                       "relative": table["relative"].to_list(),
@@ -237,7 +238,7 @@ def run_fold(spec: FoldSpec, threads: int | None = 1) -> FoldResult:
         keep = ~_fold_mask(frame, column, spec.left_out) if spec.left_out is not None \
             else np.ones(frame.height, bool)
         problem = cal.measurement_problem(frame.filter(pl.Series(keep)), start.cores,
-                                          spec.measurements)
+                                          spec.measurements, default_sync(start))
         result = cal.fit(problem, start, spec.keys, threads=threads,
                          max_evaluations=spec.max_evaluations)
         scores = score_file(result.profile, frame, column, start.cores, spec.measurements,

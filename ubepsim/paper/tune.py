@@ -53,16 +53,18 @@ class SmTuning:
 
 
 def rows_from_lists(lists: dict[str, list[Any]], fixed: dict[str, Any],
-                    cores_default: int, protocol: str = "ubep") -> list[dict[str, Any]]:
+                    cores_default: int, protocol: str = "ubep",
+                    sync_default: str | None = None) -> list[dict[str, Any]]:
     """Every combination of the listed values (ranks slowest), with the fixed parameters;
-    each checked as a configuration of `protocol` (experts default to one per rank)."""
+    each checked as a configuration of `protocol` (experts default to one per rank; cores and
+    sync to the profile's, as make_config takes them)."""
     names = [n for n in KEYS if n in lists]
     for n in names:
         distinct(n, lists[n])
     rows = []
     for combo in itertools.product(*(lists[n] for n in names)):
         values = {**fixed, **dict(zip(names, combo)), "protocol": protocol, "cumsum_cores": 1}
-        rows.append(resolved_row(values, cores_default))
+        rows.append(resolved_row(values, cores_default, sync_default))
     return rows
 
 
@@ -73,9 +75,10 @@ def distinct(name: str, values: list[Any]) -> list[Any]:
     return values
 
 
-def resolved_row(values: dict[str, Any], cores_default: int) -> dict[str, Any]:
+def resolved_row(values: dict[str, Any], cores_default: int,
+                 sync_default: str | None = None) -> dict[str, Any]:
     """A checked configuration without the two parameters tune varies itself."""
-    row = make_config(values, cores_default).as_dict()
+    row = make_config(values, cores_default, sync_default=sync_default).as_dict()
     row.pop("cumsum_cores")
     row.pop("seed")
     return row

@@ -24,7 +24,7 @@ from .filters import Filter
 from .kernel_io import check_machine, check_time_bound
 from ..kernels.layout import MAX_TIME
 from .params import (ENUMS, GATED, NAMES, PARAMS, canonical, check_rules, columns, default_cores,
-                     polars_dtype, same_config, series, stable_id)
+                     default_sync, polars_dtype, same_config, series, stable_id)
 from .profile import Profile
 
 CHUNK = 1 << 18   # points built at a time while expanding (larger chunks measured slower)
@@ -109,7 +109,7 @@ def corner(values: list[list[pl.Series]], profile: Profile) -> dict[str, np.ndar
     (workload.batch_max) bounded by every die's tokens where batches may spread (a spread, or
     a trace, which carries its own)."""
     axis = {s.name: s for cols in values for s in cols}
-    defaults = {p.name: p.default for p in PARAMS}
+    defaults = _defaults(profile)
 
     def largest(name: str) -> int:
         return int(axis[name].max()) if name in axis else defaults[name]
@@ -188,8 +188,8 @@ def _canonical(points: pl.DataFrame) -> pl.DataFrame:
 
 def _resolve(frame: pl.DataFrame, profile: Profile) -> pl.DataFrame:
     """A frame of every parameter: the axes, and defaults elsewhere (experts = ranks, cores =
-    params.default_cores: the profile's, or its protocol's)."""
-    defaults = {p.name: p.default for p in PARAMS}
+    params.default_cores: the profile's, or its protocol's; sync = params.default_sync)."""
+    defaults = _defaults(profile)
     frame = frame.with_columns(pl.lit(defaults[name], polars_dtype(name)).alias(name)
                                for name in NAMES if name not in frame.columns
                                and name not in ("experts", "cores"))
@@ -200,6 +200,12 @@ def _resolve(frame: pl.DataFrame, profile: Profile) -> pl.DataFrame:
         frame = frame.with_columns(pl.Series("cores", default_cores(
             protocol, frame["experts"].to_numpy(), profile.cores), polars_dtype("cores")))
     return frame.select(NAMES)
+
+
+def _defaults(profile: Profile) -> dict[str, object]:
+    """Each parameter's default on `profile`, where a grid has no axis of it (experts and
+    cores aside: they follow other parameters)."""
+    return {p.name: p.default for p in PARAMS} | {"sync": default_sync(profile)}
 
 
 def _check_points(cols: dict[str, np.ndarray], source: str) -> None:

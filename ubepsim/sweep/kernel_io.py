@@ -126,7 +126,7 @@ def check_machine(cols: dict[str, np.ndarray], profile: Profile,
                          f"{profile.name}" + (f"; a profile of more dies: {', '.join(bigger)}"
                                               if bigger else ""), source)
     # Data-as-Flag's in-block variants need a block the fabric writes whole (paper Table 5)
-    if profile.atomic_bytes < profile.block_bytes:
+    if not profile.writes_blocks_whole:
         sync = np.asarray(cols["sync"], dtype=np.int64)
         whole = GATED["sync"].reads(cols) & ((POLICY[sync, IN_BLOCK] == 1) |
                                              (POLICY[sync, REARM] == 1))

@@ -29,7 +29,7 @@ from .kernel_io import KernelFailure, kernel_order, prepare, result_columns
 from ..kernels import layer, protocols
 from ..kernels import layout as k
 from .params import (LATER_NAMES, NAMES, PARAM_BY_NAME, PARAMS, SCHEMA, Config, Op,
-                     columns, make_config, stable_id)
+                     columns, default_sync, make_config, stable_id)
 from .profile import Profile, load_profile
 from .result_fields import RESULTS
 
@@ -98,7 +98,7 @@ def _config(config: Config | Mapping[str, Any], profile: Profile, name: str) -> 
     if not isinstance(config, Mapping):
         raise InputError(name, f"expected a dict of parameters or a ubepsim.Config, got "
                          f"{type(config).__name__}")
-    return make_config(dict(config), profile.cores, name)
+    return make_config(dict(config), profile.cores, name, sync_default=default_sync(profile))
 
 
 def simulate_many(configs: Iterable[Config | Mapping[str, Any]] | pl.DataFrame,

@@ -23,7 +23,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -31,6 +31,9 @@ import polars as pl
 from ..errors import InputError
 from ..kernels import protocols
 from . import routings
+
+if TYPE_CHECKING:
+    from .profile import Profile
 
 
 # bsp, ubep, deepep_ll: the protocols kernels/protocols registers, each a module there
@@ -164,7 +167,9 @@ PARAMS: tuple[Param, ...] = (
           "decomposition, point-to-point signals) or deepep_ll (DeepEP's low-latency kernels: "
           "a put per copy, counts behind them, fixed slots)."),
     Param("sync", str, "sp", "Data-as-Flag variant of every signal: sw (stop-and-wait), tff "
-          "(token-flag fusion), dc (data-for-checksum), sp (sentinel polling)."),
+          "(token-flag fusion), dc (data-for-checksum), sp (sentinel polling). A profile whose "
+          "fabric does not write a block whole (atomic_bytes below block_bytes) refuses tff "
+          "and sp, and takes dc by default."),
     Param("schedule", str, "homogenized", "Token-to-core schedule: expert_block, balanced, "
           "homogenized."),
     Param("routing", str, "uniform", "Routing generator: uniform, zipf, hot, lognormal, "
@@ -593,17 +598,30 @@ def default_cores(protocol, experts, profile_cores):
     return np.where(g > 0, g * -(-np.asarray(experts) // np.maximum(g, 1)), profile_cores)
 
 
+def default_sync(profile: Profile) -> str:
+    """The sync of configurations that name none on `profile`: sp, or dc where its fabric does
+    not write a block whole. There tff and sp are refused (kernel_io.check_machine), and a
+    preset's defaults must run: of paper Table 5's two fallbacks without atomic writes,
+    data-for-checksum and fences (sw), dc is the one that fences no signal."""
+    return PARAM_BY_NAME["sync"].default if profile.writes_blocks_whole else Sync.dc.name
+
+
 def make_config(values: dict[str, Any], cores_default: int, source: str | None = None,
-                check_trace: bool = True) -> Config:
+                check_trace: bool = True, sync_default: str | None = None) -> Config:
     """Validate one point: types, ranges and the cross-parameter rules of the model. GATED
-    parameters its protocol, routing or op does not read are recorded at their defaults."""
+    parameters its protocol, routing or op does not read are recorded at their defaults.
+    Where `values` name none, cores and sync take the profile's: `cores_default` (its cores,
+    as default_cores reads them) and `sync_default` (default_sync; None: the parameter's
+    default, sp)."""
     for name in values:
         if name not in PARAM_BY_NAME:
             raise InputError(name, f"unknown parameter; allowed: {', '.join(NAMES)}", source)
+    defaults = {p.name: p.default for p in PARAMS} | (
+        {"sync": sync_default} if sync_default is not None else {})
     resolved: dict[str, Any] = {}
     for p in PARAMS:
         v = values.get(p.name)
-        resolved[p.name] = coerce(p.name, p.default if v is None else v, source)
+        resolved[p.name] = coerce(p.name, defaults[p.name] if v is None else v, source)
     if resolved["experts"] is None:
         resolved["experts"] = resolved["ranks"]
     if resolved["cores"] is None:

@@ -140,6 +140,12 @@ class Profile:
         """Cycles to move `nbytes` at `gbps` GB/s (= bytes per ns), rounded up."""
         return int(math.ceil(nbytes * self.values["clock_ghz"] / gbps - 1e-9))
 
+    @property
+    def writes_blocks_whole(self) -> bool:
+        """Whether the fabric writes a block whole (atomic_bytes >= block_bytes), which
+        Data-as-Flag's tff and sp need (paper Table 5)."""
+        return self.values["atomic_bytes"] >= self.values["block_bytes"]
+
     def latency_cycles(self) -> list[int]:
         return [self.cycles(self.values["latency_ns"].get(h, 0.0)) for h in HOP_CLASSES]
 
