@@ -72,7 +72,7 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
     prog = np.empty(2 * N + R * R * G, np.int64)
     pre = np.empty(2 * N + R * R * G, np.int32)
     pb = np.zeros((R * A, N_PHASES, 2), np.int64)
-    no_count = np.array([-1, 0, 1])
+    no_count = (np.int64(-1), np.int64(0), np.int64(1))
     n = 0
     for s in range(R):
         n = token_programs(s, prog, pre, n, pb[s * A:(s + 1) * A, 0], 0, aoff, xdest, xslot,

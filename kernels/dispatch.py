@@ -86,8 +86,7 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     pre = np.empty(2 * cfirst[R] + 2 * R * R * G, np.int32)
     pb = np.zeros((R * A, N_PHASES, 2), np.int64)
     # the send loop's count of each copy's predecessors to its expert (CANN), or none
-    count = np.array([c[C_COUNT_CHAIN] if c[C_COPY_COUNT] else -1, c[C_VECTOR_OP],
-                      c[C_VECTOR_BYTES]])
+    count = (c[C_COUNT_CHAIN] if c[C_COPY_COUNT] else -1, c[C_VECTOR_OP], c[C_VECTOR_BYTES])
     n = 0
     for s in range(R):
         first = pb[s * A:(s + 1) * A, 0]

@@ -30,12 +30,14 @@ def poll(t, visible, period, inv_period):
 def take(sto, sid, b_lo, b_hi):
     """A receiver takes copy `sid` out of its die's bucket (ids b_lo .. b_hi): 1 if this is
     the copy's first take (a copy store that arrived, or a local one, and in the bucket: a
-    delivery), 0 for a second take or anything else; a taken copy is marked TAKEN."""
+    delivery), 0 for a second take or anything else; a taken copy is marked TAKEN. Without a
+    branch: inlined into a loop over copies, a function that branches pays its array argument
+    a reference count up and down on every call (Numba prunes the pair only within a block)."""
     w = sto[u(sid), ARR]
-    if (w == LOCAL - K_COPY or (w >= 0 and w & 3 == K_COPY)) and b_lo <= sid < b_hi:
-        sto[u(sid), ARR] = TAKEN
-        return 1
-    return 0
+    first = np.int64(((w == LOCAL - K_COPY) | ((w >= 0) & (w & 3 == K_COPY))) &
+                     (b_lo <= sid) & (sid < b_hi))
+    sto[u(sid), ARR] = w + first * (TAKEN - w)
+    return first
 
 
 @njit(inline="always")

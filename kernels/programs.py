@@ -75,7 +75,7 @@ def token_programs(s, prog, pre, n, bounds, C, aoff, xdest, xslot, xcopy, count,
     (sync.Effects.copy_signal), a flag after it, or the checksum after the AIV's last copy to
     its destination. copy_ref[slot]: the stores carrying and signalling the copy of that slot
     at the receiver. pre[word]: a store's own work before it, beside its kind's: with `count`
-    = (fixed cycles, vector_op_cycles, vector_bytes), CANN's count of a copy's predecessors to
+    = (fixed cycles, vector_op_cycles, vector_bytes), a tuple, CANN's count of a copy's predecessors to
     its expert (the copies before it at its die, if any); else nothing. Sets each AIV's program
     bounds; returns where the programs end. (The AIVs' loop is inside, called once per die:
     every array a function is handed, and every slice, costs a reference count up and down.)"""
@@ -103,7 +103,7 @@ def token_programs(s, prog, pre, n, bounds, C, aoff, xdest, xslot, xcopy, count,
                     pre[u(start)] = 0
                 start -= 1
                 sid = new_store(prog, start, bfill, d, K_COPY, 0)
-                pre[u(start)] = copy_work(count, xcopy, x)
+                pre[u(start)] = copy_work(count, xcopy[u(x)])
                 g = u(xslot[u(x)])
                 copy_ref[g, 0] = sid
                 copy_ref[g, 1] = cur_sig[u(d)]
@@ -115,7 +115,7 @@ def token_programs(s, prog, pre, n, bounds, C, aoff, xdest, xslot, xcopy, count,
             for x in range(lo, hi):
                 d = np.int64(xdest[u(x)])
                 sid = new_store(prog, n, bfill, d, K_COPY, np.int64(d != last))
-                pre[u(n)] = copy_work(count, xcopy, x)
+                pre[u(n)] = copy_work(count, xcopy[u(x)])
                 last = d
                 n += 1
                 g = u(xslot[u(x)])
@@ -131,14 +131,14 @@ def token_programs(s, prog, pre, n, bounds, C, aoff, xdest, xslot, xcopy, count,
 
 
 @njit(inline="always")
-def copy_work(count, xcopy, x):
-    """The work of the copy at position x of the AIV lists beyond its kind's: count = (fixed,
-    op, vector_bytes) of CANN's count of its predecessors, or fixed < 0 for none (UBEP,
-    combine)."""
-    if count[0] < 0:
+def copy_work(count, i):
+    """The work of a copy beyond its kind's, i copies before it at its die to its expert (its
+    xcopy): count = (fixed, op, vector_bytes) of CANN's count of its predecessors, or fixed < 0
+    for none (UBEP, combine). Scalars only: an array handed to an inlined function with a
+    branch costs a reference count up and down on every copy (bench/README.md)."""
+    if count[0] < 0 or i <= 0:
         return 0
-    i = xcopy[u(x)]
-    return count_cycles(count[0], count[1], count[2], i) if i > 0 else 0
+    return count_cycles(count[0], count[1], count[2], i)
 
 
 @njit(inline="always")
