@@ -2,12 +2,15 @@
 
     git worktree add /tmp/base HEAD~1                          # the kernels before a change
     python bench/compare_kernels.py /tmp/base/kernels [--per-setting 3] [--rounds 5]
+    python bench/compare_kernels.py /tmp/base/kernels --config '{"ranks": 256, "batch": 128}'
 
 Both kernels run bench_sweep's fixed sample of sweeps/million.toml on one thread, from the
 same prepared inputs, in alternating order (A B, B A, ...), after a JIT warm-up of each. A
 host's speed drifts by tens of percent within the hour, so only runs this close together
 compare fairly; the best of each side is the least disturbed, the median is printed beside it.
 The rows of the two kernels are compared too: a change for speed must leave them identical.
+--config JSON compares them on one configuration instead (its parameters, as `ubepsim run` takes
+them), repeated --rounds times: a change's effect on one size, with less noise than the sample's.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import dataclasses
 import atexit
 import importlib.util
 import inspect
+import json
 import shutil
 import statistics
 import sys
@@ -26,6 +30,7 @@ from pathlib import Path
 
 import numba
 import numpy as np
+import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sweep import MILLION, PER_SETTING, stratified_sample  # noqa: E402
@@ -35,7 +40,7 @@ from ubepsim.kernels import layout as our_layout  # noqa: E402
 from ubepsim.kernels.layout import COSTS, N_OUT  # noqa: E402
 from ubepsim.sweep import kernel_io, memory  # noqa: E402
 from ubepsim.sweep.grid import load_grid  # noqa: E402
-from ubepsim.sweep.params import columns  # noqa: E402
+from ubepsim.sweep.params import NAMES, columns, make_config  # noqa: E402
 from ubepsim.sweep.profile import FIELDS, MECHANISMS  # noqa: E402
 
 
@@ -135,11 +140,17 @@ def main() -> None:
     ap.add_argument("--per-setting", type=int, default=PER_SETTING,
                     help="sample configurations per setting of the cost axes (as bench_sweep)")
     ap.add_argument("--rounds", type=int, default=5, help="runs of each kernel")
+    ap.add_argument("--config", type=json.loads, default=None,
+                    help="one configuration (JSON) instead of the sample")
     args = ap.parse_args()
     theirs = load_kernels(args.kernels.resolve())
     numba.set_num_threads(1)
     grid = load_grid(MILLION)
-    sample = stratified_sample(grid, args.per_setting)
+    if args.config is None:
+        sample = stratified_sample(grid, args.per_setting)
+    else:
+        config = make_config(args.config, grid.profile.cores)
+        sample = pl.DataFrame([config.as_dict()]).select(NAMES)
     memory.keep_freed_memory()
     # the mechanisms at their vanishing values, so that a kernel without them gives the same
     # rows (and the comparison checks that it does)

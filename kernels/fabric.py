@@ -49,6 +49,11 @@ OVER = -2   # an AIV's phase's program is over
 SLOT_BITS = 32
 SLOT_MASK = (1 << SLOT_BITS) - 1
 CORE_MASK = (1 << CORE_BITS) - 1
+# An in-flight slot (an AIV's ring of stores it issued, `fifo`): its store's kind in the low two
+# bits, so that a credit returns its kind's blocks without a second array to miss in the cache;
+# above them the store's acknowledgement once known, else -1 - (the earliest time it can be known
+# << 2 | kind), below zero.
+KNOWN_SHIFT = 2
 # A link queue's entry: its key, arrival << LINK_SHIFT | source << 1 | port; its value, the
 # store's id << LINK_SID | destination << LINK_DST | the step of its path it is at
 LINK_SHIFT = SRC_BITS + 1
@@ -208,11 +213,21 @@ def heap_at(bstart, d, p):
 
 
 @njit(inline="always")
+def acked(x, kind):
+    """An in-flight slot: its store of `kind` acknowledged at x."""
+    return x << KNOWN_SHIFT | kind
+
+
+@njit(inline="always")
+def unknown_until(x, kind):
+    """An in-flight slot: its store of `kind` not acknowledged before x."""
+    return -1 - (x << KNOWN_SHIFT | kind)
+
+
+@njit(inline="always")
 def outstanding(g, st, fifo, cap):
     """The latest acknowledgement of every store AIV row g issued, (latest, -1) if each is
-    known; else (latest known, the earliest time the last unknown one can be known). An
-    in-flight slot holds its store's acknowledgement once known, else -1 - that earliest
-    time."""
+    known; else (latest known, the earliest time the last unknown one can be known)."""
     latest = st[u(g), S_MAX_ACK]
     unknown = -1
     base = g * cap
@@ -221,9 +236,9 @@ def outstanding(g, st, fifo, cap):
         v = fifo[u(base + hd)]
         hd = hd + 1 if hd + 1 < cap else 0
         if v < 0:
-            unknown = max(unknown, -1 - v)
+            unknown = max(unknown, (-1 - v) >> KNOWN_SHIFT)
         else:
-            latest = max(latest, v)
+            latest = max(latest, v >> KNOWN_SHIFT)
     return latest, unknown
 
 
@@ -404,7 +419,6 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, cores, eg
 
     st = np.zeros((R * A, S_WIDTH), np.int64)
     fifo = np.empty(R * A * cap, np.int64)       # per AIV, its stores in flight (outstanding)
-    fblocks = np.empty(R * A * cap, np.int32)    # ... and their blocks (they may outlive a phase)
     qsize = 1
     while qsize < A + 1:
         qsize *= 2
@@ -470,10 +484,10 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, cores, eg
                 lsize = heap_push(lheap, 0, 1, lsize, out << LINK_SHIFT | s << 1 | pt, val + 1)
                 earliest = out + links_left(h, step + 1, queues, kc, row) + half[h]
                 sto[sid, ARR] = earliest << 2 | kind
-                fifo[slot] = -2 - earliest - back[h]
+                fifo[slot] = unknown_until(earliest + back[h] + 1, kind)
             else:
                 arrival = out + half[h]
-                fifo[slot] = -2 - arrival - back[h]
+                fifo[slot] = unknown_until(arrival + back[h] + 1, kind)
                 base, dirn = heap_at(bstart, d, pt)
                 hsize[d, pt] = heap_push(heap, base, dirn, hsize[d, pt], arrival << SRC_BITS | s,
                                          sid << (SLOT_BITS + 2) | slot << 2 | kind)
@@ -508,7 +522,7 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, cores, eg
                     sto[sid, ARR] = arrival << 2 | kind
                     sto[sid, VIS] = free
                     sto[sid, ACK] = x
-                    fifo[(val >> 2) & SLOT_MASK] = x
+                    fifo[(val >> 2) & SLOT_MASK] = acked(x, kind)
                 hsize[d, pt] = n
                 ingress_free[d, pt] = free
         if lo == NEVER:
@@ -592,7 +606,7 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, cores, eg
                         sto[u(sid), ARR] = LOCAL - kind
                         sto[u(sid), VIS] = x
                         sto[u(sid), ACK] = x
-                        fifo[u(slot)] = x
+                        fifo[u(slot)] = acked(x, kind)
                     else:
                         h = hops[u(s * R + d)]
                         pt = port_of[u(h)]
@@ -602,7 +616,7 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, cores, eg
                             # on to the ingress port; not acknowledged before its ingress cost
                             # (at least a cycle) and the hop's second half
                             arrival = depart + half[u(h)]
-                            fifo[u(slot)] = -2 - arrival - back[u(h)]
+                            fifo[u(slot)] = unknown_until(arrival + back[u(h)] + 1, kind)
                             val = sid << (SLOT_BITS + 2) | slot << 2 | kind
                             if pt == 0:
                                 hsize[u(d), 0] = heap_push(heap, bstart[u(d)], 1, hsize[u(d), 0],
@@ -615,7 +629,7 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, cores, eg
                             earliest = depart + links_left(h, 0, queues, kc, row) + half[u(h)]
                             sto[u(sid), ARR] = earliest << 2 | kind
                             sto[u(sid), ACK] = slot
-                            fifo[u(slot)] = -2 - earliest - back[u(h)]
+                            fifo[u(slot)] = unknown_until(earliest + back[u(h)] + 1, kind)
                             lsize = heap_push(lheap, 0, 1, lsize,
                                               depart << LINK_SHIFT | s << 1 | pt,
                                               sid << LINK_SID | d << LINK_DST)
@@ -624,7 +638,6 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, cores, eg
                         st[u(g), S_COPIES] += 1
                     st[u(g), S_N] += 1
                     st[u(g), S_OUT] += kc[u(row + KC_BLOCKS)]
-                    fblocks[u(slot)] = kc[u(row + KC_BLOCKS)]
                     st[u(g), S_PC] = ip + 1
                     stage = STAGE_WORK
                 key = OVER
@@ -662,11 +675,11 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, cores, eg
                             hd = st[u(g), S_HEAD]
                             x = fifo[u(fbase + hd)]
                             if x < 0:
-                                key = max(t, -1 - x) << CORE_BITS | a
+                                key = max(t, (-1 - x) >> KNOWN_SHIFT) << CORE_BITS | a
                                 break
-                            t = max(t, x)
-                            st[u(g), S_MAX_ACK] = max(st[u(g), S_MAX_ACK], x)
-                            st[u(g), S_OUT] -= fblocks[u(fbase + hd)]
+                            t = max(t, x >> KNOWN_SHIFT)
+                            st[u(g), S_MAX_ACK] = max(st[u(g), S_MAX_ACK], x >> KNOWN_SHIFT)
+                            st[u(g), S_OUT] -= kc[u((x & 3) * KC_WIDTH + KC_BLOCKS)]
                             st[u(g), S_N] -= 1
                             st[u(g), S_HEAD] = hd + 1 if hd + 1 < cap else 0
                         if key == OVER:
