@@ -538,6 +538,15 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, cores, eg
         for s in range(R):
             if dnext[s] == NEVER:
                 continue
+            # its AIVs' rows, their next program words and their oldest stores in flight, all
+            # asked for at once: the die ran a round ago, and each AIV's first event here would
+            # otherwise wait on memory in its turn
+            for g in range(s * A, (s + 1) * A):
+                prefetch(st, g * S_WIDTH)
+            for g in range(s * A, (s + 1) * A):
+                prefetch(fifo, g * cap + st[u(g), S_HEAD])
+                prefetch(prog, st[u(g), S_PC])
+                prefetch(pre, st[u(g), S_PC])
             base0 = 2 * s * qsize
             base1 = base0 + qsize
             h0, s0, h1, s1 = rings[s, 0], rings[s, 1], rings[s, 2], rings[s, 3]
