@@ -16,13 +16,19 @@ round makes progress. Nothing depends on the order in which dies run: every port
 serves in an order its own keys fix (an egress port by request time and AIV, a link by arrival,
 source die and port, an ingress port by arrival and source die).
 
-Speed. The dies interleave, so each event finds its AIV's state and its stores cold: the loop
-prefetches the next event's state, keeps the current store's program word in the AIV's row, and
-has each ingress port write a store's acknowledgement straight into its sender's in-flight
-slot, so that an AIV's credits are read from its own ring; an ingress port, taking a store,
-prefetches the next one's row and slot. The ports' heaps are 4-ary (bench/README.md has the
-figures).
+Speed. The dies interleave, so each event finds its AIV's state and its stores cold: a die's
+run first asks for all its AIVs' rows, next program words and oldest in-flight slots at once;
+the loop prefetches the next event's state, keeps the current store's program word in the AIV's
+row, and has each ingress port write a store's acknowledgement (with its kind, whose blocks its
+credit returns) straight into its sender's in-flight slot, so that an AIV's credits are read
+from its own ring; an ingress port, taking a store, prefetches the next one's row and slot. The
+ports' heaps are 4-ary (bench/README.md has the figures).
+
+The steps of a round: `frontier`, `drain_links`, `drain_ingress`, `run_dies`; their state is a
+`Fabric` of named arrays, set up by `fabric_state`.
 """
+
+from collections import namedtuple
 
 import numpy as np
 
@@ -368,26 +374,29 @@ def barrier(s, A, st, fifo, cap, pb, cores, cost, acked):
     return -1
 
 
-@njit
-def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, cores, egress_free,
-           ingress_free):
-    """Every die's AIVs replay their programs (prog, each store's own work pre; AIV row s *
-    cores + a's phase p runs pb[row, p, 0] .. pb[row, p, 1]) on one fabric, until every store is
-    visible (layout.Stores' arr, vis, ack). nph phases, `then` between them (layout.THEN_*); the
-    AIVs from C on send copies in the first phase, their time Token-Sending, the others' (and every
-    AIV's in later phases) counting as `other`'s bucket; the first C AIVs queue apart (ubep's
-    CalCumSum group). egress_free, ingress_free [ranks, ports]: when each port is next free, in and
-    out. Each die's AIVs start at their clocks in `cores` (after Init). Returns (copies sent, the
-    longest wait of a store in an ingress port's queue).
+# The rounds' steps below are inlined into `fabric` by Numba: compiled apart, they cost 3-7% of
+# the time (R=256, B=128, K=8; bench/compare_kernels.py --config), their arrays coming from a
+# tuple argument, where LLVM no longer knows that they do not alias. The dies' loop is inside
+# run_dies: called per die, its arrays' reference counts went up and down every call.
+# The fabric's state, set up once per configuration (`fabric_state`) and read and written by the
+# rounds' steps: per AIV row its state (layout.S_*) and its ring of `cap` stores in flight (an
+# in-flight slot, above); per die its events, two sorted rings of qsize (`queue`; their heads and
+# sizes in `rings`), its next event's time and its AIVs not yet done with their phase; the ingress
+# ports' heaps, in their destinations' buckets, and their sizes; the links' heap and when each
+# link is next free [tier, up or down, domain]; per port, the earliest any store still to come can
+# leave it. And per hop class: half its latency (to the far port) and the rest (the
+# acknowledgement's way back), its port out, its links that queue; the tiers whose links queue
+# and their domains' sizes; how far ahead of every die's next event a store can arrive (`ahead`).
+Fabric = namedtuple("Fabric", (
+    "st", "fifo", "queue", "rings", "dnext", "live", "heap", "hsize", "lheap", "link_free",
+    "frontier", "half", "back", "port_of", "nlinks", "queues", "tier_dies", "cap", "qsize",
+    "qmask", "ahead"))
 
-    The loop's hot path (a port taking a store, an AIV going on to its next) is written out
-    in it: an inlined function's array arguments cost a reference count up and down on every
-    call, which Numba does not prune across the loop's branches (measured: 36% of the time)."""
-    t_core = cores.t
-    A = t_core.shape[1]
+
+@njit(inline="always")
+def fabric_state(R, A, c, kc, hops, n_stores):
+    """A configuration's fabric before its first round (Fabric): nothing in flight, no event."""
     cap = c[C_BLOCKS_IN_FLIGHT]
-    sto, bstart = stores.sto, stores.bstart
-    lat_local = c[C_LAT_LOCAL]
     lat = c[C_LAT_LOCAL:C_LAT_LOCAL + N_HOPS]
     half = np.empty(N_HOPS, np.int64)
     back = np.empty(N_HOPS, np.int64)
@@ -416,317 +425,385 @@ def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, cores, eg
             ahead = min(ahead, half[h])
     if ahead == NEVER:
         ahead = 0
-
-    st = np.zeros((R * A, S_WIDTH), np.int64)
-    fifo = np.empty(R * A * cap, np.int64)       # per AIV, its stores in flight (outstanding)
     qsize = 1
     while qsize < A + 1:
         qsize *= 2
-    qmask = qsize - 1
-    queue = np.empty(R * 2 * qsize, np.int64)   # per die, its events: two sorted rings
-    rings = np.zeros((R, 4), np.int64)           # per die, the rings' heads and sizes
-    dnext = np.full(R, NEVER, np.int64)          # per die, its next event's time
-    live = np.zeros(R, np.int64)                 # per die, AIVs not yet done with its phase
-    n_stores = sto.shape[0]
-    heap = np.empty((n_stores, 2), np.int64)     # the ingress ports' heaps, in the buckets
-    hsize = np.zeros((R, N_PORTS), np.int64)
-    any_links = queues.sum() > 0
-    lheap = np.empty((n_stores if any_links else 0, 2), np.int64)   # the links' heap
-    lsize = 0
-    link_free = np.zeros((N_TIERS, 2, R), np.int64)
-    frontier = np.empty(N_PORTS, np.int64)
-    longest = 0                                  # the longest wait in an ingress port's queue
+    n_linked = n_stores if queues.sum() > 0 else 0     # stores that may cross a link
+    return Fabric(
+        st=np.zeros((R * A, S_WIDTH), np.int64), fifo=np.empty(R * A * cap, np.int64),
+        queue=np.empty(R * 2 * qsize, np.int64), rings=np.zeros((R, 4), np.int64),
+        dnext=np.full(R, NEVER, np.int64), live=np.zeros(R, np.int64),
+        heap=np.empty((n_stores, 2), np.int64), hsize=np.zeros((R, N_PORTS), np.int64),
+        lheap=np.empty((n_linked, 2), np.int64),
+        link_free=np.zeros((N_TIERS, 2, R), np.int64), frontier=np.empty(N_PORTS, np.int64),
+        half=half, back=back, port_of=port_of, nlinks=nlinks, queues=queues,
+        tier_dies=tier_dies, cap=cap, qsize=qsize, qmask=qsize - 1, ahead=ahead)
 
-    # every AIV's first event: its clock after Init, where its first phase begins
+
+@njit
+def first_events(f, pb, t_core):
+    """Every AIV's first event: its clock after Init, where its first phase begins."""
+    R, A = t_core.shape
+    st, queue, qsize, qmask = f.st, f.queue, f.qsize, f.qmask
     for s in range(R):
-        live[s] = A
+        f.live[s] = A
         base1 = (2 * s + 1) * qsize
         h1 = 0
         for a in range(A):
             begin_phase(s * A + a, s, a, 0, st, pb, t_core, True)
             h1 = ring_push(queue, base1, qmask, h1, a, t_core[s, a] << CORE_BITS | a)
-        rings[s, 2] = h1
-        rings[s, 3] = A
-        dnext[s] = queue[base1 + h1] >> CORE_BITS
-    while True:
-        # every die has run its events before `lo`: every store that reached a link before
-        # then was requested before then, and is taken there in order of arrival (to the next
-        # link, or on to its ingress port)
-        # (a die's next store leaves a port no sooner than its next event and than the port is
-        # free: its earlier requests go first). Per port, the earliest any store still to
-        # come can leave it; `lo`, the earliest over both
-        lo = NEVER
+        f.rings[s, 2] = h1
+        f.rings[s, 3] = A
+        f.dnext[s] = queue[base1 + h1] >> CORE_BITS
+
+
+@njit(inline="always")
+def frontier(f, egress_free):
+    """Every die has run its events before the returned time, `lo`: per port, the earliest any
+    store still to come can leave it (a die's next store leaves a port no sooner than its next
+    event and than the port is free: its earlier requests go first); `lo`, the earliest over
+    both."""
+    dnext, front = f.dnext, f.frontier
+    lo = NEVER
+    for pt in range(N_PORTS):
+        front[pt] = NEVER
+        for s in range(dnext.shape[0]):
+            if dnext[s] < NEVER:
+                front[pt] = min(front[pt], max(dnext[s], egress_free[s, pt]))
+        lo = min(lo, front[pt])
+    return lo
+
+
+@njit(inline="always")
+def drain_links(f, lo, lsize, hops, kc, stores):
+    """Every store that reached a link before `lo` was requested before then: taken there in
+    order of arrival, on to the next link or to its ingress port. Returns the links' heap's
+    size."""
+    R = f.dnext.shape[0]
+    sto, bstart = stores.sto, stores.bstart
+    fifo, lheap, heap, hsize, link_free = f.fifo, f.lheap, f.heap, f.hsize, f.link_free
+    queues, tier_dies, nlinks, half, back = f.queues, f.tier_dies, f.nlinks, f.half, f.back
+    while lsize > 0 and (lheap[0, 0] >> LINK_SHIFT) < lo:
+        key = lheap[0, 0]
+        val = lheap[0, 1]
+        lsize = heap_pop(lheap, 0, 1, lsize)
+        t = key >> LINK_SHIFT
+        s = (key >> 1) & SRC_MASK
+        pt = key & 1
+        sid = val >> LINK_SID
+        d = (val >> LINK_DST) & SRC_MASK
+        step = val & ((1 << LINK_DST) - 1)
+        h = hops[s * R + d]
+        kind = sto[sid, ARR] & 3
+        row = kind * KC_WIDTH
+        slot = sto[sid, ACK]       # its sender's in-flight slot, kept here while it climbs
+        k, down = link_on(h, step, queues)
+        dom = (d if down else s) // tier_dies[k]
+        out = max(t, link_free[k, down, dom]) + kc[row + KC_TIER + k]
+        link_free[k, down, dom] = out
+        if step + 1 < nlinks[h]:
+            lsize = heap_push(lheap, 0, 1, lsize, out << LINK_SHIFT | s << 1 | pt, val + 1)
+            earliest = out + links_left(h, step + 1, queues, kc, row) + half[h]
+            sto[sid, ARR] = earliest << 2 | kind
+            fifo[slot] = unknown_until(earliest + back[h] + 1, kind)
+        else:
+            arrival = out + half[h]
+            fifo[slot] = unknown_until(arrival + back[h] + 1, kind)
+            base, dirn = heap_at(bstart, d, pt)
+            hsize[d, pt] = heap_push(heap, base, dirn, hsize[d, pt], arrival << SRC_BITS | s,
+                                     sid << (SLOT_BITS + 2) | slot << 2 | kind)
+    return lsize
+
+
+@njit(inline="always")
+def drain_ingress(f, longest, hops, kc, stores, ingress_free):
+    """Every store that reached an ingress port before half the shortest hop after its port's
+    frontier (it left before then) is taken, in order of arrival and source: visible, and its
+    acknowledgement known. Returns the longest wait of a store in an ingress port's queue."""
+    R = f.dnext.shape[0]
+    sto, bstart = stores.sto, stores.bstart
+    fifo, heap, hsize, back = f.fifo, f.heap, f.hsize, f.back
+    frontier, ahead = f.frontier, f.ahead
+    for d in range(R):
         for pt in range(N_PORTS):
-            frontier[pt] = NEVER
-            for s in range(R):
-                if dnext[s] < NEVER:
-                    frontier[pt] = min(frontier[pt], max(dnext[s], egress_free[s, pt]))
-            lo = min(lo, frontier[pt])
-        while lsize > 0 and (lheap[0, 0] >> LINK_SHIFT) < lo:
-            key = lheap[0, 0]
-            val = lheap[0, 1]
-            lsize = heap_pop(lheap, 0, 1, lsize)
-            t = key >> LINK_SHIFT
-            s = (key >> 1) & SRC_MASK
-            pt = key & 1
-            sid = val >> LINK_SID
-            d = (val >> LINK_DST) & SRC_MASK
-            step = val & ((1 << LINK_DST) - 1)
-            h = hops[s * R + d]
-            kind = sto[sid, ARR] & 3
-            row = kind * KC_WIDTH
-            slot = sto[sid, ACK]       # its sender's in-flight slot, kept here while it climbs
-            k, down = link_on(h, step, queues)
-            dom = (d if down else s) // tier_dies[k]
-            out = max(t, link_free[k, down, dom]) + kc[row + KC_TIER + k]
-            link_free[k, down, dom] = out
-            if step + 1 < nlinks[h]:
-                lsize = heap_push(lheap, 0, 1, lsize, out << LINK_SHIFT | s << 1 | pt, val + 1)
-                earliest = out + links_left(h, step + 1, queues, kc, row) + half[h]
-                sto[sid, ARR] = earliest << 2 | kind
-                fifo[slot] = unknown_until(earliest + back[h] + 1, kind)
+            n = hsize[d, pt]
+            if n == 0:
+                continue
+            until = frontier[pt] + ahead if frontier[pt] < NEVER else NEVER
+            base, dirn = heap_at(bstart, d, pt)
+            free = ingress_free[d, pt]
+            while n > 0 and (heap[base, 0] >> SRC_BITS) < until:
+                key = heap[base, 0]
+                val = heap[base, 1]
+                n = heap_pop(heap, base, dirn, n)
+                if n > 0:
+                    # the next store's row and its sender's slot, on their way
+                    nv = heap[base, 1]
+                    prefetch(sto, (nv >> (SLOT_BITS + 2)) * sto.shape[1])
+                    prefetch(fifo, (nv >> 2) & SLOT_MASK)
+                arrival = key >> SRC_BITS
+                kind = val & 3
+                begin = max(arrival, free)
+                longest = max(longest, begin - arrival)
+                free = begin + kc[kind * KC_WIDTH + KC_IN + pt]
+                # visible; and acknowledged the hop's second half later, in the store's row
+                # and in its sender's in-flight slot
+                x = free + back[hops[(key & SRC_MASK) * R + d]]
+                sid = val >> (SLOT_BITS + 2)
+                sto[sid, ARR] = arrival << 2 | kind
+                sto[sid, VIS] = free
+                sto[sid, ACK] = x
+                fifo[(val >> 2) & SLOT_MASK] = acked(x, kind)
+            hsize[d, pt] = n
+            ingress_free[d, pt] = free
+    return longest
+
+
+@njit(inline="always")
+def run_dies(f, lsize, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, cores,
+             egress_free):
+    """Every die with an event runs its events in (time, AIV) order, as far as it goes: the
+    egress port taking a request, an AIV going on after it or after a wait, the die's SyncAll. A die stops at the
+    first AIV (or SyncAll) still waiting for an acknowledgement not yet known: it cannot be
+    known before the ports catch up with the other dies, and every later event of the die may
+    depend on it (the AIV may ask the port first). The die with the earliest next event always
+    goes on: what it waits for arrived before its port's frontier. A die's events are two sorted
+    rings, the first C AIVs' and the others' (with the die's own SyncAll, AIV index A): the port
+    takes the earlier of their heads. Returns the links' heap's size.
+
+    The hot path (a port taking a store, an AIV going on to its next) is written out here: an
+    inlined function's array arguments cost a reference count up and down on every call, which
+    Numba does not prune across the loop's branches (measured: 36% of the time)."""
+    t_core = cores.t
+    R, A = t_core.shape
+    sto, bstart = stores.sto, stores.bstart
+    lat_local = c[C_LAT_LOCAL]
+    st, fifo, queue, rings, dnext, live = f.st, f.fifo, f.queue, f.rings, f.dnext, f.live
+    heap, hsize, lheap = f.heap, f.hsize, f.lheap
+    half, back, port_of, nlinks, queues = f.half, f.back, f.port_of, f.nlinks, f.queues
+    cap, qsize, qmask = f.cap, f.qsize, f.qmask
+    for s in range(R):
+        if dnext[s] == NEVER:
+            continue
+        # its AIVs' rows, their next program words and their oldest stores in flight, all
+        # asked for at once: the die ran a round ago, and each AIV's first event here would
+        # otherwise wait on memory in its turn
+        for g in range(s * A, (s + 1) * A):
+            prefetch(st, g * S_WIDTH)
+        for g in range(s * A, (s + 1) * A):
+            prefetch(fifo, g * cap + st[u(g), S_HEAD])
+            prefetch(prog, st[u(g), S_PC])
+            prefetch(pre, st[u(g), S_PC])
+        base0 = 2 * s * qsize
+        base1 = base0 + qsize
+        h0, s0, h1, s1 = rings[s, 0], rings[s, 1], rings[s, 2], rings[s, 3]
+        while True:
+            if s0 > 0 and (s1 == 0 or queue[u(base0 + h0)] < queue[u(base1 + h1)]):
+                top = queue[u(base0 + h0)]
+                h0 = (h0 + 1) & qmask
+                s0 -= 1
+            elif s1 > 0:
+                top = queue[u(base1 + h1)]
+                h1 = (h1 + 1) & qmask
+                s1 -= 1
             else:
-                arrival = out + half[h]
-                fifo[slot] = unknown_until(arrival + back[h] + 1, kind)
-                base, dirn = heap_at(bstart, d, pt)
-                hsize[d, pt] = heap_push(heap, base, dirn, hsize[d, pt], arrival << SRC_BITS | s,
-                                         sid << (SLOT_BITS + 2) | slot << 2 | kind)
-        # ... and every store that reached an ingress port before half the shortest hop after
-        # its port's frontier (it left before then): visible, and its acknowledgement known
-        for d in range(R):
-            for pt in range(N_PORTS):
-                n = hsize[d, pt]
-                if n == 0:
-                    continue
-                until = frontier[pt] + ahead if frontier[pt] < NEVER else NEVER
-                base, dirn = heap_at(bstart, d, pt)
-                free = ingress_free[d, pt]
-                while n > 0 and (heap[base, 0] >> SRC_BITS) < until:
-                    key = heap[base, 0]
-                    val = heap[base, 1]
-                    n = heap_pop(heap, base, dirn, n)
-                    if n > 0:
-                        # the next store's row and its sender's slot, on their way
-                        nv = heap[base, 1]
-                        prefetch(sto, (nv >> (SLOT_BITS + 2)) * sto.shape[1])
-                        prefetch(fifo, (nv >> 2) & SLOT_MASK)
-                    arrival = key >> SRC_BITS
-                    kind = val & 3
-                    begin = max(arrival, free)
-                    longest = max(longest, begin - arrival)
-                    free = begin + kc[kind * KC_WIDTH + KC_IN + pt]
-                    # visible; and acknowledged the hop's second half later, in the store's row
-                    # and in its sender's in-flight slot
-                    x = free + back[hops[(key & SRC_MASK) * R + d]]
-                    sid = val >> (SLOT_BITS + 2)
-                    sto[sid, ARR] = arrival << 2 | kind
-                    sto[sid, VIS] = free
-                    sto[sid, ACK] = x
-                    fifo[(val >> 2) & SLOT_MASK] = acked(x, kind)
-                hsize[d, pt] = n
-                ingress_free[d, pt] = free
+                break
+            a = top & CORE_MASK
+            # the next event's AIV state, on its way while this one runs
+            if s0 > 0 and (s1 == 0 or queue[u(base0 + h0)] < queue[u(base1 + h1)]):
+                nb_ = (s * A + (queue[u(base0 + h0)] & CORE_MASK)) * S_WIDTH
+            else:
+                nb_ = (s * A + (queue[u(base1 + h1)] & CORE_MASK)) * S_WIDTH
+            if s0 + s1 > 0 and nb_ < R * A * S_WIDTH:
+                prefetch(st, nb_)
+                prefetch(st, nb_ + 8)
+            if a == A:
+                key = barrier(s, A, st, fifo, cap, pb, cores,
+                              c[C_SYNCALL] if then == THEN_SYNCALL else lat_local,
+                              then == THEN_SYNCALL)
+                if key >= 0:
+                    h1 = ring_push(queue, base1, qmask, h1, s1, key << CORE_BITS | A)
+                    s1 += 1
+                    if key << CORE_BITS | A == top:
+                        break                    # still waiting
+                else:
+                    for b in range(A):
+                        # every AIV goes on from the barrier (no CalCumSum group queues
+                        # apart after the first phase)
+                        h1 = ring_push(queue, base1, qmask, h1, s1,
+                                       t_core[s, b] << CORE_BITS | b)
+                        s1 += 1
+                    live[s] = A
+                continue
+            g = s * A + a
+            stage = st[u(g), S_STAGE]
+            # its next program word and its oldest store in flight, on their way
+            prefetch(prog, st[u(g), S_PC] + 1)
+            prefetch(pre, st[u(g), S_PC] + 1)
+            prefetch(fifo, g * cap + st[u(g), S_HEAD])
+            if stage == STAGE_REQUEST:
+                # the port takes the store: its cost after the port is free, then on to the
+                # tier links that queue or to the destination's ingress port, half the hop
+                # later; a store to the die itself is visible and acknowledged after the
+                # local latency
+                t = top >> CORE_BITS
+                ip = st[u(g), S_PC]
+                word = st[u(g), S_WORD]
+                d = (word >> 2) & DEST_MASK
+                kind = word & 3
+                sid = word >> SID_SHIFT
+                row = kind * KC_WIDTH
+                slot = st[u(g), S_HEAD] + st[u(g), S_N]
+                if slot >= cap:
+                    slot -= cap
+                slot += g * cap
+                if d == s:
+                    x = t + lat_local
+                    sto[u(sid), ARR] = LOCAL - kind
+                    sto[u(sid), VIS] = x
+                    sto[u(sid), ACK] = x
+                    fifo[u(slot)] = acked(x, kind)
+                else:
+                    h = hops[u(s * R + d)]
+                    pt = port_of[u(h)]
+                    depart = max(t, egress_free[u(s), u(pt)]) + kc[u(row + KC_PORT + pt)]
+                    egress_free[u(s), u(pt)] = depart
+                    if nlinks[u(h)] == 0:
+                        # on to the ingress port; not acknowledged before its ingress cost
+                        # (at least a cycle) and the hop's second half
+                        arrival = depart + half[u(h)]
+                        fifo[u(slot)] = unknown_until(arrival + back[u(h)] + 1, kind)
+                        val = sid << (SLOT_BITS + 2) | slot << 2 | kind
+                        if pt == 0:
+                            hsize[u(d), 0] = heap_push(heap, bstart[u(d)], 1, hsize[u(d), 0],
+                                                       arrival << SRC_BITS | s, val)
+                        else:
+                            hsize[u(d), 1] = heap_push(heap, bstart[u(d + 1)] - 1, -1,
+                                                       hsize[u(d), 1],
+                                                       arrival << SRC_BITS | s, val)
+                    else:
+                        earliest = depart + links_left(h, 0, queues, kc, row) + half[u(h)]
+                        sto[u(sid), ARR] = earliest << 2 | kind
+                        sto[u(sid), ACK] = slot
+                        fifo[u(slot)] = unknown_until(earliest + back[u(h)] + 1, kind)
+                        lsize = heap_push(lheap, 0, 1, lsize,
+                                          depart << LINK_SHIFT | s << 1 | pt,
+                                          sid << LINK_SID | d << LINK_DST)
+                if kind == K_COPY:
+                    st[u(g), S_LAST] = sid
+                    st[u(g), S_COPIES] += 1
+                st[u(g), S_N] += 1
+                st[u(g), S_OUT] += kc[u(row + KC_BLOCKS)]
+                st[u(g), S_PC] = ip + 1
+                stage = STAGE_WORK
+            key = OVER
+            if stage < STAGE_BOUNDARY and st[u(g), S_PC] < st[u(g), S_END]:
+                # the AIV goes on to its next store: its work (a new destination's address
+                # too), its fence, its credits, its issue; it parks where it waits for an
+                # acknowledgement not yet known, until the earliest it can be known
+                t = st[u(g), S_T]
+                if stage == STAGE_WORK:
+                    word = prog[u(st[u(g), S_PC])]
+                    st[u(g), S_WORD] = word
+                else:
+                    word = st[u(g), S_WORD]
+                row = (word & 3) * KC_WIDTH
+                if stage == STAGE_WORK:
+                    st[u(g), S_T0] = t
+                    t += kc[u(row + KC_PRE)] + pre[u(st[u(g), S_PC])] + \
+                        ((word >> SWITCH_BIT) & 1) * kc[u(row + KC_SWITCH)]
+                    stage = STAGE_FENCE if kc[u(row + KC_FENCE)] else STAGE_CREDITS
+                if stage == STAGE_FENCE:
+                    # sw's flag: the store waits until every earlier store completed
+                    latest, unknown = outstanding(g, st, fifo, cap)
+                    if unknown >= 0:
+                        key = max(t, unknown) << CORE_BITS | a
+                    else:
+                        if latest > t:
+                            st[u(g), S_SW] += latest - t
+                            t = latest
+                        stage = STAGE_CREDITS
+                if stage == STAGE_CREDITS:
+                    # credits come back in issue order: the oldest stores until it fits
+                    nb = kc[u(row + KC_BLOCKS)]
+                    fbase = g * cap
+                    while st[u(g), S_N] > 0 and st[u(g), S_OUT] + nb > cap:
+                        hd = st[u(g), S_HEAD]
+                        x = fifo[u(fbase + hd)]
+                        if x < 0:
+                            key = max(t, (-1 - x) >> KNOWN_SHIFT) << CORE_BITS | a
+                            break
+                        t = max(t, x >> KNOWN_SHIFT)
+                        st[u(g), S_MAX_ACK] = max(st[u(g), S_MAX_ACK], x >> KNOWN_SHIFT)
+                        st[u(g), S_OUT] -= kc[u((x & 3) * KC_WIDTH + KC_BLOCKS)]
+                        st[u(g), S_N] -= 1
+                        st[u(g), S_HEAD] = hd + 1 if hd + 1 < cap else 0
+                    if key == OVER:
+                        if word & 3 == K_COPY and st[u(g), S_FIRST] < 0:
+                            st[u(g), S_FIRST] = t
+                        t += kc[u(row + KC_ISSUE)]
+                        if word & 1:                           # a flag or checksum
+                            st[u(g), S_SIG] += t - st[u(g), S_T0]
+                        stage = STAGE_REQUEST
+                        key = t << CORE_BITS | a
+                st[u(g), S_T] = t
+                st[u(g), S_STAGE] = stage
+            else:
+                st[u(g), S_STAGE] = stage
+                key = turn(g, s, a, st, pb, fifo, cap, nph, then, C, other, cores)
+            if key >= 0:
+                if a < C and st[u(g), S_PHASE] == 0:
+                    h0 = ring_push(queue, base0, qmask, h0, s0, key)
+                    s0 += 1
+                else:
+                    h1 = ring_push(queue, base1, qmask, h1, s1, key)
+                    s1 += 1
+                if key == top:
+                    break                        # still waiting: the die stops here
+            elif (then == THEN_SYNCALL or then == THEN_ISSUED) and \
+                    st[u(g), S_PHASE] + 1 < nph:
+                live[s] -= 1
+                if live[s] == 0:
+                    # the die's SyncAll, as soon as it can be known
+                    h1 = ring_push(queue, base1, qmask, h1, s1,
+                                   t_core[s, a] << CORE_BITS | A)
+                    s1 += 1
+        rings[s, 0], rings[s, 1], rings[s, 2], rings[s, 3] = h0, s0, h1, s1
+        dnext[s] = NEVER
+        if s0 > 0:
+            dnext[s] = queue[base0 + h0] >> CORE_BITS
+        if s1 > 0:
+            dnext[s] = min(dnext[s], queue[base1 + h1] >> CORE_BITS)
+    return lsize
+
+
+@njit
+def fabric(R, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, cores, egress_free,
+           ingress_free):
+    """Every die's AIVs replay their programs (prog, each store's own work pre; AIV row s *
+    cores + a's phase p runs pb[row, p, 0] .. pb[row, p, 1]) on one fabric, until every store is
+    visible (layout.Stores' arr, vis, ack). nph phases, `then` between them (layout.THEN_*); the
+    AIVs from C on send copies in the first phase, their time Token-Sending, the others' (and every
+    AIV's in later phases) counting as `other`'s bucket; the first C AIVs queue apart (ubep's
+    CalCumSum group). egress_free, ingress_free [ranks, ports]: when each port is next free, in and
+    out. Each die's AIVs start at their clocks in `cores` (after Init). Returns (copies sent, the
+    longest wait of a store in an ingress port's queue). Round after round: the frontier, the
+    links and ingress ports up to it, then every die as far as it goes."""
+    A = cores.t.shape[1]
+    sto = stores.sto
+    f = fabric_state(R, A, c, kc, hops, sto.shape[0])
+    first_events(f, pb, cores.t)
+    lsize = 0
+    longest = 0
+    while True:
+        lo = frontier(f, egress_free)
+        lsize = drain_links(f, lo, lsize, hops, kc, stores)
+        longest = drain_ingress(f, longest, hops, kc, stores, ingress_free)
         if lo == NEVER:
             break
-        # each die's events in (time, AIV) order, as far as it goes: the egress port taking a
-        # request, an AIV going on after it or after a wait, the die's SyncAll. A die stops at
-        # the first AIV (or SyncAll) still waiting for an acknowledgement not yet known: it
-        # cannot be known before the ports catch up with the other dies, and every later event
-        # of the die may depend on it (the AIV may ask the port first). The die with the
-        # earliest next event always goes on: what it waits for arrived before `until`. A
-        # die's events are two sorted rings, the first C AIVs' and the others' (with the die's
-        # own SyncAll, AIV index A): the port takes the earlier of their heads
-        for s in range(R):
-            if dnext[s] == NEVER:
-                continue
-            # its AIVs' rows, their next program words and their oldest stores in flight, all
-            # asked for at once: the die ran a round ago, and each AIV's first event here would
-            # otherwise wait on memory in its turn
-            for g in range(s * A, (s + 1) * A):
-                prefetch(st, g * S_WIDTH)
-            for g in range(s * A, (s + 1) * A):
-                prefetch(fifo, g * cap + st[u(g), S_HEAD])
-                prefetch(prog, st[u(g), S_PC])
-                prefetch(pre, st[u(g), S_PC])
-            base0 = 2 * s * qsize
-            base1 = base0 + qsize
-            h0, s0, h1, s1 = rings[s, 0], rings[s, 1], rings[s, 2], rings[s, 3]
-            while True:
-                if s0 > 0 and (s1 == 0 or queue[u(base0 + h0)] < queue[u(base1 + h1)]):
-                    top = queue[u(base0 + h0)]
-                    h0 = (h0 + 1) & qmask
-                    s0 -= 1
-                elif s1 > 0:
-                    top = queue[u(base1 + h1)]
-                    h1 = (h1 + 1) & qmask
-                    s1 -= 1
-                else:
-                    break
-                a = top & CORE_MASK
-                # the next event's AIV state, on its way while this one runs
-                if s0 > 0 and (s1 == 0 or queue[u(base0 + h0)] < queue[u(base1 + h1)]):
-                    nb_ = (s * A + (queue[u(base0 + h0)] & CORE_MASK)) * S_WIDTH
-                else:
-                    nb_ = (s * A + (queue[u(base1 + h1)] & CORE_MASK)) * S_WIDTH
-                if s0 + s1 > 0 and nb_ < R * A * S_WIDTH:
-                    prefetch(st, nb_)
-                    prefetch(st, nb_ + 8)
-                if a == A:
-                    key = barrier(s, A, st, fifo, cap, pb, cores,
-                                  c[C_SYNCALL] if then == THEN_SYNCALL else lat_local,
-                                  then == THEN_SYNCALL)
-                    if key >= 0:
-                        h1 = ring_push(queue, base1, qmask, h1, s1, key << CORE_BITS | A)
-                        s1 += 1
-                        if key << CORE_BITS | A == top:
-                            break                    # still waiting
-                    else:
-                        for b in range(A):
-                            # every AIV goes on from the barrier (no CalCumSum group queues
-                            # apart after the first phase)
-                            h1 = ring_push(queue, base1, qmask, h1, s1,
-                                           t_core[s, b] << CORE_BITS | b)
-                            s1 += 1
-                        live[s] = A
-                    continue
-                g = s * A + a
-                stage = st[u(g), S_STAGE]
-                # its next program word and its oldest store in flight, on their way
-                prefetch(prog, st[u(g), S_PC] + 1)
-                prefetch(pre, st[u(g), S_PC] + 1)
-                prefetch(fifo, g * cap + st[u(g), S_HEAD])
-                if stage == STAGE_REQUEST:
-                    # the port takes the store: its cost after the port is free, then on to the
-                    # tier links that queue or to the destination's ingress port, half the hop
-                    # later; a store to the die itself is visible and acknowledged after the
-                    # local latency
-                    t = top >> CORE_BITS
-                    ip = st[u(g), S_PC]
-                    word = st[u(g), S_WORD]
-                    d = (word >> 2) & DEST_MASK
-                    kind = word & 3
-                    sid = word >> SID_SHIFT
-                    row = kind * KC_WIDTH
-                    slot = st[u(g), S_HEAD] + st[u(g), S_N]
-                    if slot >= cap:
-                        slot -= cap
-                    slot += g * cap
-                    if d == s:
-                        x = t + lat_local
-                        sto[u(sid), ARR] = LOCAL - kind
-                        sto[u(sid), VIS] = x
-                        sto[u(sid), ACK] = x
-                        fifo[u(slot)] = acked(x, kind)
-                    else:
-                        h = hops[u(s * R + d)]
-                        pt = port_of[u(h)]
-                        depart = max(t, egress_free[u(s), u(pt)]) + kc[u(row + KC_PORT + pt)]
-                        egress_free[u(s), u(pt)] = depart
-                        if nlinks[u(h)] == 0:
-                            # on to the ingress port; not acknowledged before its ingress cost
-                            # (at least a cycle) and the hop's second half
-                            arrival = depart + half[u(h)]
-                            fifo[u(slot)] = unknown_until(arrival + back[u(h)] + 1, kind)
-                            val = sid << (SLOT_BITS + 2) | slot << 2 | kind
-                            if pt == 0:
-                                hsize[u(d), 0] = heap_push(heap, bstart[u(d)], 1, hsize[u(d), 0],
-                                                           arrival << SRC_BITS | s, val)
-                            else:
-                                hsize[u(d), 1] = heap_push(heap, bstart[u(d + 1)] - 1, -1,
-                                                           hsize[u(d), 1],
-                                                           arrival << SRC_BITS | s, val)
-                        else:
-                            earliest = depart + links_left(h, 0, queues, kc, row) + half[u(h)]
-                            sto[u(sid), ARR] = earliest << 2 | kind
-                            sto[u(sid), ACK] = slot
-                            fifo[u(slot)] = unknown_until(earliest + back[u(h)] + 1, kind)
-                            lsize = heap_push(lheap, 0, 1, lsize,
-                                              depart << LINK_SHIFT | s << 1 | pt,
-                                              sid << LINK_SID | d << LINK_DST)
-                    if kind == K_COPY:
-                        st[u(g), S_LAST] = sid
-                        st[u(g), S_COPIES] += 1
-                    st[u(g), S_N] += 1
-                    st[u(g), S_OUT] += kc[u(row + KC_BLOCKS)]
-                    st[u(g), S_PC] = ip + 1
-                    stage = STAGE_WORK
-                key = OVER
-                if stage < STAGE_BOUNDARY and st[u(g), S_PC] < st[u(g), S_END]:
-                    # the AIV goes on to its next store: its work (a new destination's address
-                    # too), its fence, its credits, its issue; it parks where it waits for an
-                    # acknowledgement not yet known, until the earliest it can be known
-                    t = st[u(g), S_T]
-                    if stage == STAGE_WORK:
-                        word = prog[u(st[u(g), S_PC])]
-                        st[u(g), S_WORD] = word
-                    else:
-                        word = st[u(g), S_WORD]
-                    row = (word & 3) * KC_WIDTH
-                    if stage == STAGE_WORK:
-                        st[u(g), S_T0] = t
-                        t += kc[u(row + KC_PRE)] + pre[u(st[u(g), S_PC])] + \
-                            ((word >> SWITCH_BIT) & 1) * kc[u(row + KC_SWITCH)]
-                        stage = STAGE_FENCE if kc[u(row + KC_FENCE)] else STAGE_CREDITS
-                    if stage == STAGE_FENCE:
-                        # sw's flag: the store waits until every earlier store completed
-                        latest, unknown = outstanding(g, st, fifo, cap)
-                        if unknown >= 0:
-                            key = max(t, unknown) << CORE_BITS | a
-                        else:
-                            if latest > t:
-                                st[u(g), S_SW] += latest - t
-                                t = latest
-                            stage = STAGE_CREDITS
-                    if stage == STAGE_CREDITS:
-                        # credits come back in issue order: the oldest stores until it fits
-                        nb = kc[u(row + KC_BLOCKS)]
-                        fbase = g * cap
-                        while st[u(g), S_N] > 0 and st[u(g), S_OUT] + nb > cap:
-                            hd = st[u(g), S_HEAD]
-                            x = fifo[u(fbase + hd)]
-                            if x < 0:
-                                key = max(t, (-1 - x) >> KNOWN_SHIFT) << CORE_BITS | a
-                                break
-                            t = max(t, x >> KNOWN_SHIFT)
-                            st[u(g), S_MAX_ACK] = max(st[u(g), S_MAX_ACK], x >> KNOWN_SHIFT)
-                            st[u(g), S_OUT] -= kc[u((x & 3) * KC_WIDTH + KC_BLOCKS)]
-                            st[u(g), S_N] -= 1
-                            st[u(g), S_HEAD] = hd + 1 if hd + 1 < cap else 0
-                        if key == OVER:
-                            if word & 3 == K_COPY and st[u(g), S_FIRST] < 0:
-                                st[u(g), S_FIRST] = t
-                            t += kc[u(row + KC_ISSUE)]
-                            if word & 1:                           # a flag or checksum
-                                st[u(g), S_SIG] += t - st[u(g), S_T0]
-                            stage = STAGE_REQUEST
-                            key = t << CORE_BITS | a
-                    st[u(g), S_T] = t
-                    st[u(g), S_STAGE] = stage
-                else:
-                    st[u(g), S_STAGE] = stage
-                    key = turn(g, s, a, st, pb, fifo, cap, nph, then, C, other, cores)
-                if key >= 0:
-                    if a < C and st[u(g), S_PHASE] == 0:
-                        h0 = ring_push(queue, base0, qmask, h0, s0, key)
-                        s0 += 1
-                    else:
-                        h1 = ring_push(queue, base1, qmask, h1, s1, key)
-                        s1 += 1
-                    if key == top:
-                        break                        # still waiting: the die stops here
-                elif (then == THEN_SYNCALL or then == THEN_ISSUED) and \
-                        st[u(g), S_PHASE] + 1 < nph:
-                    live[s] -= 1
-                    if live[s] == 0:
-                        # the die's SyncAll, as soon as it can be known
-                        h1 = ring_push(queue, base1, qmask, h1, s1,
-                                       t_core[s, a] << CORE_BITS | A)
-                        s1 += 1
-            rings[s, 0], rings[s, 1], rings[s, 2], rings[s, 3] = h0, s0, h1, s1
-            dnext[s] = NEVER
-            if s0 > 0:
-                dnext[s] = queue[base0 + h0] >> CORE_BITS
-            if s1 > 0:
-                dnext[s] = min(dnext[s], queue[base1 + h1] >> CORE_BITS)
+        lsize = run_dies(f, lsize, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, cores,
+                         egress_free)
+    st = f.st
     sent = 0
     for s in range(R):
         for a in range(A):

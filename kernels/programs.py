@@ -81,6 +81,7 @@ def token_programs(s, prog, pre, n, bounds, C, aoff, xdest, xslot, xcopy, count,
     every array a function is handed, and every slice, costs a reference count up and down.)"""
     A = bounds.shape[0]
     NS = A - C
+    counted = count[0] >= 0     # xcopy is read only then: combine's schedules hold none
     for j in range(NS):
         a = C + j
         lo = base + aoff[s * (NS + 1) + j]
@@ -103,7 +104,7 @@ def token_programs(s, prog, pre, n, bounds, C, aoff, xdest, xslot, xcopy, count,
                     pre[u(start)] = 0
                 start -= 1
                 sid = new_store(prog, start, bfill, d, K_COPY, 0)
-                pre[u(start)] = copy_work(count, xcopy[u(x)])
+                pre[u(start)] = copy_work(count, xcopy[u(x)]) if counted else 0
                 g = u(xslot[u(x)])
                 copy_ref[g, 0] = sid
                 copy_ref[g, 1] = cur_sig[u(d)]
@@ -115,7 +116,7 @@ def token_programs(s, prog, pre, n, bounds, C, aoff, xdest, xslot, xcopy, count,
             for x in range(lo, hi):
                 d = np.int64(xdest[u(x)])
                 sid = new_store(prog, n, bfill, d, K_COPY, np.int64(d != last))
-                pre[u(n)] = copy_work(count, xcopy[u(x)])
+                pre[u(n)] = copy_work(count, xcopy[u(x)]) if counted else 0
                 last = d
                 n += 1
                 g = u(xslot[u(x)])
@@ -133,10 +134,10 @@ def token_programs(s, prog, pre, n, bounds, C, aoff, xdest, xslot, xcopy, count,
 @njit(inline="always")
 def copy_work(count, i):
     """The work of a copy beyond its kind's, i copies before it at its die to its expert (its
-    xcopy): count = (fixed, op, vector_bytes) of CANN's count of its predecessors, or fixed < 0
-    for none (UBEP, combine). Scalars only: an array handed to an inlined function with a
+    xcopy): count = (fixed, op, vector_bytes) of CANN's count of its predecessors (fixed >= 0).
+    Scalars only: an array handed to an inlined function with a
     branch costs a reference count up and down on every copy (bench/README.md)."""
-    if count[0] < 0 or i <= 0:
+    if i <= 0:
         return 0
     return count_cycles(count[0], count[1], count[2], i)
 

@@ -310,8 +310,8 @@ def test_status_programs(ranks, cores, s, per_die, protocol):
 def test_an_cores_outstanding_acknowledgements(acks, retired, head):
     """What a fence or a SyncAll waits for: the latest acknowledgement of every store the AIV
     issued (those it retired, and those in its in-flight ring, where it may wrap round), or, if
-    one is not known yet (None: its slot holds -1 - the earliest it can be), the earliest time
-    the last of the unknown can be."""
+    one is not known yet (None: its slot holds the earliest it can be), the earliest time the
+    last of the unknown can be. A slot holds its store's kind beside either (any kind here)."""
     cap = 12
     st_ = np.zeros((1, layout.S_WIDTH), np.int64)
     st_[0, layout.S_MAX_ACK] = retired
@@ -321,11 +321,12 @@ def test_an_cores_outstanding_acknowledgements(acks, retired, head):
     earliest = []
     for x, ack in enumerate(acks):
         at = (head + x) % cap
+        kind = x % 4
         if ack is None:
             earliest.append(1000 + 7 * x)
-            fifo[at] = -1 - earliest[-1]
+            fifo[at] = k_fabric.unknown_until(earliest[-1], kind)
         else:
-            fifo[at] = ack
+            fifo[at] = k_fabric.acked(ack, kind)
     latest, unknown = k_fabric.outstanding(0, st_, fifo, cap)
     assert latest == max([retired] + [a for a in acks if a is not None])
     assert unknown == (max(earliest) if earliest else -1)
