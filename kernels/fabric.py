@@ -374,10 +374,10 @@ def barrier(s, A, st, fifo, cap, pb, cores, cost, acked):
     return -1
 
 
-# The rounds' steps below are inlined into `fabric` by Numba: compiled apart, they cost 3-7% of
-# the time (R=256, B=128, K=8; bench/compare_kernels.py --config), their arrays coming from a
-# tuple argument, where LLVM no longer knows that they do not alias. The dies' loop is inside
-# run_dies: called per die, its arrays' reference counts went up and down every call.
+# The rounds' steps below are inlined into `fabric` by LLVM (forceinline): called, run_dies cost
+# 2-7% of the time (R=256, B=128, K=8; bench/compare_kernels.py --config); inlined by Numba
+# instead (inline="always"), as fast, the first compile took 8 s longer (55 against 47 s). The
+# dies' loop is inside run_dies: called per die, its arrays' reference counts went up and down.
 # The fabric's state, set up once per configuration (`fabric_state`) and read and written by the
 # rounds' steps: per AIV row its state (layout.S_*) and its ring of `cap` stores in flight (an
 # in-flight slot, above); per die its events, two sorted rings of qsize (`queue`; their heads and
@@ -393,7 +393,7 @@ Fabric = namedtuple("Fabric", (
     "qmask", "ahead"))
 
 
-@njit(inline="always")
+@njit
 def fabric_state(R, A, c, kc, hops, n_stores):
     """A configuration's fabric before its first round (Fabric): nothing in flight, no event."""
     cap = c[C_BLOCKS_IN_FLIGHT]
@@ -457,7 +457,7 @@ def first_events(f, pb, t_core):
         f.dnext[s] = queue[base1 + h1] >> CORE_BITS
 
 
-@njit(inline="always")
+@njit(forceinline=True)
 def frontier(f, egress_free):
     """Every die has run its events before the returned time, `lo`: per port, the earliest any
     store still to come can leave it (a die's next store leaves a port no sooner than its next
@@ -474,7 +474,7 @@ def frontier(f, egress_free):
     return lo
 
 
-@njit(inline="always")
+@njit(forceinline=True)
 def drain_links(f, lo, lsize, hops, kc, stores):
     """Every store that reached a link before `lo` was requested before then: taken there in
     order of arrival, on to the next link or to its ingress port. Returns the links' heap's
@@ -515,7 +515,7 @@ def drain_links(f, lo, lsize, hops, kc, stores):
     return lsize
 
 
-@njit(inline="always")
+@njit(forceinline=True)
 def drain_ingress(f, longest, hops, kc, stores, ingress_free):
     """Every store that reached an ingress port before half the shortest hop after its port's
     frontier (it left before then) is taken, in order of arrival and source: visible, and its
@@ -559,7 +559,7 @@ def drain_ingress(f, longest, hops, kc, stores, ingress_free):
     return longest
 
 
-@njit(inline="always")
+@njit(forceinline=True)
 def run_dies(f, lsize, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, cores,
              egress_free):
     """Every die with an event runs its events in (time, AIV) order, as far as it goes: the
