@@ -16,9 +16,8 @@ round makes progress. Nothing depends on the order in which dies run: every port
 serves in an order its own keys fix (an egress port by request time and AIV, a link by arrival,
 source die and port, an ingress port by arrival and source die).
 
-Speed. The dies interleave, so each event finds its AIV's state and its stores cold: a die's
-run first asks for all its AIVs' rows, next program words and oldest in-flight slots at once;
-the loop prefetches the next event's state, keeps the current store's program word in the AIV's
+Speed. The dies interleave, so each event finds its AIV's state and its stores cold: the loop
+prefetches the next event's state, keeps the current store's program word in the AIV's
 row, and has each ingress port write a store's acknowledgement (with its kind, whose blocks its
 credit returns) straight into its sender's in-flight slot, so that an AIV's credits are read
 from its own ring; an ingress port, taking a store, prefetches the next one's row and slot. The
@@ -585,15 +584,6 @@ def run_dies(f, lsize, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, 
     for s in range(R):
         if dnext[s] == NEVER:
             continue
-        # its AIVs' rows, their next program words and their oldest stores in flight, all
-        # asked for at once: the die ran a round ago, and each AIV's first event here would
-        # otherwise wait on memory in its turn
-        for g in range(s * A, (s + 1) * A):
-            prefetch(st, g * S_WIDTH)
-        for g in range(s * A, (s + 1) * A):
-            prefetch(fifo, g * cap + st[u(g), S_HEAD])
-            prefetch(prog, st[u(g), S_PC])
-            prefetch(pre, st[u(g), S_PC])
         base0 = 2 * s * qsize
         base1 = base0 + qsize
         h0, s0, h1, s1 = rings[s, 0], rings[s, 1], rings[s, 2], rings[s, 3]
