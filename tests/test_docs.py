@@ -137,10 +137,12 @@ def workspace(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def ran(workspace):
+def ran(workspace, kernel_rows):
     """Every documented command that is not SLOW, run as written in documentation order,
-    then every Python block: {block: its variables}."""
-    with pytest.MonkeyPatch.context() as mp:
+    then every Python block: {block: its variables}. A configuration is simulated once in the
+    session (conftest.KernelRows): README's `tune --sms` runs some of calibration.md's, which
+    `validate`'s DeepEP points run too."""
+    with kernel_rows.shared(), pytest.MonkeyPatch.context() as mp:
         mp.chdir(workspace)
         for doc, args in documented_commands():
             if not any(" ".join(args).startswith(s) for s in SLOW):

@@ -18,6 +18,14 @@ from ubepsim.sweep.profile import load_profile
 DOC = Path(__file__).resolve().parent.parent / "docs" / "calibration.md"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _simulated_once(kernel_rows):
+    """Each configuration simulated once in the session (conftest.KernelRows): the five runs of
+    `validate` below share their configurations, some 11,000 a profile."""
+    with kernel_rows.shared():
+        yield
+
+
 @pytest.fixture(scope="module")
 def strict():
     """One run of `validate --json --strict`: (exit code, the checks, stderr)."""
