@@ -25,7 +25,8 @@ SMS = 132           # an H800 SXM's SMs: the preset's cores
 # doorbell and completion beside its 7,408 bytes at 50 GB/s), and a core's setup before any
 # work (the part of the latency that does not grow with the bytes). A core's cost to issue a
 # put (store_issue_cycles) was tried in its place: the fit drove it to 11,000 cycles, a put
-# every 6 us, and left 16 and 256 ranks 10% and 15% off; docs/calibration.md.
+# every 6 us, and left 16 and 256 ranks 10% and 15% off (`git show
+# 9fb11d2:docs/calibration.md`, "The h800 preset").
 PAPER_KEYS = ("nic_message_ns", "init_cycles")
 DURATION = "a few minutes on 2 cores"   # a refit's time, for the CLI
 PROVISIONAL: dict[str, Any] = {"nic_message_ns": 20.0, "init_cycles": 6000}
