@@ -16,6 +16,15 @@ from ubepsim.sweep.model import simulate_table
 from ubepsim.sweep.params import make_config
 from ubepsim.sweep.profile import FIELDS, load_profile
 
+
+@pytest.fixture(scope="module", autouse=True)
+def _simulated_once(kernel_rows):
+    """Each configuration simulated once in the session (conftest.KernelRows): the paper's
+    problem runs on the shipped profile in four tests below, and `validate` runs it again."""
+    with kernel_rows.shared():
+        yield
+
+
 TRUTH = {"core_store_gbps": 24.0, "init_cycles": 3000, "syncall_cycles": 2500,
          "blocks_in_flight": 8}
 
