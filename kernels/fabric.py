@@ -373,10 +373,6 @@ def barrier(s, A, st, fifo, cap, pb, cores, cost, acked):
     return -1
 
 
-# The rounds' steps below are inlined into `fabric` by LLVM (forceinline): called, run_dies cost
-# 2-7% of the time (R=256, B=128, K=8; bench/compare_kernels.py --config); inlined by Numba
-# instead (inline="always"), as fast, the first compile took 8 s longer (55 against 47 s). The
-# dies' loop is inside run_dies: called per die, its arrays' reference counts went up and down.
 # The fabric's state, set up once per configuration (`fabric_state`) and read and written by the
 # rounds' steps: per AIV row its state (layout.S_*) and its ring of `cap` stores in flight (an
 # in-flight slot, above); per die its events, two sorted rings of qsize (`queue`; their heads and
@@ -456,6 +452,11 @@ def first_events(f, pb, t_core):
         f.dnext[s] = queue[base1 + h1] >> CORE_BITS
 
 
+# A round's steps, from here to run_dies, are inlined into `fabric` by LLVM (forceinline):
+# called, run_dies cost 2-7% of the time (R=256, B=128, K=8; bench/compare_kernels.py --config);
+# inlined by Numba instead (inline="always"), as fast, the first compile took 8 s longer (55
+# against 47 s). The dies' loop is inside run_dies: called per die, its arrays' reference counts
+# went up and down.
 @njit(forceinline=True)
 def frontier(f, egress_free):
     """Every die has run its events before the returned time, `lo`: per port, the earliest any
@@ -522,13 +523,13 @@ def drain_ingress(f, longest, hops, kc, stores, ingress_free):
     R = f.dnext.shape[0]
     sto, bstart = stores.sto, stores.bstart
     fifo, heap, hsize, back = f.fifo, f.heap, f.hsize, f.back
-    frontier, ahead = f.frontier, f.ahead
+    front, ahead = f.frontier, f.ahead
     for d in range(R):
         for pt in range(N_PORTS):
             n = hsize[d, pt]
             if n == 0:
                 continue
-            until = frontier[pt] + ahead if frontier[pt] < NEVER else NEVER
+            until = front[pt] + ahead if front[pt] < NEVER else NEVER
             base, dirn = heap_at(bstart, d, pt)
             free = ingress_free[d, pt]
             while n > 0 and (heap[base, 0] >> SRC_BITS) < until:
@@ -562,13 +563,14 @@ def drain_ingress(f, longest, hops, kc, stores, ingress_free):
 def run_dies(f, lsize, c, kc, hops, stores, prog, pre, pb, nph, then, C, other, cores,
              egress_free):
     """Every die with an event runs its events in (time, AIV) order, as far as it goes: the
-    egress port taking a request, an AIV going on after it or after a wait, the die's SyncAll. A die stops at the
-    first AIV (or SyncAll) still waiting for an acknowledgement not yet known: it cannot be
-    known before the ports catch up with the other dies, and every later event of the die may
-    depend on it (the AIV may ask the port first). The die with the earliest next event always
-    goes on: what it waits for arrived before its port's frontier. A die's events are two sorted
-    rings, the first C AIVs' and the others' (with the die's own SyncAll, AIV index A): the port
-    takes the earlier of their heads. Returns the links' heap's size.
+    egress port taking a request, an AIV going on after it or after a wait, the die's SyncAll.
+    A die stops at the first AIV (or SyncAll) still waiting for an acknowledgement not yet
+    known: it cannot be known before the ports catch up with the other dies, and every later
+    event of the die may depend on it (the AIV may ask the port first). The die with the
+    earliest next event always goes on: what it waits for arrived before its port's frontier. A
+    die's events are two sorted rings, the first C AIVs' and the others' (with the die's own
+    SyncAll, AIV index A): the port takes the earlier of their heads. Returns the links' heap's
+    size.
 
     The hot path (a port taking a store, an AIV going on to its next) is written out here: an
     inlined function's array arguments cost a reference count up and down on every call, which

@@ -75,10 +75,11 @@ def token_programs(s, prog, pre, n, bounds, C, aoff, xdest, xslot, xcopy, count,
     (sync.Effects.copy_signal), a flag after it, or the checksum after the AIV's last copy to
     its destination. copy_ref[slot]: the stores carrying and signalling the copy of that slot
     at the receiver. pre[word]: a store's own work before it, beside its kind's: with `count`
-    = (fixed cycles, vector_op_cycles, vector_bytes), a tuple, CANN's count of a copy's predecessors to
-    its expert (the copies before it at its die, if any); else nothing. Sets each AIV's program
-    bounds; returns where the programs end. (The AIVs' loop is inside, called once per die:
-    every array a function is handed, and every slice, costs a reference count up and down.)"""
+    = (fixed cycles, vector_op_cycles, vector_bytes), a tuple, CANN's count of a copy's
+    predecessors to its expert (the copies before it at its die, if any); else nothing. Sets
+    each AIV's program bounds; returns where the programs end. (The AIVs' loop is inside,
+    called once per die: every array a function is handed, and every slice, costs a reference
+    count up and down.)"""
     A = bounds.shape[0]
     NS = A - C
     counted = count[0] >= 0     # xcopy is read only then: combine's schedules hold none
@@ -135,8 +136,8 @@ def token_programs(s, prog, pre, n, bounds, C, aoff, xdest, xslot, xcopy, count,
 def copy_work(count, i):
     """The work of a copy beyond its kind's, i copies before it at its die to its expert (its
     xcopy): count = (fixed, op, vector_bytes) of CANN's count of its predecessors (fixed >= 0).
-    Scalars only: an array handed to an inlined function with a
-    branch costs a reference count up and down on every copy (bench/README.md)."""
+    Scalars only: an array handed to an inlined function with a branch costs a reference count
+    up and down on every copy (bench/README.md)."""
     if i <= 0:
         return 0
     return count_cycles(count[0], count[1], count[2], i)
