@@ -40,7 +40,7 @@ from ubepsim.kernels import layout as our_layout  # noqa: E402
 from ubepsim.kernels.layout import COSTS, N_OUT  # noqa: E402
 from ubepsim.sweep import kernel_io, memory  # noqa: E402
 from ubepsim.sweep.grid import load_grid  # noqa: E402
-from ubepsim.sweep.params import NAMES, columns, make_config  # noqa: E402
+from ubepsim.sweep.params import NAMES, columns, default_sync, make_config  # noqa: E402
 from ubepsim.sweep.profile import FIELDS, MECHANISMS  # noqa: E402
 
 
@@ -149,7 +149,8 @@ def main() -> None:
     if args.config is None:
         sample = stratified_sample(grid, args.per_setting)
     else:
-        config = make_config(args.config, grid.profile.cores)
+        config = make_config(args.config, grid.profile.cores,
+                             sync_default=default_sync(grid.profile))
         sample = pl.DataFrame([config.as_dict()]).select(NAMES)
     memory.keep_freed_memory()
     # the mechanisms at their vanishing values, so that a kernel without them gives the same
