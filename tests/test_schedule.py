@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ubepsim.kernels.receive import poll as kernel_poll
+from ubepsim.kernels.polls import poll as kernel_poll
 from ubepsim.kernels.schedule import qsteps_table
 from ubepsim.kernels.schedule import quaternary_search as kernel_search
-from ubepsim.reference.receive import poll
+from ubepsim.reference.polls import poll
 from ubepsim.reference.schedule import hop_of, quaternary_search, schedule_die, walk
 from ubepsim.reference.state import Core
 from ubepsim.sweep.params import make_config

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ubepsim.kernels import fabric as k_fabric, layout, programs as k_programs
-from ubepsim.kernels import results as k_results
+from ubepsim.kernels import results as k_results, rng as k_rng
 from ubepsim.kernels import routing as k_routing, schedule as k_schedule, sync as k_sync
-from ubepsim.reference import programs as t_programs, results as t_results
+from ubepsim.reference import programs as t_programs, results as t_results, rng as t_rng
 from ubepsim.reference import routing as t_routing, schedule as t_schedule, sync as t_sync
 from ubepsim.reference.rng import stream
 from ubepsim.reference.state import FLAG, Core, Die, Run
@@ -71,6 +71,20 @@ def test_the_decoded_effects_follow_the_table(sync, ubep):
     assert fx.count_verify == row.verify_per_block and fx.count_rearm == row.rearm_sentinel
     assert fx.copy_verify == (row.verify_per_block and ubep)
     assert fx.copy_rearm == (row.rearm_sentinel and ubep)
+
+
+# --- the generator -----------------------------------------------------------------------------
+
+@SETTINGS
+@given(x=st.integers(0, 2**64 - 1), seed=st.integers(0, 2**63 - 1),
+       key=st.integers(0, 2**63 - 1), die=st.integers(0, 255), domain=st.integers(0, 3),
+       counter=st.integers(0, 2**40))
+def test_the_generator(x, seed, key, die, domain, counter):
+    """splitmix64's mix, a die's stream and a draw from it, the twin's on Python integers."""
+    assert int(k_rng.mix64(np.uint64(x))) == t_rng.mix64(x)
+    s = t_rng.stream(seed, key, die, domain)
+    assert int(k_rng.stream(seed, key, die, domain)) == s
+    assert k_rng.unit(np.uint64(s), counter) == t_rng.unit(s, counter)
 
 
 # --- routing -----------------------------------------------------------------------------------

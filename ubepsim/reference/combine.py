@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..kernels.layout import THEN_FENCE
 from ..kernels.protocols import STATUS_SYNC
 from .fabric import Phase, fabric
-from .programs import init, status_programs, token_programs
+from .programs import init_phase, status_programs, token_programs
 from .reduce import reduce
 from .schedule import Schedule
 from .state import C_BSP_STATUS, C_SENT, Die, Run
@@ -27,7 +27,7 @@ def combine(run: Run, plan: Schedule, starts: list[int],
             for d in range(run.ranks)]
     phases = []
     for d, (die, dealt) in enumerate(zip(dies, plan.dies)):
-        init(run, dealt, die, 0, combine=True)
+        init_phase(run, dealt, die, 0, combine=True)
         copies = token_programs(run, d, dealt, die, combine=True)
         if run.mech.return_status:
             # V1's SetStatus: behind PipeBarrier<PIPE_ALL>, each AIV's status to each

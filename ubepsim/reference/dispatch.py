@@ -4,7 +4,7 @@ kernels/dispatch.py runs them (Figures 2 and 5 of the paper)."""
 from __future__ import annotations
 
 from .fabric import Phase, fabric
-from .programs import count_programs, init, token_programs
+from .programs import count_programs, init_phase, token_programs
 from ..kernels.layout import THEN_SYNCALL
 from .protocols.bsp import bsp_cumsum
 from .protocols.deepep_ll import pair_receive
@@ -22,7 +22,7 @@ def dispatch(run: Run, plan: Schedule) -> list[Die]:
     C = run.cumsum_cores
     phases = []
     for s, (die, dealt) in enumerate(zip(dies, plan.dies)):
-        init(run, dealt, die, C)
+        init_phase(run, dealt, die, C)
         tokens = token_programs(run, s, dealt, die)
         if run.mech.count_group:
             # Figure 5(b): the token group sends its copies while the CalCumSum group counts

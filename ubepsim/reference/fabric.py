@@ -82,8 +82,9 @@ class Fabric:
     # --- the loop -----------------------------------------------------------------------------
 
     def run_all(self) -> None:
-        for s in range(self.run.ranks):
-            self.start_phase(s)
+        for senders in self.senders:     # each AIV's first phase
+            for sender in senders:
+                self.advance(sender)
         while self.heap:
             event = heapq.heappop(self.heap)
             event[-1]()
@@ -92,10 +93,6 @@ class Fabric:
         heapq.heappush(self.heap, (time, kind, *key, next(self.order), action))
 
     # --- the AIVs -----------------------------------------------------------------------------
-
-    def start_phase(self, s: int) -> None:
-        for sender in self.senders[s]:
-            self.advance(sender)
 
     def program(self, sender: Sender) -> list[Entry]:
         return self.phases[sender.die][sender.phase].programs.get(sender.core, [])
@@ -108,7 +105,7 @@ class Fabric:
         a = self.dies[sender.die].cores[sender.core]
         prog = self.program(sender)
         if sender.cursor == len(prog):
-            self.end_phase(sender)
+            self.turn(sender)
             return
         entry = prog[sender.cursor]
         st = entry.store
@@ -144,9 +141,10 @@ class Fabric:
                 return False
         return True
 
-    def end_phase(self, sender: Sender) -> None:
-        """AIV `sender` is done with its phase's program: it marks the phase's end, then the
-        fence or SyncAll before the next phase, if there is one."""
+    def turn(self, sender: Sender) -> None:
+        """AIV `sender` is done with its phase's program: it marks the phase's end, then what
+        comes before the next phase, if there is one: its fence, the die's barrier, or (next)
+        nothing."""
         s = sender.die
         die = self.dies[s]
         a = die.cores[sender.core]
@@ -155,11 +153,11 @@ class Fabric:
         if phase.then == "fence":
             self.fence(sender)
         elif phase.then == "next":
-            self.next_phase(sender, drained=False)
+            self.begin_phase(sender, drained=False)
         elif phase.then in ("syncall", "issued"):
             self.done[s] += 1
             if self.done[s] == self.run.cores:
-                self.syncall(s, acked=phase.then == "syncall")
+                self.barrier(s, acked=phase.then == "syncall")
 
     def fence(self, sender: Sender) -> None:
         """The AIV waits, idle, until every store it issued was acknowledged, then starts its
@@ -169,24 +167,26 @@ class Fabric:
             return
         if a.issued:
             a.spend("sync", max(0, max(x.ack for x in a.issued) - a.t), waiting=True)
-        self.next_phase(sender)
+        self.begin_phase(sender)
 
-    def syncall(self, s: int, acked: bool) -> None:
+    def barrier(self, s: int, acked: bool) -> None:
         """The die's barrier once every AIV is done: if `acked` (a SyncAll), once every store
         of the die was acknowledged too, its cost later every AIV starts its next phase; else
         (finish counters) one local latency after the last AIV."""
         die = self.dies[s]
         issued = [x for a in die.cores for x in a.issued] if acked else []
-        if not self.acknowledged(issued, lambda: self.syncall(s, acked)):
+        if not self.acknowledged(issued, lambda: self.barrier(s, acked)):
             return
         ready = max([a.t for a in die.cores] + [x.ack for x in issued])
         syncall(die.cores, ready, self.run.c["syncall" if acked else "lat_local"],
                 self.phases[s][self.senders[s][0].phase].then_mark)
         self.done[s] = 0
         for sender in self.senders[s]:
-            self.next_phase(sender, drained=acked)
+            self.begin_phase(sender, drained=acked)
 
-    def next_phase(self, sender: Sender, drained: bool = True) -> None:
+    def begin_phase(self, sender: Sender, drained: bool = True) -> None:
+        """AIV `sender` begins its next phase: if `drained`, nothing in flight; else its stores
+        in flight keep their credits."""
         a = self.dies[sender.die].cores[sender.core]
         if drained:
             # every credit came back: the fence or SyncAll saw to it

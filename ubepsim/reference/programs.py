@@ -23,7 +23,8 @@ class Entry(NamedTuple):
     bucket: str     # where its work, issue and waits for credits are counted
 
 
-def init(run: Run, plan: DieSchedule, die: Die, first: int, combine: bool = False) -> None:
+def init_phase(run: Run, plan: DieSchedule, die: Die, first: int,
+               combine: bool = False) -> None:
     """Init: every AIV's setup and, in dispatch, its load of the die's expert ids; a sending AIV
     (AIVs `first` on: dispatch's token group, every AIV in combine) also searches for where its
     list starts (one VectorCount per step and one for the offset) and loads its tokens into
@@ -111,8 +112,9 @@ def count_program(run: Run, s: int, plan: DieSchedule, die: Die, j: int, share_:
     return prog
 
 
-def address_chains(run: Run, prog: list[Entry]) -> list[Entry]:
-    """The program with the address chain of each new destination: a store to another die
+def mark_switch(run: Run, prog: list[Entry]) -> list[Entry]:
+    """The program with each store to a new destination marked by its address chain (the
+    kernel's new-destination bit, whose cycles its kind table holds): a store to another die
     than the store before it in the program (the first store included) first loads that die's
     window address, two dependent scalar loads (CANN's GetWindAddrByRankId), dest_switch
     cycles more of work before it; a dispatched copy copy_switch cycles (none where CANN's
@@ -137,8 +139,8 @@ def token_programs(run: Run, s: int, plan: DieSchedule, die: Die,
     marker = c["return_verify" if combine else "copy_verify"] \
         if run.copy_sync.marker_work_per_copy else 0
     work = c["return_load"] + c["return_quant"] + marker if combine else c["copy_load"] + marker
-    return {first + j: address_chains(run, token_program(run, s, plan, die, first + j, j, work,
-                                                         RETURN if combine else "copy"))
+    return {first + j: mark_switch(run, token_program(run, s, plan, die, first + j, j, work,
+                                                      RETURN if combine else "copy"))
             for j in range(run.cores - first)}
 
 
@@ -158,7 +160,7 @@ def status_programs(run: Run, s: int, plan: DieSchedule, die: Die) -> dict[int, 
             st = Store(s, d, FLAG, d * G + y % G, j, plan.die_hop[d])   # ref: its key
             die.count_signal[d * G + y % G] = st
             prog.append(Entry(st, 0, False, "sync"))
-        progs[j] = address_chains(run, prog)
+        progs[j] = mark_switch(run, prog)
     return progs
 
 
@@ -166,6 +168,6 @@ def count_programs(run: Run, s: int, plan: DieSchedule, die: Die, n: int,
                    bucket: str) -> dict[int, list[Entry]]:
     """The programs of AIVs 0 .. n - 1, each counting for its share of the (destination,
     message) pairs."""
-    return {j: address_chains(run, count_program(run, s, plan, die, j,
-                                                 share(j, n, run.ranks * run.per_dest), bucket))
+    return {j: mark_switch(run, count_program(run, s, plan, die, j,
+                                              share(j, n, run.ranks * run.per_dest), bucket))
             for j in range(n)}

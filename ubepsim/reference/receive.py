@@ -1,36 +1,12 @@
-"""The receiving side of a die: polls, the counts (a protocol's own step after them is in
-protocols/: bsp's CalCumSum, ubep's offsets, deepep_ll's fixed slots), Token-Reordering.
-
-A poll reads the poller's own memory: each costs a poll period (the local latency) and sees a
-value only if it was visible when the poll was issued.
-"""
+"""The receiving side of a die: the counts' polls (a protocol's own step after them is in
+protocols/: bsp's CalCumSum, ubep's offsets, deepep_ll's fixed slots), Token-Reordering; the
+polls themselves are polls.py's."""
 
 from __future__ import annotations
 
-from .rng import unit
-from .state import COPY, UBEP_OFFSETS, Core, Die, Run, Store, share
+from .polls import poll, seen
+from .state import COPY, UBEP_OFFSETS, Core, Die, Run, share
 from .sync import DataAsFlag
-
-
-def poll(core: Core, visible: int, period: int, bucket: str) -> None:
-    """Poll own memory until `visible` is seen: one load per `period`, issued back to back."""
-    start = core.t
-    while True:
-        issued = core.t
-        core.t += period
-        if visible <= issued:
-            break
-    core.buckets[bucket] += core.t - start
-    core.wait += core.t - start
-
-
-def seen(run: Run, die: Die, st: Store, index: int, chance: float, policy: DataAsFlag) -> int:
-    """When die's polls can see `st`: when it became visible or, if its payload collided with
-    the sentinel (draw `index` of the die's stream, with this chance), a timeout later."""
-    if policy.timeout_on_collision and unit(die.sentinel_key, index) < chance:
-        die.collisions += 1
-        return st.visible + run.c["timeout"]
-    return st.visible
 
 
 def poll_counts(run: Run, dies: list[Die], d: int, group: list[Core], mark: int,

@@ -4,24 +4,33 @@ its copies are visible (docs/model.md, "Combine")."""
 
 from __future__ import annotations
 
-from .receive import poll, poll_counts, seen
+from .polls import poll, seen
+from .receive import poll_counts
 from .state import C_BSP_POLLED, C_BSP_REDUCED, C_BSP_SYNCALL, C_UBEP_REDUCED, Die, Run, share
 from .sync import DataAsFlag, syncall
 
 
 def reduce(run: Run, dies: list[Die], s: int, returned: dict, status: DataAsFlag) -> None:
     """Die s's receivers. bsp (CANN's V1): every AIV polls the statuses of its share of the
-    sources (WaitDispatch, read out as `status` says), then SyncAll, then reduces. ubep: every
-    AIV, after its own sends, reduces its share of the tokens, polling each token's copies'
-    signals first (returned[i]: copy i's store and the store signalling it)."""
-    c, cfg = run.c, run.cfg
+    sources (WaitDispatch, read out as `status` says), then SyncAll, then reduce_tokens. ubep:
+    reduce_tokens, every AIV after its own sends (returned[i]: copy i's store and the store
+    signalling it)."""
     die = dies[s]
+    if run.mech.return_status:
+        poll_counts(run, dies, s, die.cores, C_BSP_POLLED, status, 0.0, 0)
+        syncall(die.cores, max(a.t for a in die.cores), run.c["syncall"], C_BSP_SYNCALL)
+    reduce_tokens(run, die, s, returned)
+
+
+def reduce_tokens(run: Run, die: Die, s: int, returned: dict) -> None:
+    """Die s's reduction: each AIV its share of the die's tokens (bsp's split: a part of one
+    token's hidden dimension, when reduce_split > 1), each token's copies read once visible;
+    each signalled copy's signal polled and checked first (run.copy_sync) and the sentinel
+    re-armed after use, or, ordered (DeepEP), each copy taken once it is there."""
+    c, cfg = run.c, run.cfg
     K, A = cfg.topk, run.cores
     B = len(returned) // K   # the die's tokens
     policy = run.copy_sync
-    if run.mech.return_status:
-        poll_counts(run, dies, s, die.cores, C_BSP_POLLED, status, 0.0, 0)
-        syncall(die.cores, max(a.t for a in die.cores), c["syncall"], C_BSP_SYNCALL)
     split = c["reduce_split"]
     for j, a in enumerate(die.cores):
         if split > 1:

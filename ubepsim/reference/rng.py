@@ -11,7 +11,7 @@ MASK = (1 << 64) - 1
 ROUTING, SENTINEL, COMBINE_SENTINEL = 0, 1, 3
 
 
-def _mix(x: int) -> int:
+def mix64(x: int) -> int:
     z = (x + 0x9E3779B97F4A7C15) & MASK
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
@@ -19,11 +19,11 @@ def _mix(x: int) -> int:
 
 
 def stream(seed: int, workload_key: int, die: int, domain: int) -> int:
-    h = _mix(seed & MASK)
-    h = _mix(h ^ workload_key)
-    h = _mix(h ^ die)
-    return _mix(h ^ domain)
+    h = mix64(seed & MASK)
+    h = mix64(h ^ workload_key)
+    h = mix64(h ^ die)
+    return mix64(h ^ domain)
 
 
 def unit(key: int, counter: int) -> float:
-    return (_mix(key ^ ((counter * 0x9E3779B97F4A7C15) & MASK)) >> 11) * (1.0 / (1 << 53))
+    return (mix64(key ^ ((counter * 0x9E3779B97F4A7C15) & MASK)) >> 11) * (1.0 / (1 << 53))

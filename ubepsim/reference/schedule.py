@@ -3,7 +3,8 @@
 Every schedule takes a die's copies in one order, the key order: the experts in the order `walk`
 takes their dies, a die's experts in index order (the remapped expert order under homogenized),
 then copy index. `expert_block_slices` gives each AIV whole experts, `balanced_slices` equal
-contiguous slices, `homogenized_deal` deals the order out like cards.
+contiguous slices, `homogenized_deal` deals the order out like cards; `slices` takes the
+schedule's (token order: equal contiguous slices of the copies' own order).
 """
 
 from __future__ import annotations
@@ -143,23 +144,26 @@ def init_work(copies: list[tuple[int, int, int]], lists: list[list[int]], order:
 
 def search_steps(lists: list[list[int]], order: list[int], keys: list[int], n_experts: int,
                  search: bool) -> list[int | None]:
-    """Each sending AIV's quaternary search (search: balanced, homogenized) for where its list
-    starts in the key order: its steps, or None."""
+    """Each sending AIV's slice_search: its steps, or None."""
     place = {i: q for q, i in enumerate(order)}
-    steps = []
-    for lst in lists:
-        if search and lst:
-            target = place[lst[0]]
-            expert, offset, n = quaternary_search(keys, target, n_experts)
-            assert keys[target] == expert and target - keys.index(expert) == offset
-            steps.append(n)
-        else:
-            steps.append(None)
-    return steps
+    return [slice_search(lst, place, keys, n_experts, search) for lst in lists]
 
 
-def deal(order: list[int], keys: list[int], kind: params.Schedule, n: int,
-         n_keys: int) -> list[list[int]]:
+def slice_search(lst: list[int], place: dict[int, int], keys: list[int], n_experts: int,
+                 search: bool) -> int | None:
+    """A sending AIV's quaternary search (search: balanced, homogenized) for where its list
+    starts in the key order (place[i]: copy i's position there): its steps, or None (no search,
+    or an empty list)."""
+    if not (search and lst):
+        return None
+    target = place[lst[0]]
+    expert, offset, n = quaternary_search(keys, target, n_experts)
+    assert keys[target] == expert and target - keys.index(expert) == offset
+    return n
+
+
+def slices(order: list[int], keys: list[int], kind: params.Schedule, n: int,
+           n_keys: int) -> list[list[int]]:
     """The key order dealt to n AIVs by the schedule `kind` (n_keys: the keys there are); token
     order deals the copies in their own order instead (CANN's SplitToCore)."""
     if kind is params.Schedule.expert_block:
@@ -182,7 +186,7 @@ def schedule_die(cfg: Config, copies: list[tuple[int, int, int]], die_hop: list[
     (die_hop[d]: the hop class from src to die d) by `kind` (default: cfg's schedule)."""
     kind = cfg.schedule if kind is None else kind
     order, keys = key_order(cfg, copies, die_hop, src, kind)
-    lists = deal(order, keys, kind, n, cfg.experts)
+    lists = slices(order, keys, kind, n, cfg.experts)
     loads, steps = init_work(copies, lists, order, keys, cfg.experts, searched(kind))
     e_local = cfg.experts // cfg.ranks
     dests = [e // e_local for _, _, e in copies]
@@ -239,7 +243,7 @@ def return_schedule(run: Run, tokens: list[list[list[int]]]) -> Schedule:
                                                kind is params.Schedule.homogenized))}
         order = sorted(range(len(copies)), key=lambda x: (key[copies[x][0]], x))
         keys = [key[copies[x][0]] for x in order]
-        lists = deal(order, keys, kind, run.cores, run.ranks)
+        lists = slices(order, keys, kind, run.cores, run.ranks)
         steps = search_steps(lists, order, keys, run.ranks, searched(kind))
         dests = [s for s, _ in copies]
         die = DieSchedule(copies, [hops[d][s] for s in dests], hops[d], lists,

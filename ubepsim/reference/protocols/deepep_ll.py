@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..receive import poll, received, seen
+from ..polls import poll, seen
+from ..receive import received
 from ..state import Die, Run, share
 
 
