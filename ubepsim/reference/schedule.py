@@ -41,6 +41,21 @@ class Schedule(NamedTuple):
     max_in: int              # the most remote copies into one die
     qsteps_max: int          # the longest quaternary search
 
+    @classmethod
+    def of(cls, dies: list[DieSchedule], ranks: int) -> Schedule:
+        """Every die's schedule, with what the results and the latency bound take from
+        them."""
+        copies_hop = [0] * len(HOP_CLASSES)
+        into = [0] * ranks
+        for die in dies:
+            for d, h in zip(die.dests, die.hops):
+                copies_hop[h] += 1
+                if h:
+                    into[d] += 1
+        max_out = max((sum(1 for h in die.hops if h) for die in dies), default=0)
+        qsteps = max((n for die in dies for n in die.steps if n is not None), default=0)
+        return cls(dies, copies_hop, max_out, max(into), qsteps)
+
 
 def hop_of(src: int, dst: int, npu_dies: int, tiers: list[int], rails: int = 0) -> int:
     """Hop class index: 0 local, 1 intra-NPU, then one more per switch tier climbed. On rails
@@ -199,20 +214,10 @@ def schedule(run: Run, tokens: list[list[list[int]]]) -> Schedule:
     kind = params.Schedule(chosen(run.mech.deal, cfg.schedule))
     hops = hop_classes(run.ranks, run.c["npu_dies"], run.tiers, run.c["rails"])
     dies = []
-    copies_hop = [0] * len(HOP_CLASSES)
-    into = [0] * run.ranks
-    max_out = 0
     for s in range(run.ranks):
         copies = [(t, k, e) for t, experts in enumerate(tokens[s]) for k, e in enumerate(experts)]
-        die = schedule_die(cfg, copies, hops[s], run.senders, s, kind)
-        for (_, _, e), h in zip(copies, die.hops):
-            copies_hop[h] += 1
-            if h:
-                into[e // run.e_local] += 1
-        max_out = max(max_out, sum(1 for h in die.hops if h))
-        dies.append(die)
-    qsteps = max((n for die in dies for n in die.steps if n is not None), default=0)
-    return Schedule(dies, copies_hop, max_out, max(into), qsteps)
+        dies.append(schedule_die(cfg, copies, hops[s], run.senders, s, kind))
+    return Schedule.of(dies, run.ranks)
 
 
 def receive_order(run: Run, tokens: list[list[list[int]]]) -> list[list[tuple[int, int]]]:
@@ -235,9 +240,6 @@ def return_schedule(run: Run, tokens: list[list[list[int]]]) -> Schedule:
     kind = params.Schedule(chosen(run.mech.return_deal, cfg.schedule))
     hops = hop_classes(run.ranks, run.c["npu_dies"], run.tiers, run.c["rails"])
     dies = []
-    copies_hop = [0] * len(HOP_CLASSES)
-    into = [0] * run.ranks
-    max_out = 0
     for d, copies in enumerate(receive_order(run, tokens)):
         key = {x: r for r, x in enumerate(walk(hops[d], d,
                                                kind is params.Schedule.homogenized))}
@@ -246,13 +248,6 @@ def return_schedule(run: Run, tokens: list[list[list[int]]]) -> Schedule:
         lists = slices(order, keys, kind, run.cores, run.ranks)
         steps = search_steps(lists, order, keys, run.ranks, searched(kind))
         dests = [s for s, _ in copies]
-        die = DieSchedule(copies, [hops[d][s] for s in dests], hops[d], lists,
-                          [0] * run.cores, steps, dests)
-        for s, h in zip(dests, die.hops):
-            copies_hop[h] += 1
-            if h:
-                into[s] += 1
-        max_out = max(max_out, sum(1 for h in die.hops if h))
-        dies.append(die)
-    qsteps = max((n for die in dies for n in die.steps if n is not None), default=0)
-    return Schedule(dies, copies_hop, max_out, max(into), qsteps)
+        dies.append(DieSchedule(copies, [hops[d][s] for s in dests], hops[d], lists,
+                                [0] * run.cores, steps, dests))
+    return Schedule.of(dies, run.ranks)
