@@ -39,7 +39,7 @@ mechanism, each stage a function of the same name as the plain-Python twin's
   (`dispatch_stages`, `dispatch`, `new_stores`, `working_bytes`; `combine_stages`, `combine`,
   `new_return_stores`, `working_bytes`);
 - layer: a layer (`layer`), and the parallel loops over configurations, one per op
-  (`dispatch_batch`, `combine_batch`, `layer_batch`: an op is compiled when first asked for,
+  (`op_batch` makes each, `BATCH` holds them: an op is compiled when first asked for;
   `same_schedule`), behind `simulate_batch`, which hands each its rows;
 - rng: the counter-based generator; jit: the Numba flags and the compiled-code cache.
 """

@@ -10,8 +10,8 @@ from .fabric import fabric, return_kinds
 from .jit import njit
 from .layout import (B_SYNC, C_INIT, C_VCOUNT, N_BUCKETS, N_CMARKS, N_MARKS, N_PHASES, N_PORTS,
                      P_CORES, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK,
-                     THEN_NONE, STO_WIDTH, Cores, Stores)
-from .programs import init_phase, status_programs, token_programs
+                     THEN_NONE, STO_WIDTH, Stores)
+from .programs import init_phase, new_cores, status_programs, token_programs
 from .protocols import (RETURN_STATUS, SIGNALLED_COPIES, STATUS_SYNC, mechanisms, per_dest,
                         per_dest_of, uses, v1_phases)
 from .reduce import reduce
@@ -57,10 +57,7 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
     G = per_dest(m, EL)
     ecnt = rsched.ecnt
 
-    cores = Cores(np.zeros((R, A), np.int64), np.zeros((R, A, N_BUCKETS), np.int64),
-                np.zeros((R, A), np.int64), np.full((R, A), -1, np.int64),
-                np.full((R, A), -1, np.int64), np.empty((R, A, N_CMARKS), np.int64),
-                np.empty((R, A), np.int64))
+    cores = new_cores(R, A, N_CMARKS)
     stores = new_return_stores(rsched.cfirst, fx, statuses, G)
     _, _, bfill, copy_ref, count_signal = stores
     aoff, xdest, xslot = rsched.aoff, rsched.xdest, rsched.xslot

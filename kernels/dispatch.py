@@ -17,10 +17,10 @@ import numpy as np
 from .fabric import fabric, kind_table
 from .jit import njit
 from .layout import (B_CUMSUM, B_SYNC, C_COPY_COUNT, C_COUNT_CHAIN, C_IDS_LOAD, C_INIT,
-                     C_INIT_LOAD, C_VCOUNT, C_VECTOR_BYTES, C_VECTOR_OP, N_BUCKETS, N_MARKS,
-                     N_PHASES, N_PORTS, P_CORES, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS,
-                     P_SYNC, STO_WIDTH, THEN_NONE, Cores, Stores)
-from .programs import count_programs, init_phase, token_programs
+                     C_INIT_LOAD, C_VCOUNT, C_VECTOR_BYTES, C_VECTOR_OP, N_MARKS, N_PHASES,
+                     N_PORTS, P_CORES, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC,
+                     STO_WIDTH, THEN_NONE, Stores)
+from .programs import count_programs, init_phase, new_cores, token_programs
 from .protocols import (SIGNALLED_COPIES, SYNC, by_core, chosen, jit_chosen, mechanisms,
                         per_dest, per_dest_of, uses)
 from .receive import receive
@@ -69,10 +69,7 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     G = per_dest(m, EL)
     cfirst = sched.cfirst
 
-    cores = Cores(np.zeros((R, A), np.int64), np.zeros((R, A, N_BUCKETS), np.int64),
-                np.zeros((R, A), np.int64), np.full((R, A), -1, np.int64),
-                np.full((R, A), -1, np.int64), np.empty((R, A, N_MARKS), np.int64),
-                np.empty((R, A), np.int64))
+    cores = new_cores(R, A, N_MARKS)
     stores = new_stores(sched, R, EL, fx, G)
     _, _, bfill, copy_ref, count_signal = stores
     aoff, xdest, xslot = sched.aoff, sched.xdest, sched.xslot

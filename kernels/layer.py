@@ -95,50 +95,37 @@ def routed(p, cdf_values, trace_values, batch_values):
     return route(p, cdf, tr, cfirst), cfirst
 
 
-# One batch kernel per op, so that an op is compiled only when a batch first holds it: row i
-# of `out` from row i of the inputs only. Consecutive rows with one schedule share its
-# computation, a sixth of a configuration's time; one prange iteration runs each such run of
-# rows and writes only theirs. marks_out: [ranks, cores, N_MARKS + N_CMARKS] for a batch of one
-# configuration whose timeline is asked for, else empty.
+def op_batch(op):
+    """The batch kernel of one op (DISPATCH, COMBINE or LAYER): row i of `out` from row i of
+    the inputs only. Consecutive rows with one schedule share its computation, a sixth of a
+    configuration's time; one prange iteration runs each such run of rows and writes only
+    theirs. marks_out: [ranks, cores, N_MARKS + N_CMARKS] for a batch of one configuration
+    whose timeline is asked for, else empty.
 
-@njit(parallel=True)
-def dispatch_batch(params, costs, chances, cdf_values, trace_values, batch_values, out,
-                   marks_out):
-    starts, runs = runs_of(params, costs)
-    for r in numba.prange(runs):
-        lo = starts[r]
-        experts_of, cfirst = routed(params[lo], cdf_values, trace_values, batch_values)
-        sched = schedule(params[lo], costs[lo], experts_of, cfirst)
-        for i in range(lo, starts[r + 1]):
-            dispatch(params[i], costs[i], chances[i], sched, out[i], marks_out)
-
-
-@njit(parallel=True)
-def combine_batch(params, costs, chances, cdf_values, trace_values, batch_values, out,
-                  marks_out):
-    starts, runs = runs_of(params, costs)
-    for r in numba.prange(runs):
-        lo = starts[r]
-        experts_of, cfirst = routed(params[lo], cdf_values, trace_values, batch_values)
-        rsched = return_schedule(params[lo], costs[lo], experts_of, cfirst)
-        for i in range(lo, starts[r + 1]):
-            combine(params[i], costs[i], chances[i], rsched, out[i], marks_out)
-
-
-@njit(parallel=True)
-def layer_batch(params, costs, chances, cdf_values, trace_values, batch_values, out,
-                marks_out):
-    starts, runs = runs_of(params, costs)
-    for r in numba.prange(runs):
-        lo = starts[r]
-        experts_of, cfirst = routed(params[lo], cdf_values, trace_values, batch_values)
-        sched = schedule(params[lo], costs[lo], experts_of, cfirst)
-        rsched = return_schedule(params[lo], costs[lo], experts_of, cfirst)
-        for i in range(lo, starts[r + 1]):
-            layer(params[i], costs[i], chances[i], sched, rsched, out[i], marks_out)
+    One kernel per op, so that an op is compiled only when a batch first holds it: `op` is a
+    constant of the kernel (a closure's integer, part of its cache key), and Numba drops the
+    branches of the other ops before it types any call in them."""
+    @njit(parallel=True)
+    def batch(params, costs, chances, cdf_values, trace_values, batch_values, out, marks_out):
+        starts, runs = runs_of(params, costs)
+        for r in numba.prange(runs):
+            lo = starts[r]
+            experts_of, cfirst = routed(params[lo], cdf_values, trace_values, batch_values)
+            if op != COMBINE:
+                sched = schedule(params[lo], costs[lo], experts_of, cfirst)
+            if op != DISPATCH:
+                rsched = return_schedule(params[lo], costs[lo], experts_of, cfirst)
+            for i in range(lo, starts[r + 1]):
+                if op == DISPATCH:
+                    dispatch(params[i], costs[i], chances[i], sched, out[i], marks_out)
+                elif op == COMBINE:
+                    combine(params[i], costs[i], chances[i], rsched, out[i], marks_out)
+                else:
+                    layer(params[i], costs[i], chances[i], sched, rsched, out[i], marks_out)
+    return batch
 
 
-BATCH = {DISPATCH: dispatch_batch, COMBINE: combine_batch, LAYER: layer_batch}
+BATCH = {op: op_batch(op) for op in (DISPATCH, COMBINE, LAYER)}
 
 
 def simulate_batch(params, costs, chances, cdf_values, trace_values, batch_values, out,

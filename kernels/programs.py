@@ -13,7 +13,7 @@ import numpy as np
 
 from .jit import njit, u
 from .layout import (B_INIT, COUNT_CHAIN_OPS, DEST_MASK, INT32, K_CHECKSUM, K_COPY, K_COUNT,
-                     K_FLAG, MARK_INIT, MARK_START, SID_SHIFT, SWITCH_BIT)
+                     K_FLAG, MARK_INIT, MARK_START, N_BUCKETS, SID_SHIFT, SWITCH_BIT, Cores)
 from .sync import NO_SIGNAL
 
 
@@ -35,6 +35,16 @@ def mark_switch(prog, n, d):
     elsewhere: for a program built backwards, whose words learn their predecessor last."""
     if (prog[u(n)] >> 2) & DEST_MASK != d:
         prog[u(n)] |= 1 << SWITCH_BIT
+
+
+@njit(inline="always")
+def new_cores(R, A, n_marks):
+    """Every AIV's state before Init (layout.Cores), R dies of A AIVs: no time yet in any
+    bucket or waiting, no copy issued or acknowledged (-1), room for n_marks phase marks."""
+    return Cores(np.zeros((R, A), np.int64), np.zeros((R, A, N_BUCKETS), np.int64),
+                 np.zeros((R, A), np.int64), np.full((R, A), -1, np.int64),
+                 np.full((R, A), -1, np.int64), np.empty((R, A, n_marks), np.int64),
+                 np.empty((R, A), np.int64))
 
 
 @njit(inline="always")

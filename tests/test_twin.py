@@ -342,7 +342,7 @@ def test_compiled_kernels_are_cached_outside_the_package():
     site-packages and then shadows an editable install of the package."""
     from pathlib import Path
 
-    cache = Path(layer.dispatch_batch._cache._cache_path)
+    cache = Path(layer.BATCH[layout.DISPATCH]._cache._cache_path)
     package = Path(layer.__file__).resolve().parent.parent
     assert package not in cache.resolve().parents
 
