@@ -7,6 +7,8 @@ cycles, bytes or blocks, except the sentinel collision chances, which are probab
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..kernels.layout import COSTS, COUNT_CHAIN_OPS, EXPERT_SHIFT, INT32, N_HOPS, N_TIERS
@@ -55,39 +57,68 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
     `cols` holds resolved parameter columns with enums as integer codes.
     """
     v = profile.values
-    hidden = np.asarray(cols["hidden"], dtype=np.int64)
-    dtype = np.asarray(cols["dtype"], dtype=np.int64)
     protocol = np.asarray(cols["protocol"], dtype=np.int64)
     sync = chosen(uses(protocol, SYNC), np.asarray(cols["sync"], dtype=np.int64))
     m = np.asarray(cols["batch"], dtype=np.int64) * np.asarray(cols["topk"], dtype=np.int64)
-    e_local = np.asarray(cols["experts"], dtype=np.int64) // np.asarray(cols["ranks"],
-                                                                        dtype=np.int64)
-    signalled = uses(protocol, SIGNALLED_COPIES)
-    preload = uses(protocol, TOKEN_PRELOAD) == 1
-    block = v["block_bytes"]
-    # A variant with the flag in the block (tff) gives up its leading flag_bytes to the flag
-    # (paper Section 3.4), in the stores that signal their own arrival: count messages, and
-    # token copies where the protocol signals them (kernels/sync.py on_copies)
-    fused = block - v["flag_bytes"]
-    tb = token_bytes(hidden, dtype) + uses(protocol, HEADER_BYTES)
-    copy_blocks = _ceil_div(tb, np.where(on_copies(sync, signalled, IN_BLOCK) == 1, fused,
-                                         block))
-    # an int32 per expert it counts: every expert of the destination, or (per expert) one
-    count_blocks = _ceil_div(4 * (e_local // per_dest_of(protocol, e_local)),
-                             np.where(POLICY[sync, IN_BLOCK] == 1, fused, block))
+    xfer, issue = _transfers(v)
+    tb, copy_blocks, count_blocks, fused = _blocks(cols, v, protocol, sync)
+    out = _dispatch(cols, profile, m, protocol, tb, copy_blocks, count_blocks, xfer)
+    for kind, blocks in (("copy", copy_blocks), ("count", count_blocks),
+                         ("signal", np.ones_like(m))):
+        out |= _store_costs(kind, blocks * v["block_bytes"], profile, xfer, issue)
+    out |= _fabric(profile)
+    out |= _combine(cols, profile, m, sync, protocol, xfer, issue, fused)
+    costs = np.stack([np.broadcast_to(out[name], m.shape) for name in COSTS], axis=1)
+    return costs.astype(np.int64), _collision_chances(v, sync, copy_blocks, count_blocks,
+                                                      out["return_blocks"])
 
+
+def _transfers(v: dict):
+    """xfer(nbytes, gbps): cycles to move nbytes at gbps; issue(nbytes): an AIV's store of
+    nbytes, its fixed cycles and its bytes at core_store_gbps."""
     def xfer(nbytes, gbps):
         return np.ceil(nbytes * v["clock_ghz"] / gbps - 1e-9).astype(np.int64)
 
     def issue(nbytes):
         return v["store_issue_cycles"] + xfer(nbytes, v["core_store_gbps"])
 
+    return xfer, issue
+
+
+def _blocks(cols, v: dict, protocol, sync):
+    """A token copy's bytes and blocks, a count message's blocks, and a block's payload where
+    the flag rides in it."""
+    hidden = np.asarray(cols["hidden"], dtype=np.int64)
+    dtype = np.asarray(cols["dtype"], dtype=np.int64)
+    e_local = np.asarray(cols["experts"], dtype=np.int64) // np.asarray(cols["ranks"],
+                                                                        dtype=np.int64)
+    block = v["block_bytes"]
+    # A variant with the flag in the block (tff) gives up its leading flag_bytes to the flag
+    # (paper Section 3.4), in the stores that signal their own arrival: count messages, and
+    # token copies where the protocol signals them (kernels/sync.py on_copies)
+    fused = block - v["flag_bytes"]
+    tb = token_bytes(hidden, dtype) + uses(protocol, HEADER_BYTES)
+    copy_blocks = _ceil_div(tb, np.where(on_copies(sync, uses(protocol, SIGNALLED_COPIES),
+                                                   IN_BLOCK) == 1, fused, block))
+    # an int32 per expert it counts: every expert of the destination, or (per expert) one
+    count_blocks = _ceil_div(4 * (e_local // per_dest_of(protocol, e_local)),
+                             np.where(POLICY[sync, IN_BLOCK] == 1, fused, block))
+    return tb, copy_blocks, count_blocks, fused
+
+
+def _dispatch(cols, profile: Profile, m, protocol, tb, copy_blocks, count_blocks,
+              xfer) -> dict[str, np.ndarray]:
+    """Dispatch's costs on the AIVs, beside its stores': Init's loads and search, each copy's
+    work, the receivers' checks and copies, and the profile's fixed cycles the kernel reads."""
+    v = profile.values
+    hidden = np.asarray(cols["hidden"], dtype=np.int64)
+    preload = uses(protocol, TOKEN_PRELOAD) == 1
     # a bf16 token into UBuf, then (fp8, int8) quantized: CANN's send loop does it for each
     # copy, a protocol that preloads (UBEP) for each token its AIV sends, at Init
-    quantized = dtype != Dtype.bf16
+    quantized = np.asarray(cols["dtype"], dtype=np.int64) != Dtype.bf16
     token = xfer(2 * hidden, v["core_copy_gbps"]) + np.where(
         quantized, sum(vector_cycles(v, hidden, width, n) for n, width in TOKEN_QUANT_OPS), 0)
-    out = {
+    return {
         "token_bytes": tb,
         "copy_blocks": copy_blocks,
         "count_blocks": count_blocks,
@@ -119,18 +150,16 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
         "count_chain": np.full_like(m, v["count_chain_cycles"]),
         "status_poll": np.full_like(m, v["status_poll_cycles"]),
     }
-    for kind, blocks in (("copy", copy_blocks), ("count", count_blocks),
-                         ("signal", np.ones_like(m))):
-        out |= _store_costs(kind, blocks * block, profile, xfer, issue)
-    out |= _fabric(profile)
-    out |= _combine(cols, profile, m, sync, protocol, xfer, issue, fused)
-    costs = np.stack([np.broadcast_to(out[name], m.shape) for name in COSTS], axis=1)
+
+
+def _collision_chances(v: dict, sync, copy_blocks, count_blocks, return_blocks) -> np.ndarray:
+    """[n, 3]: the chance that a polled copy, count message or returned copy collides: that
+    any of its blocks' payload equals the sentinel, under a variant that polls a sentinel (sp);
+    else 0."""
     p = v["sentinel_collision_prob"]
-    # A polled signal collides if any of its blocks' payload equals the sentinel, under a
-    # variant that polls a sentinel (sp).
     chance = np.stack([1.0 - (1.0 - p) ** copy_blocks, 1.0 - (1.0 - p) ** count_blocks,
-                       1.0 - (1.0 - p) ** out["return_blocks"]], axis=1)
-    return costs.astype(np.int64), np.where(POLICY[sync, COLLIDES][:, None] == 1, chance, 0.0)
+                       1.0 - (1.0 - p) ** return_blocks], axis=1)
+    return np.where(POLICY[sync, COLLIDES][:, None] == 1, chance, 0.0)
 
 
 def _store_costs(kind: str, wire, profile: Profile, xfer, issue) -> dict[str, np.ndarray]:
@@ -258,59 +287,91 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     copy, its reducers polling and reducing each of theirs), after the dispatch and the
     experts' time in a layer. `cols` holds the resolved parameter columns, enums as codes.
     """
-    c = {name: costs[:, i].astype(np.float64) for name, i in COST_INDEX.items()}
-    ranks = np.asarray(cols["ranks"], dtype=np.float64)
-    experts = np.asarray(cols["experts"], dtype=np.float64)
-    cores = np.asarray(cols["cores"], dtype=np.float64)
-    # a die's copies at the most any die holds (workload.batch_max): every die's, as a bound
-    m = batch_max(cols).astype(np.float64) * np.asarray(cols["topk"], dtype=np.float64)
-    e_local = experts / ranks
-    protocol = np.asarray(cols["protocol"], dtype=np.int64)
-    # count messages (statuses) a die sends each destination, and count messages a receiver
-    # polls (per (expert, source) pair with fixed slots, else per source)
-    messages = per_dest_of(protocol, e_local)
-    polled = np.where(uses(protocol, FIXED_SLOTS) == 1, experts, ranks)
-    hop = np.max([c[f"lat_{h}"] for h in HOP_CLASSES], axis=0)
+    k = _Chain.of(cols, costs)
+    c = k.c
+    # a layer's combine starts after the dispatch and the experts' time (every copy on one die)
+    expert_time = c["expert"] + k.ranks * k.m * c["expert_copy"] / (1 << EXPERT_SHIFT) + 1
+    op = np.asarray(cols["op"]).astype(np.int64)
+    dispatched, combined = _dispatch_chain(k), _combine_chain(k)
+    return np.where(op == Op.dispatch, dispatched,
+                    np.where(op == Op.combine, combined, dispatched + expert_time + combined))
 
-    def way(kind):
+
+class _Chain(NamedTuple):
+    """What time_bound's chains read, per configuration (float columns, so that no sum can
+    overflow): the costs by name, the sizes, and the most any store, poll or search costs."""
+
+    c: dict[str, np.ndarray]
+    ranks: np.ndarray
+    experts: np.ndarray
+    cores: np.ndarray
+    m: np.ndarray          # a die's copies at the most any die holds (workload.batch_max)
+    e_local: np.ndarray
+    messages: np.ndarray   # count messages (statuses) a die sends each destination
+    polled: np.ndarray     # count messages a receiver polls: per (expert, source) pair with
+                           # fixed slots, else per source
+    hop: np.ndarray        # the longest hop's latency
+    search: np.ndarray     # quaternary search steps and the final count, at most
+    poll: np.ndarray       # a poll's overshoot: less than a poll period, and a timeout
+
+    @classmethod
+    def of(cls, cols: dict[str, np.ndarray], costs: np.ndarray) -> _Chain:
+        c = {name: costs[:, i].astype(np.float64) for name, i in COST_INDEX.items()}
+        ranks = np.asarray(cols["ranks"], dtype=np.float64)
+        experts = np.asarray(cols["experts"], dtype=np.float64)
+        e_local = experts / ranks
+        protocol = np.asarray(cols["protocol"], dtype=np.int64)
+        # every die's copies, as a bound
+        m = batch_max(cols).astype(np.float64) * np.asarray(cols["topk"], dtype=np.float64)
+        return cls(c, ranks, experts, np.asarray(cols["cores"], dtype=np.float64), m, e_local,
+                   per_dest_of(protocol, e_local),
+                   np.where(uses(protocol, FIXED_SLOTS) == 1, experts, ranks),
+                   np.max([c[f"lat_{h}"] for h in HOP_CLASSES], axis=0),
+                   np.log2(experts) + 3, c["poll"] + c["timeout"])
+
+    def way(self, kind: str) -> np.ndarray:
         """A store's way through the fabric: both its ports (or the NIC's), every tier link
         twice, its hop."""
-        return c[f"{kind}_egress"] + c[f"{kind}_ingress"] + 2 * c[f"{kind}_nic"] + hop + \
+        c = self.c
+        return c[f"{kind}_egress"] + c[f"{kind}_ingress"] + 2 * c[f"{kind}_nic"] + self.hop + \
             2 * sum(c[f"{kind}_tier{k + 1}"] for k in range(N_TIERS))
 
-    search = np.log2(experts) + 3   # quaternary search steps and the final count, at most
+
+def _dispatch_chain(k: _Chain) -> np.ndarray:
+    """Dispatch's longest chain: every die's sending work, every store's way through the
+    fabric, then a receiver's polls and work."""
+    c, ranks, m, messages, poll = k.c, k.ranks, k.m, k.messages, k.poll
     signal = c["signal_issue"]
     # CANN's count of a copy's predecessors is over at most m ids
     count = c["count_chain"] + COUNT_CHAIN_OPS * (c["vector_op"] + INT32 * m / c["vector_bytes"] +
                                                   1)
-    sending = cores * (c["init"] + c["ids_load"] + search * c["vcount"]) + \
+    sending = k.cores * (c["init"] + c["ids_load"] + k.search * c["vcount"]) + \
         m * (c["init_load"] + c["copy_load"] + c["copy_count"] * count + c["dest_switch"] +
              c["copy_verify"] + c["copy_issue"] + signal) + \
-        ranks * (e_local * (c["vcount"] + c["count_chain"]) +
+        ranks * (k.e_local * (c["vcount"] + c["count_chain"]) +
                  messages * (c["dest_switch"] + c["count_issue"] + signal)) + c["syncall"]
-    fabric = ranks * (m * (way("copy") + way("signal")) +
-                      ranks * messages * (way("count") + way("signal")))
-    poll = c["poll"] + c["timeout"]
+    fabric = ranks * (m * (k.way("copy") + k.way("signal")) +
+                      ranks * messages * (k.way("count") + k.way("signal")))
     receiving = ranks * m * (poll + c["copy_verify"] + c["copy_reset"] + c["local_copy"]) + \
-        polled * (poll + c["status_poll"] + c["count_verify"] + c["count_reset"]) + \
-        experts * c["prefix"] + \
-        cores * poll + 2 * c["syncall"] + experts * c["prefix"] + c["signal_issue"] + \
+        k.polled * (poll + c["status_poll"] + c["count_verify"] + c["count_reset"]) + \
+        k.experts * c["prefix"] + \
+        k.cores * poll + 2 * c["syncall"] + k.experts * c["prefix"] + c["signal_issue"] + \
         c["lat_local"]
-    dispatched = ranks * sending + fabric + receiving
-    # combine, from its start: a die may return every copy (hot experts), each with its read,
-    # quantization, store and a signal, and a status to every die; every die's returns through
-    # the fabric; its reducers poll each of its M copies and the statuses, reduce each copy and
-    # token (the last part of a split one is the largest), a SyncAll
-    returning = cores * (c["init"] + search * c["vcount"]) + ranks * m * (
+    return ranks * sending + fabric + receiving
+
+
+def _combine_chain(k: _Chain) -> np.ndarray:
+    """Combine's longest chain, from its start: a die may return every copy (hot experts),
+    each with its read, quantization, store and a signal, and a status to every die; every
+    die's returns through the fabric; its reducers poll each of its M copies and the statuses,
+    reduce each copy and token (the last part of a split one is the largest), a SyncAll."""
+    c, ranks, m, messages, poll = k.c, k.ranks, k.m, k.messages, k.poll
+    signal = c["signal_issue"]
+    returning = k.cores * (c["init"] + k.search * c["vcount"]) + ranks * m * (
         c["dest_switch"] + c["return_verify"] + c["return_load"] + c["return_quant"] +
         c["return_issue"] + signal) + ranks * messages * (c["dest_switch"] + signal)
-    returned = ranks * (ranks * m * (way("return") + way("signal")) +
-                        ranks * messages * way("signal"))
+    returned = ranks * (ranks * m * (k.way("return") + k.way("signal")) +
+                        ranks * messages * k.way("signal"))
     reducing = m * (poll + c["return_verify"] + c["return_reset"] + c["reduce_copy_last"]) + \
         m * c["reduce_token_last"] + ranks * messages * (poll + c["status_poll"]) + c["syncall"]
-    combined = ranks * returning + returned + reducing
-    # a layer's combine starts after the dispatch and the experts' time (every copy on one die)
-    expert_time = c["expert"] + ranks * m * c["expert_copy"] / (1 << EXPERT_SHIFT) + 1
-    op = np.asarray(cols["op"]).astype(np.int64)
-    return np.where(op == Op.dispatch, dispatched,
-                    np.where(op == Op.combine, combined, dispatched + expert_time + combined))
+    return ranks * returning + returned + reducing
