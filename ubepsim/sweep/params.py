@@ -23,7 +23,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import polars as pl
@@ -641,18 +641,32 @@ def check_rules(cols: dict[str, np.ndarray], source: str | None = None,
     """The cross-parameter rules, on columns of resolved values (enums as codes or members).
 
     Used for one point and for a whole expanded grid alike; the first violation raises an
-    InputError naming the parameter and quoting the offending values.
+    InputError naming the parameter and quoting the offending values (the rules in this order:
+    sizes, routing, batches, trace).
     """
     c = {k: np.asarray(v) for k, v in cols.items()}
-    routing = c["routing"].astype(np.int64)
+    fail = _failing(c, source)
+    _check_sizes(c, fail)
+    _check_routing(c, fail)
+    _check_batches(c, fail)
+    _check_trace(c, fail, source, check_trace)
 
+
+def _failing(c: dict[str, np.ndarray], source: str | None) -> Callable:
+    """fail(name, bad, message): an InputError naming the parameter `name` at the first row
+    where `bad` holds, its message made by message(v), v(key) being that row's value of key."""
     def fail(name: str, bad: np.ndarray, message) -> None:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             # (numpy scalars as Python's; a grid's text columns hold str already)
             raise InputError(name, message(lambda k: getattr(c[k][i], "item", lambda: c[k][i])()),
                              source)
+    return fail
 
+
+def _check_sizes(c: dict[str, np.ndarray], fail: Callable) -> None:
+    """Experts placed evenly on the dies, the copies within the kernel's ids, a token's experts
+    distinct, a core left to send."""
     fail("experts", c["experts"] % c["ranks"] != 0, lambda v: f"{v('experts')} is not a multiple "
          f"of ranks ({v('ranks')}); experts are placed experts/ranks per die")
     # store ids are 32-bit in the kernel: a bound far above any superpod's dispatch
@@ -665,6 +679,12 @@ def check_rules(cols: dict[str, np.ndarray], source: str | None = None,
     fail("cumsum_cores", GATED["cumsum_cores"].reads(c) & (c["cumsum_cores"] >= c["cores"]),
          lambda v: f"{v('cumsum_cores')} must be below cores ({v('cores')}); at least one core "
          f"must send tokens")
+
+
+def _check_routing(c: dict[str, np.ndarray], fail: Callable) -> None:
+    """At least topk experts with traffic, after the hot experts' share and the zero-load
+    experts and ranks."""
+    routing = c["routing"].astype(np.int64)
     hot = routing == Routing.hot
     fail("hot_experts", hot & (c["hot_experts"] > c["experts"]), lambda v: f"{v('hot_experts')} "
          f"exceeds experts ({v('experts')})")
@@ -683,7 +703,11 @@ def check_rules(cols: dict[str, np.ndarray], source: str | None = None,
         c["zero_ranks"] * (c["experts"] // c["ranks"])
     fail("zero_experts", drawn & (loaded < c["topk"]), lambda v: f"{v('zero_experts')} with "
          f"zero_ranks {v('zero_ranks')} leaves fewer experts with tokens than topk ({v('topk')})")
-    # the batches' spread, where it is read (GATED): some die must hold tokens
+
+
+def _check_batches(c: dict[str, np.ndarray], fail: Callable) -> None:
+    """The batches' spread, where it is read (GATED): some die holds tokens, and a list gives
+    one token count per rank."""
     fail("zero_token_share", GATED["zero_token_share"].reads(c) & (c["zero_token_share"] >= 1),
          lambda v: f"{v('zero_token_share')} leaves no die with tokens; it must be below 1")
     listed = GATED["batches"].reads(c)
@@ -693,6 +717,13 @@ def check_rules(cols: dict[str, np.ndarray], source: str | None = None,
          f"one token count per rank ({v('ranks')})")
     fail("batches", listed & (lengths != c["ranks"]), lambda v: f"{len(int_list(v('batches')))} "
          f"entries; batch_spread = list takes one per rank ({v('ranks')})")
+
+
+def _check_trace(c: dict[str, np.ndarray], fail: Callable, source: str | None,
+                 check_trace: bool) -> None:
+    """A trace file exactly where routing = trace reads one; and (check_trace) each file once,
+    against its configuration's sizes."""
+    routing = c["routing"].astype(np.int64)
     has_trace = np.array([bool(t) for t in c["trace"].ravel()])
     fail("trace", (routing == Routing.trace) & ~has_trace,
          lambda v: "routing = trace needs a trace file")
