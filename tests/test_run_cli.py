@@ -503,17 +503,37 @@ def test_the_documented_defaults_are_what_run_simulates():
     import re
     from pathlib import Path
 
-    from ubepsim.sweep.params import NAMES
+    from ubepsim.sweep.params import NAMES, PARAM_BY_NAME, default_sync
     from ubepsim.sweep.profile import load_profile
     doc = (Path(__file__).resolve().parent.parent / "docs" / "reference.md").read_text()
     section = doc.split("## Parameters")[1].split("\n## ")[0]
     table = dict(re.findall(r"^\| `(\w+)` \| `--[\w-]+` \| [\w ]+ \| ([^|]*) \|", section, re.M))
     ran = json.loads(run_cli("run", "--json")[1])
     assert list(table) == list(NAMES)
-    words = {"one per rank": ran["ranks"], "the profile's": load_profile().cores, "none": ""}
+    words = {"one per rank": ran["ranks"], "the profile's": load_profile().cores, "none": "",
+             PARAM_BY_NAME["sync"].stated_default: default_sync(load_profile())}
     for name, default in table.items():
         default = default.strip().strip("`")
         assert str(ran[name]) == str(words.get(default, default)), name
+
+
+def test_the_help_says_sync_defaults_to_the_profiles():
+    """--help states sync's default as default_sync takes it: sp, or dc on a fabric that does
+    not write a block whole (it said "(default: sp)" after saying dc there)."""
+    import re
+
+    from ubepsim.sweep.params import default_sync
+    from ubepsim.sweep.profile import BUILTIN
+
+    code, out, _ = run_cli("run", "--help")
+    (text,) = re.findall(r"--sync NAME(.*?)\n  --", out, re.S)
+    text = " ".join(text.split())
+    assert code == 0 and "(default: sp)" not in text
+    assert "(default: the profile's: sp, or dc where its fabric does not write a block " \
+        "whole)" in text
+    for name in BUILTIN:   # h800 writes no block whole
+        profile = load_profile(name)
+        assert default_sync(profile) == ("sp" if profile.writes_blocks_whole else "dc"), name
 
 
 def test_a_profile_names_the_keys_it_takes_from_a_built_in_one(tmp_path):

@@ -11,7 +11,6 @@ docs/reference.md equal to `reference()`.
 
 from __future__ import annotations
 
-import re
 import textwrap
 import tomllib
 from importlib import resources
@@ -20,15 +19,13 @@ from pathlib import Path
 from .kernels.layout import (COMBINE_TIMELINE, COUNT, DISPATCH_TIMELINE, LAYER_GAP,
                              TIMELINE_PHASES)
 from .sweep.model import combine_shape
-from .sweep.params import PARAMS, Config, Op, Protocol
+from .sweep.params import PARAMS, STATED_DEFAULT, Config, Op, Protocol
 from .sweep.profile import (BUILTIN, FIELDS, HOP_CLASSES, MAX_GBPS, MAX_LATENCY_NS,
                             MAX_TIER_DIES, MAX_TIERS, MIN_GBPS, builtin_values)
 from .sweep.result_fields import RESULTS
 
 KINDS = {int: "integer", float: "number", str: "name", Path: "file", list: "list of integers",
          dict: "table"}
-# "(default: ...)" in a help text: the words for a default the code computes (None)
-COMPUTED_DEFAULT = re.compile(r"\s*\(default: ([^)]*)\)")
 
 
 def _number(v: float) -> str:
@@ -55,10 +52,11 @@ def _parameters() -> list[str]:
     rows = ["| parameter | flag | type | default | allowed | meaning |", "|---|---|---|---|---|---|"]
     for p in PARAMS:
         meaning = p.described
-        if p.default is None:
-            computed = COMPUTED_DEFAULT.search(meaning)
-            default = computed.group(1) if computed else "computed"
-            meaning = COMPUTED_DEFAULT.sub("", meaning)
+        if p.stated_default is not None:   # the code or the profile decides it: in words
+            default = p.stated_default
+            meaning = STATED_DEFAULT.sub("", meaning)
+        elif p.default is None:
+            default = "computed"
         else:
             default = "none" if p.default == "" else f"`{p.default}`"
         if p.choices:

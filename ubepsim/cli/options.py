@@ -33,7 +33,7 @@ def model_options(lists: tuple[str, ...] = (), hidden: tuple[str, ...] = ()) -> 
             help_text = p.described
             if p.choices:
                 help_text += f" [{'|'.join(p.choices)}]"
-            if p.default is not None:
+            if p.default is not None and p.stated_default is None:   # else its help says it
                 help_text += f" (default: {'none' if p.default == '' else p.default})"
             if p.name in lists:
                 help_text += " Comma-separated list allowed."

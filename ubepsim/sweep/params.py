@@ -21,6 +21,7 @@ import functools
 import hashlib
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -121,6 +122,10 @@ def combine_bytes(hidden, combine_dtype):
                     hidden + 2 * -(-hidden // 8), 2 * hidden)
 
 
+# A default stated in a parameter's help: the words for one the code or the profile decides
+STATED_DEFAULT = re.compile(r"\s*\(default: ([^)]*)\)")
+
+
 @dataclasses.dataclass(frozen=True)
 class Param:
     name: str
@@ -133,6 +138,14 @@ class Param:
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
+
+    @property
+    def stated_default(self) -> str | None:
+        """The default its help states in words, "(default: ...)", where code or the profile
+        decides it: --help and the reference show these words, not `default` (for sync, the
+        one make_config takes without the profile's)."""
+        stated = STATED_DEFAULT.search(self.help)
+        return stated.group(1) if stated else None
 
     @property
     def described(self) -> str:
@@ -169,7 +182,8 @@ PARAMS: tuple[Param, ...] = (
     Param("sync", str, "sp", "Data-as-Flag variant of every signal: sw (stop-and-wait), tff "
           "(token-flag fusion), dc (data-for-checksum), sp (sentinel polling). A profile whose "
           "fabric does not write a block whole (atomic_bytes below block_bytes) refuses tff "
-          "and sp, and takes dc by default."),
+          "and sp (default: the profile's: sp, or dc where its fabric does not write a block "
+          "whole)."),
     Param("schedule", str, "homogenized", "Token-to-core schedule: expert_block, balanced, "
           "homogenized."),
     Param("routing", str, "uniform", "Routing generator: uniform, zipf, hot, lognormal, "
@@ -599,8 +613,9 @@ def default_cores(protocol, experts, profile_cores):
 
 
 def default_sync(profile: Profile) -> str:
-    """The sync of configurations that name none on `profile`: sp, or dc where its fabric does
-    not write a block whole. There tff and sp are refused (kernel_io.check_machine), and a
+    """The sync of configurations that name none on `profile`, as sync's help states it: sp (its
+    Param's default), or dc where its fabric does not write a block whole. There tff and sp are
+    refused (kernel_io.check_machine), and a
     preset's defaults must run: of paper Table 5's two fallbacks without atomic writes,
     data-for-checksum and fences (sw), dc is the one that fences no signal."""
     return PARAM_BY_NAME["sync"].default if profile.writes_blocks_whole else Sync.dc.name
