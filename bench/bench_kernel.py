@@ -25,9 +25,9 @@ import numpy as np
 from ubepsim import reference
 from ubepsim.kernels.layer import simulate_batch
 from ubepsim.kernels.layout import N_OUT
-from ubepsim.sweep import kernel_io, memory
-from ubepsim.sweep.params import Protocol, default_sync, make_config
-from ubepsim.sweep.profile import load_profile
+from ubepsim.model import kernel_io, memory
+from ubepsim.model.params import Protocol, default_sync, make_config
+from ubepsim.model.profile import load_profile
 
 
 def kernel_seconds(config, profile, repeat: int) -> tuple[float, float]:

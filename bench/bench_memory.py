@@ -3,7 +3,7 @@
     python bench/bench_memory.py [--timeline] [--config '{"ranks": 16384, "sync": "sw"}']
 
 `ubepsim` refuses, before any work, configurations that could not fit in the memory a machine
-has available together (ubepsim.sweep.memory.check_memory), from an estimate of what the kernel
+has available together (ubepsim.model.memory.check_memory), from an estimate of what the kernel
 allocates (kernels/dispatch.py and kernels/combine.py working_bytes; with --timeline, simulate's
 marks and frame too).
 This measures each configuration of a fixed set in a fresh process: its peak resident set
@@ -45,14 +45,14 @@ def child(config: dict, timeline: bool) -> None:
 
 
 def estimate(config: dict, timeline: bool) -> int:
-    from ubepsim.sweep import memory, model
-    from ubepsim.sweep.params import make_config
-    from ubepsim.sweep.profile import load_profile
+    from ubepsim.model import memory, api
+    from ubepsim.model.params import make_config
+    from ubepsim.model.profile import load_profile
 
     profile = load_profile()
     c = make_config(dict(config), profile.cores)
     return int(memory.working_memory(c.columns(), profile)[0]) + \
-        (model.timeline_bytes(c) if timeline else 0)
+        (api.timeline_bytes(c) if timeline else 0)
 
 
 def main() -> None:

@@ -38,8 +38,8 @@ import polars as pl
 
 from ubepsim.sweep.engine import PART_ROWS, metadata, provenance, write_part
 from ubepsim.sweep.grid import load_grid
-from ubepsim.sweep.model import simulate_table
-from ubepsim.sweep.params import NAMES
+from ubepsim.model.api import simulate_table
+from ubepsim.model.params import NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 MILLION = ROOT / "sweeps" / "million.toml"

@@ -38,10 +38,11 @@ from bench_sweep import MILLION, PER_SETTING, stratified_sample  # noqa: E402
 from ubepsim.kernels import dispatch as ours  # noqa: E402
 from ubepsim.kernels import layout as our_layout  # noqa: E402
 from ubepsim.kernels.layout import COSTS, N_OUT  # noqa: E402
-from ubepsim.sweep import kernel_io, memory  # noqa: E402
+from ubepsim.model import kernel_io
+from ubepsim.model import memory  # noqa: E402
 from ubepsim.sweep.grid import load_grid  # noqa: E402
-from ubepsim.sweep.params import NAMES, columns, default_sync, make_config  # noqa: E402
-from ubepsim.sweep.profile import FIELDS, MECHANISMS  # noqa: E402
+from ubepsim.model.params import NAMES, columns, default_sync, make_config  # noqa: E402
+from ubepsim.model.profile import FIELDS, MECHANISMS  # noqa: E402
 
 
 def load_kernels(directory: Path):
@@ -68,7 +69,7 @@ def load_kernels(directory: Path):
 
 
 # The cost columns of checkouts from before the per-source costs (docs/model.md), which kept
-# them in ubepsim.sweep.costs rather than in kernels/layout.py.
+# them in ubepsim.model.costs rather than in kernels/layout.py.
 PER_SOURCE_COSTS = ("dest_switch", "count_chain", "status_poll")
 
 

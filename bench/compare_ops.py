@@ -26,9 +26,10 @@ from bench_sweep import MILLION, PER_SETTING, stratified_sample  # noqa: E402
 
 from ubepsim.kernels.layer import simulate_batch  # noqa: E402
 from ubepsim.kernels.layout import N_OUT  # noqa: E402
-from ubepsim.sweep import kernel_io, memory  # noqa: E402
+from ubepsim.model import kernel_io
+from ubepsim.model import memory  # noqa: E402
 from ubepsim.sweep.grid import load_grid  # noqa: E402
-from ubepsim.sweep.params import Op, canonical, columns  # noqa: E402
+from ubepsim.model.params import Op, canonical, columns  # noqa: E402
 
 
 def inputs(sample, op: str, profile):

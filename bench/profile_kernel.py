@@ -46,8 +46,8 @@ import polars as pl  # noqa: E402
 
 from ubepsim.kernels import layer  # noqa: E402
 from ubepsim.sweep.grid import load_grid  # noqa: E402
-from ubepsim.sweep.model import simulate_table  # noqa: E402
-from ubepsim.sweep.params import SCHEMA, make_config  # noqa: E402
+from ubepsim.model.api import simulate_table  # noqa: E402
+from ubepsim.model.params import SCHEMA, make_config  # noqa: E402
 
 MAX_SIZE = 1 << 20   # no function is this long: a longer gap holds code not ours
 

@@ -1,13 +1,13 @@
 """Every code, column and bit layout the kernel stages share, and the stages' named results.
 
 Numba reads module globals as compile-time constants, so these cost nothing at run time; the
-host (ubepsim.sweep.kernel_io, ubepsim.sweep.costs) builds the kernel's input matrices and reads
+host (ubepsim.model.kernel_io, ubepsim.model.costs) builds the kernel's input matrices and reads
 its output rows by the same names.
 """
 
 from collections import namedtuple
 
-# Sync, schedule, routing and op codes: the values of ubepsim.sweep.params' IntEnums
+# Sync, schedule, routing and op codes: the values of ubepsim.model.params' IntEnums
 # (tests/test_costs.py holds them equal; a protocol's code is its place in kernels/protocols'
 # registry).
 SW, TFF, DC, SP = 0, 1, 2, 3
@@ -20,7 +20,7 @@ ALL_OPS, WITH_DISPATCH, WITH_COMBINE = (DISPATCH, COMBINE, LAYER), (DISPATCH, LA
 
 # Hop classes, by the code schedule.hop_classes gives a (source, destination) pair: the die
 # itself, the other die of its NPU, then one more per switch tier climbed (paper Table 2). The
-# host's hop classes are these (ubepsim.sweep.profile: one latency_ns key per class).
+# host's hop classes are these (ubepsim.model.profile: one latency_ns key per class).
 HOP_CLASSES = ("local", "intra_npu", "one_hop", "two_hop", "three_hop")
 N_HOPS = len(HOP_CLASSES)
 # Switch tiers below the top one (a profile's tier_sizes): hop class 3 + k climbs out of a tier-k
@@ -35,7 +35,7 @@ STORE_COSTS = ("issue", "egress", "ingress", "nic",
                *(f"tier{k + 1}" for k in range(N_TIERS)))
 
 # CANN's CalTokenSendExpertCnt: five vector instructions over the int32 expert ids it counts
-# in (the host's lowering prices the same chain: ubepsim.sweep.costs)
+# in (the host's lowering prices the same chain: ubepsim.model.costs)
 COUNT_CHAIN_OPS, INT32 = 5, 4
 
 # Store kinds: the low two bits of a program word, a flag and a checksum (the signals) odd.
@@ -44,7 +44,7 @@ K_COPY, K_FLAG, K_COUNT, K_CHECKSUM = 0, 1, 2, 3
 # --- Results, declared once -------------------------------------------------------------------
 # Every reader of a result takes it from the tables below: the kernel's output row (the O_*
 # slots), the twin's rows (ubepsim/reference/results.py), the host's frames, types and units
-# (ubepsim.sweep.result_fields, kernel_io), `ubepsim run`, the docs generator (ubepsim.docs) and
+# (ubepsim.model.result_fields, kernel_io), `ubepsim run`, the docs generator (ubepsim.docs) and
 # the plots. A new column is a line here plus the code that computes it: kernels/results.py and
 # the twin's, or kernel_io.HOST_RESULTS for a unit computed on the host. The help texts are here
 # too (the kernel does not import the host), so editing one recompiles the kernels once: their
@@ -203,7 +203,7 @@ COMBINE_TIMELINE = {"statuses": ("init", "send", "status_send", "status_poll", "
                     "direct": ("init", "send", "reduce")}
 LAYER_GAP = "expert"
 
-# Columns of the parameter matrix (ubepsim.sweep.kernel_io.prepare builds it).
+# Columns of the parameter matrix (ubepsim.model.kernel_io.prepare builds it).
 # P_BATCHES: where the row's tokens per die start in the batches array, or EQUAL_BATCHES (every
 # die holds P_BATCH).
 (P_RANKS, P_BATCH, P_TOPK, P_EXPERTS, P_CORES, P_CUMSUM, P_PROTOCOL, P_SYNC, P_SCHEDULE,
@@ -211,7 +211,7 @@ LAYER_GAP = "expert"
 N_PARAMS = 17
 EQUAL_BATCHES = -1
 
-# Columns of the cost matrix (ubepsim.sweep.costs.lower fills them by these names): integer
+# Columns of the cost matrix (ubepsim.model.costs.lower fills them by these names): integer
 # cycles, bytes or blocks per configuration. Column "x" is C_X below, made from this tuple so
 # that the two never part; the hop latencies follow in hop class order, from C_LAT_LOCAL.
 COSTS = (
@@ -295,7 +295,7 @@ KC_WIDTH = 16
 # from one source never tie (its ports take them one at a time, each at least a cycle, and they
 # travel the same path), so the key is unique. A die fits in SRC_BITS (ranks <= 16384).
 SRC_BITS = 14
-# Times stay below MAX_TIME (ubepsim.sweep.kernel_io.check_time_bound): a link's queue packs a
+# Times stay below MAX_TIME (ubepsim.model.kernel_io.check_time_bound): a link's queue packs a
 # time with a die and a port into one 63-bit key.
 MAX_TIME = 1 << (63 - SRC_BITS - 1)
 # Stage results. Numba builds and unpacks these in compiled code (the classes are module

@@ -1,5 +1,5 @@
 """A configuration's output row (layout.O_*): latency, phases on the critical path, send
-latencies, waits, and the counts the host checks its invariants on (ubepsim.sweep.kernel_io),
+latencies, waits, and the counts the host checks its invariants on (ubepsim.model.kernel_io),
 for a dispatch (`result_row`), a combine (`combine_row`) or a layer (`layer_row`)."""
 
 import numpy as np

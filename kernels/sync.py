@@ -4,7 +4,7 @@ A Data-as-Flag variant changes the stores that signal their own arrival (count m
 token copies where the protocol signals them: kernels.protocols.SIGNALLED_COPIES) and the
 receiver's work on them. What each variant adds is written once,
 in POLICY; the kernel reads a configuration's row once (`effects`) and its stages consult those
-values, never the variant's code; the lowering (ubepsim.sweep.costs) reads the same table for the
+values, never the variant's code; the lowering (ubepsim.model.costs) reads the same table for the
 in-block flag's smaller payload and for the sentinel's collisions.
 """
 

@@ -8,7 +8,7 @@ import pytest
 import ubepsim
 from conftest import read_rows, run_cli
 from ubepsim.sweep.grid import load_grid
-from ubepsim.sweep.params import NAMES
+from ubepsim.model.params import NAMES
 
 CONFIGS = [
     {"ranks": 8, "batch": 4, "topk": 2},

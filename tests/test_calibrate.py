@@ -10,11 +10,11 @@ import polars as pl
 import pytest
 
 from conftest import run_cli
-from ubepsim.paper import calibrate as cal
+from ubepsim.fit import calibrate as cal
 from ubepsim.paper import cm384, h800, numbers
-from ubepsim.sweep.model import simulate_table
-from ubepsim.sweep.params import make_config
-from ubepsim.sweep.profile import FIELDS, load_profile
+from ubepsim.model.api import simulate_table
+from ubepsim.model.params import make_config
+from ubepsim.model.profile import FIELDS, load_profile
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -238,7 +238,7 @@ def test_paper_problem_holds_every_calibration_number():
     for source, n in (("Table 4", 5), ("Figure 14: 128", cells), ("Figure 14: 64", cells)):
         rows = [i for i, label in enumerate(problem.labels) if label.startswith(source)]
         assert len(rows) == n and np.allclose(problem.weight[rows], 1 / np.sqrt(n))
-    assert (problem.tolerance[-2 * cells:] == numbers.FIG14_NOISE_US).all()
+    assert (problem.tolerance[-2 * cells:] == cal.RUN_NOISE_US).all()
     assert problem.relative[:8].all() and not problem.relative[8:].any()
     values = problem.simulate(load_profile())
     assert values.shape == problem.measured.shape and np.all(np.isfinite(values))

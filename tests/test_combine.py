@@ -22,9 +22,9 @@ from test_twin import PROTOCOLS, ROUTINGS
 from test_twin import (test_kernel_and_twin_check_the_same_bound,  # noqa: F401
                        test_no_time_passes_the_time_bound, test_timeline_marks_match_the_twin)
 from ubepsim.reference.state import C_BSP_POLLED, C_BSP_STATUS, C_BSP_SYNCALL, C_SENT, INIT
-from ubepsim.sweep import model
-from ubepsim.sweep.result_fields import PHASE_NAMES, RESULTS, phase_column
-from ubepsim.sweep.workload import config_batches
+from ubepsim.model import api
+from ubepsim.model.result_fields import PHASE_NAMES, RESULTS, phase_column
+from ubepsim.model.workload import config_batches
 
 N_CONFIGS = 360
 CHUNK = 40
@@ -73,7 +73,7 @@ def test_random_configurations_cover_every_op_protocol_sync_and_schedule(configs
 def test_kernel_matches_twin_exactly(configs, twins, chunk):
     for i in range(chunk * CHUNK, (chunk + 1) * CHUNK):
         cfg, prof = configs[i]
-        kernel = model.simulate(cfg, PROFILES[prof])
+        kernel = api.simulate(cfg, PROFILES[prof])
         assert not differences(twins(i), kernel), (cfg, prof, differences(twins(i), kernel))
 
 
@@ -82,7 +82,7 @@ def test_the_batch_kernel_matches_the_twin_row_by_row(configs, twins):
     order = random.Random(9).sample(range(len(configs)), len(configs))
     for prof in PROFILES:
         rows = [i for i in order if configs[i][1] == prof]
-        table = model.simulate_table(pl.DataFrame([configs[i][0].as_dict() for i in rows]),
+        table = api.simulate_table(pl.DataFrame([configs[i][0].as_dict() for i in rows]),
                                      PROFILES[prof])
         for i, kernel in zip(rows, table.iter_rows(named=True)):
             assert not differences(twins(i), kernel), (configs[i], differences(twins(i), kernel))
@@ -200,9 +200,9 @@ def test_unfenced_statuses_keep_every_phase_a_time():
     last copy's acknowledgement) goes negative where acknowledgements come back long after the
     statuses were seen: here, a 50 us hop."""
     from ubepsim.paper.numbers import DEEPEP_LL
-    from ubepsim.sweep.profile import load_profile
+    from ubepsim.model.profile import load_profile
     slow = load_profile("h800", overrides={"latency_ns": {"one_hop": 50000.0,
                                                           "two_hop": 50000.0}})
-    out = model.simulate({**DEEPEP_LL, "ranks": 16, "op": "combine"}, slow)
+    out = api.simulate({**DEEPEP_LL, "ranks": 16, "op": "combine"}, slow)
     assert all(out[phase_column(p)] >= 0 for p in PHASE_NAMES)
     assert sum(out[phase_column(p)] for p in PHASE_NAMES) == pytest.approx(out["latency_us"])

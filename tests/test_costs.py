@@ -14,10 +14,10 @@ import polars as pl
 import pytest
 
 from ubepsim.kernels import layout, protocols
-from ubepsim.sweep.costs import COST_INDEX, lower
-from ubepsim.sweep.params import (ENUMS, Protocol, columns, config_columns, make_config,
+from ubepsim.model.costs import COST_INDEX, lower
+from ubepsim.model.params import (ENUMS, Protocol, columns, config_columns, make_config,
                                    polars_dtype)
-from ubepsim.sweep.profile import HOP_CLASSES, load_profile
+from ubepsim.model.profile import HOP_CLASSES, load_profile
 
 PROFILE = load_profile(overrides={
     "clock_ghz": 2.0, "block_bytes": 512, "flag_bytes": 32, "egress_gbps": 100.0,

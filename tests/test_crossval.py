@@ -1,6 +1,6 @@
-"""Cross-validation (ubepsim.paper.crossval, `ubepsim calibrate --cv`): folds leave out what
-they say, the rules fitted on the other Figure 14 panel are what they say, bad input stops
-before any fit."""
+"""Cross-validation (ubepsim.fit.crossval, the paper's folds in ubepsim.paper.folds, `ubepsim
+calibrate --cv`): folds leave out what they say, the rules fitted on the other Figure 14 panel
+are what they say, bad input stops before any fit."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
-from ubepsim.paper import calibrate as cal
-from ubepsim.paper import cm384, crossval, numbers
-from ubepsim.sweep.profile import load_profile
+from ubepsim.fit import calibrate as cal
+from ubepsim.fit import crossval
+from ubepsim.paper import cm384, folds, numbers
+from ubepsim.model.profile import load_profile
 
 KEYS = ("init_cycles", "syncall_cycles")
 
@@ -25,8 +26,8 @@ def measured(tmp_path):
                                        (4, 16, "ubep", "sp", "homogenized", "b"),
                                        (8, 16, "ubep", "sp", "homogenized", "b"),
                                        (16, 8, "bsp", "sw", "expert_block", "c")]]
-    from ubepsim.sweep import model
-    lat = [model.simulate({k: v for k, v in r.items() if k != "source"}, truth)["latency_us"]
+    from ubepsim.model import api
+    lat = [api.simulate({k: v for k, v in r.items() if k != "source"}, truth)["latency_us"]
            for r in rows]
     path = tmp_path / "measured.csv"
     lines = ["ranks,batch,topk,protocol,sync,schedule,source,latency_us"]
@@ -41,8 +42,8 @@ def test_rules_are_fitted_on_the_other_panel():
     """Copying the other panel's best group per row, its best constant group (least mean extra
     latency) and Appendix A's law with beta/alpha from the other panel's best groups."""
     for ranks, other in ((64, 128), (128, 64)):
-        picks = crossval.rules(ranks, other)
-        theirs = crossval.paper_cells(other)
+        picks = folds.rules(ranks, other)
+        theirs = folds.paper_cells(other)
         best = list(theirs.argmin(axis=1) + 1)
         assert picks["the other panel's best groups"] == best
         constant = picks["the other panel's best constant group"]
@@ -52,26 +53,26 @@ def test_rules_are_fitted_on_the_other_panel():
         # n N_exp / (K B) halves as the batch doubles: the law's picks never rise with batch
         assert np.all(np.diff(law) <= 0) and law.min() >= 1 and law.max() <= 16
         # the ratio the law carries reproduces the other panel's best groups on average
-        x_other = crossval.appendix_a_x(other)
+        x_other = folds.appendix_a_x(other)
         ratio = np.exp(np.mean(np.log(best) - np.log(x_other)))
-        assert np.allclose(law, np.clip(np.round(ratio * crossval.appendix_a_x(ranks)), 1, 16))
+        assert np.allclose(law, np.clip(np.round(ratio * folds.appendix_a_x(ranks)), 1, 16))
     # the regret of a panel's own best groups on itself is nothing
-    own = list(crossval.paper_cells(64).argmin(axis=1) + 1)
-    assert crossval.regret(64, own).max() == 0.0
+    own = list(folds.paper_cells(64).argmin(axis=1) + 1)
+    assert folds.regret(64, own).max() == 0.0
     # the cell the paper reads as an outlier (batch 8, group 16) costs what its neighbour does;
     # every other cell is the paper's
     assert numbers.FIG14_PANELS[64][8][15] > 30
-    assert crossval.regret(64, [16] * 5)[0] == numbers.FIG14_PANELS[64][8][14]
-    assert crossval.regret(64, [16] * 5)[1:].tolist() == [
-        numbers.FIG14_PANELS[64][b][15] for b in crossval.BATCHES[1:]]
+    assert folds.regret(64, [16] * 5)[0] == numbers.FIG14_PANELS[64][8][14]
+    assert folds.regret(64, [16] * 5)[1:].tolist() == [
+        numbers.FIG14_PANELS[64][b][15] for b in folds.BATCHES[1:]]
 
 
 def test_the_paper_folds_leave_out_each_source_once():
-    specs = crossval.paper_specs(10)
+    specs = folds.paper_specs(10)
     assert [s.left_out for s in specs] == [None, "Table 4", "Figure 3(b)",
                                            "Figure 14 (64 ranks)", "Figure 14 (128 ranks)"]
     assert all(s.measurements is None and s.keys == cm384.PAPER_KEYS for s in specs)
-    assert set(crossval.FOLDS) | set(crossval.KEPT) == set(cm384.SOURCES)
+    assert set(folds.FOLDS) | set(folds.KEPT) == set(cm384.SOURCES)
 
 
 def test_a_file_fold_fits_only_the_rows_it_keeps(measured):
@@ -143,13 +144,13 @@ def test_a_file_folds_on_group_without_a_source_column(tmp_path):
 
 def test_summary_puts_each_panel_beside_the_rules():
     """The table of a paper cross-validation (its scores from one profile, no fit here)."""
-    scores = crossval.score_paper(load_profile(), seeds=(0,))
-    results = [crossval.FoldResult(f, {}, 0.0, 0, 0.0, scores) for f in (None, *crossval.FOLDS)]
-    rows = crossval.summary(results)
-    assert [r["source"] for r in rows] == list(crossval.FOLDS)
-    panels = [r for r in rows if crossval.panel_of(r["source"])]
+    scores = folds.score_paper(load_profile(), seeds=(0,))
+    results = [crossval.FoldResult(f, {}, 0.0, 0, 0.0, scores) for f in (None, *folds.FOLDS)]
+    rows = folds.summary(results)
+    assert [r["source"] for r in rows] == list(folds.FOLDS)
+    panels = [r for r in rows if folds.panel_of(r["source"])]
     assert len(panels) == 2 and all(len(r["rules"]) == 3 for r in panels)
-    assert all("rules" not in r for r in rows if not crossval.panel_of(r["source"]))
+    assert all("rules" not in r for r in rows if not folds.panel_of(r["source"]))
     text = crossval.format_summary(rows)
     assert text.count("out of sample") == 4 and text.count("rule:") == 6
     # Table 4's worst error, from the model's latencies and the paper's by rank (not from the

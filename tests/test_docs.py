@@ -84,7 +84,7 @@ def _mechanisms() -> list[list[str]]:
 def test_the_model_names_every_parameter_that_is_not_always_read():
     """docs/model.md's table of parameters that are not read holds exactly params.GATED's (and
     reference.md, generated, says where each is read)."""
-    from ubepsim.sweep.params import GATED
+    from ubepsim.model.params import GATED
 
     text = (ROOT / "docs" / "model.md").read_text()
     table = text.split("## Parameters that are not read")[1].split("\n\n")[2]

@@ -14,9 +14,9 @@ from test_combine import combine_draws, combine_modes
 from test_twin import differences, random_configs
 from ubepsim import reference
 from ubepsim.kernels.layout import NIC
-from ubepsim.sweep import model
-from ubepsim.sweep.params import make_config
-from ubepsim.sweep.profile import load_profile
+from ubepsim.model import api
+from ubepsim.model.params import make_config
+from ubepsim.model.profile import load_profile
 
 CONGESTED = {
     # every die's ingress port at a tenth of its egress port, a narrow window
@@ -53,7 +53,7 @@ def test_kernel_matches_twin_on_congested_fabrics(congested, chunk):
     queued = 0
     for cfg, prof in congested[chunk * CHUNK:(chunk + 1) * CHUNK]:
         twin = reference.simulate(cfg, CONGESTED[prof])
-        kernel = model.simulate(cfg, CONGESTED[prof])
+        kernel = api.simulate(cfg, CONGESTED[prof])
         assert not differences(twin, kernel), (cfg, prof, differences(twin, kernel))
         queued += kernel["ingress_queue_us"] > 0
     assert queued > CHUNK // 4          # congested indeed: stores wait at ingress ports
@@ -76,7 +76,7 @@ def test_kernel_matches_twin_at_the_papers_scale(values, overrides):
     profile = load_profile(overrides=overrides)
     twin = reference.simulate(cfg, profile)
     assert twin["copies_two_hop"] > 0
-    assert not differences(twin, model.simulate(cfg, profile))
+    assert not differences(twin, api.simulate(cfg, profile))
 
 
 def test_a_slow_receiver_holds_its_senders_back():
@@ -85,8 +85,8 @@ def test_a_slow_receiver_holds_its_senders_back():
     visibility; and the hottest receiver's queue shows in ingress_queue_us."""
     cfg = make_config({"ranks": 16, "batch": 64, "topk": 4, "protocol": "ubep",
                        "routing": "hot", "hot_experts": 1, "hot_share": 0.9}, 48)
-    fast = model.simulate(cfg, load_profile(overrides={"blocks_in_flight": 30}))
-    slow = model.simulate(cfg, load_profile(overrides={"blocks_in_flight": 30,
+    fast = api.simulate(cfg, load_profile(overrides={"blocks_in_flight": 30}))
+    slow = api.simulate(cfg, load_profile(overrides={"blocks_in_flight": 30,
                                                        "ingress_gbps": 49.0}))
     assert slow["send_max_core_us"] > 1.5 * fast["send_max_core_us"]
     assert slow["ingress_queue_us"] > 2 * fast["ingress_queue_us"] > 0
@@ -99,15 +99,15 @@ def test_a_tier_queues_only_where_it_is_oversubscribed():
     """A tier link fast enough for its domain's dies changes nothing; an oversubscribed one
     slows the stores that cross it, and only those: on dies of one domain, nothing."""
     cfg = make_config({"ranks": 32, "batch": 32, "topk": 8, "protocol": "bsp"}, 48)
-    plain = model.simulate(cfg, load_profile())
-    even = model.simulate(cfg, load_profile(overrides={"tier_gbps": [16 * 196.0]}))
-    over = model.simulate(cfg, load_profile(overrides={"tier_gbps": [196.0]}))
+    plain = api.simulate(cfg, load_profile())
+    even = api.simulate(cfg, load_profile(overrides={"tier_gbps": [16 * 196.0]}))
+    over = api.simulate(cfg, load_profile(overrides={"tier_gbps": [196.0]}))
     assert {k: v for k, v in even.items() if k != "profile"} == \
         {k: v for k, v in plain.items() if k != "profile"}
     assert over["latency_us"] > 1.2 * plain["latency_us"]
     inside = make_config({"ranks": 16, "batch": 32, "topk": 8, "protocol": "bsp"}, 48)
-    assert model.simulate(inside, load_profile(overrides={"tier_gbps": [196.0]}))[
-        "latency_us"] == model.simulate(inside, load_profile())["latency_us"]
+    assert api.simulate(inside, load_profile(overrides={"tier_gbps": [196.0]}))[
+        "latency_us"] == api.simulate(inside, load_profile())["latency_us"]
 
 
 def test_stores_beyond_the_nics_first_hop_class_use_the_nic():
@@ -121,7 +121,7 @@ def test_stores_beyond_the_nics_first_hop_class_use_the_nic():
             if st["dst"] != st["src"]:
                 assert (st["port"] == NIC) == (st["hop"] >= 3), st
     slower = load_profile(overrides={**profile.values, "nic_gbps": 5.0})
-    assert model.simulate(cfg, slower)["latency_us"] > model.simulate(cfg, profile)["latency_us"]
+    assert api.simulate(cfg, slower)["latency_us"] > api.simulate(cfg, profile)["latency_us"]
     inside = make_config({"ranks": 4, "batch": 8, "topk": 2, "cores": 4, "cumsum_cores": 1}, 48)
-    assert model.simulate(inside, slower)["latency_us"] == \
-        model.simulate(inside, profile)["latency_us"]
+    assert api.simulate(inside, slower)["latency_us"] == \
+        api.simulate(inside, profile)["latency_us"]

@@ -13,10 +13,10 @@ import polars as pl
 from conftest import run_cli, write_grid
 from test_twin import write_trace
 from ubepsim.kernels import layer, layout
-from ubepsim.sweep import kernel_io, model
+from ubepsim.model import kernel_io, api
 from ubepsim.sweep.grid import load_grid
-from ubepsim.sweep.params import GATED, PARAM_BY_NAME, make_config
-from ubepsim.sweep.profile import load_profile
+from ubepsim.model.params import GATED, PARAM_BY_NAME, make_config
+from ubepsim.model.profile import load_profile
 
 SMALL = {"ranks": 8, "batch": 8, "topk": 2, "cores": 8}
 CUMSUM = PARAM_BY_NAME["cumsum_cores"].default
@@ -124,7 +124,7 @@ def test_a_frame_of_points_is_recorded_with_unread_parameters_at_their_defaults(
     raw = make_config({**SMALL, "protocol": "bsp"}, 8).as_dict()
     points = pl.DataFrame([{**raw, "cumsum_cores": c, "zipf_s": z}
                            for c in (1, 5) for z in (0.5, 2.0)])
-    rows = model.simulate_many(points, profile)
+    rows = api.simulate_many(points, profile)
     assert rows["cumsum_cores"].to_list() == [CUMSUM] * 4
     assert rows["zipf_s"].to_list() == [1.0] * 4
     assert rows["config_id"].n_unique() == 1

@@ -14,10 +14,10 @@ from ubepsim.errors import InputError
 from ubepsim.kernels.layout import MAX_TIME
 from ubepsim.sweep import expand
 from ubepsim.sweep import grid as grid_module
-from ubepsim.sweep.costs import lower, time_bound
+from ubepsim.model.costs import lower, time_bound
 from ubepsim.sweep.filters import compile_filter
 from ubepsim.sweep.grid import load_grid
-from ubepsim.sweep.params import NAMES
+from ubepsim.model.params import NAMES
 
 SWEEPS = Path(__file__).resolve().parent.parent / "sweeps"
 

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from ubepsim.errors import InputError
 from ubepsim.sweep.grid import load_grid
-from ubepsim.sweep.params import NAMES, PARAM_BY_NAME
-from ubepsim.sweep.profile import FIELDS
+from ubepsim.model.params import NAMES, PARAM_BY_NAME
+from ubepsim.model.profile import FIELDS
 
 
 def toml_key(k: str) -> str:

@@ -25,9 +25,9 @@ import pytest
 from ubepsim.kernels import layer
 from ubepsim.kernels.layout import (K_COPY, K_FLAG, N_OUT, O_BOUND, O_COPIES_TOTAL, O_DELIVERED,
                                     O_LATENCY, O_SENT, O_VIOLATIONS, P_SEED)
-from ubepsim.sweep import kernel_io, model
-from ubepsim.sweep.params import NAMES, make_config, polars_dtype
-from ubepsim.sweep.profile import load_profile
+from ubepsim.model import kernel_io, api
+from ubepsim.model.params import NAMES, make_config, polars_dtype
+from ubepsim.model.profile import load_profile
 
 PROTOCOLS = ("bsp", "ubep", "deepep_ll")
 
@@ -275,4 +275,4 @@ def test_a_sweeps_failed_row_names_its_configuration(python_kernels, monkeypatch
     with pytest.raises(kernel_io.KernelFailure, match=rf"did not finish row 1: .*; its configuration: "
                        rf"ranks = {DIES}, batch = {BATCH}, topk = {TOPK}, .*, seed = 1$"):
         with np.errstate(over="ignore"):
-            model.simulate_table(points, load_profile(), threads=1)
+            api.simulate_table(points, load_profile(), threads=1)

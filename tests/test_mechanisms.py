@@ -9,9 +9,9 @@ from ubepsim import reference
 from ubepsim.paper import cm384
 from ubepsim.reference.routing import route_die
 from ubepsim.reference.schedule import hop_of
-from ubepsim.sweep import model
-from ubepsim.sweep.params import make_config
-from ubepsim.sweep.profile import load_profile
+from ubepsim.model import api
+from ubepsim.model.params import make_config
+from ubepsim.model.profile import load_profile
 
 PROFILE = load_profile()
 # cm384 with ports no store waits for and a window no AIV fills: an AIV's own work alone sets its
@@ -22,7 +22,7 @@ FREE = load_profile(overrides={"egress_gbps": 1e5, "ingress_gbps": 1e5,
 
 
 def run(**values):
-    return model.simulate(make_config(values, PROFILE.cores), PROFILE)
+    return api.simulate(make_config(values, PROFILE.cores), PROFILE)
 
 
 def test_ubep_beats_bsp_on_the_default_configuration():
@@ -41,7 +41,7 @@ def test_hot_experts_order_the_schedules_by_straggler_latency():
     between the slowest and the fastest both shrink from one schedule to the next. The hot dies'
     ingress ports hold every schedule's senders back, so the margins are a few percent."""
     fig9 = load_profile(overrides={"tier_sizes": [32]})
-    rows = {s: model.simulate(make_config({"ranks": 128, "experts": 256, "routing": "hot",
+    rows = {s: api.simulate(make_config({"ranks": 128, "experts": 256, "routing": "hot",
                                            "hot_experts": 8, "hot_share": 0.5, "schedule": s},
                                           fig9.cores), fig9)
             for s in ("expert_block", "balanced", "homogenized")}
@@ -76,7 +76,7 @@ def test_under_bsp_the_sync_variant_changes_only_the_count_messages():
 def test_more_cores_give_diminishing_token_sending_returns():
     """Figure 3(b): the same work on more AIVs is faster, with falling efficiency (on the
     calibration's setup of it: Table 4's CANN EP at 128 ranks)."""
-    sends = [model.simulate(cm384.cann_ep(128, cores=a), PROFILE)["phase_send_us"]
+    sends = [api.simulate(cm384.cann_ep(128, cores=a), PROFILE)["phase_send_us"]
              for a in (8, 16, 24, 32, 48)]
     eff = [sends[0] * 8 / (s * a) for s, a in zip(sends, (8, 16, 24, 32, 48))]
     # never slower by more than the noise of a different interleaving once the port saturates
@@ -120,7 +120,7 @@ def test_hop_classes_follow_the_die_hierarchy():
 
 def test_flat_fabric_has_no_two_hop_copies():
     flat = load_profile(overrides={"npu_dies": 1, "tier_sizes": []})
-    out = model.simulate(make_config({"ranks": 32}, 48), flat)
+    out = api.simulate(make_config({"ranks": 32}, 48), flat)
     assert out["copies_two_hop"] == out["copies_intra_npu"] == 0
     assert out["copies_one_hop"] + out["copies_local"] == out["copies_total"]
 
@@ -128,7 +128,7 @@ def test_flat_fabric_has_no_two_hop_copies():
 def test_hot_routing_gives_hot_experts_their_share():
     cfg = make_config({"ranks": 8, "experts": 64, "batch": 2000, "topk": 1, "routing": "hot",
                        "hot_experts": 4, "hot_share": 0.6}, 48)
-    from ubepsim.sweep.workload import config_cdf, popularity_order
+    from ubepsim.model.workload import config_cdf, popularity_order
     hot = set(popularity_order(cfg.seed, cfg.workload_key, 64)[:4].tolist())
     cdf = list(config_cdf(cfg))
     experts = [e for t in route_die(cfg, 0, cdf, cfg.batch) for e in t]
@@ -139,7 +139,7 @@ def test_hot_routing_gives_hot_experts_their_share():
 def test_zipf_routing_is_skewed_and_tokens_have_distinct_experts():
     cfg = make_config({"ranks": 4, "experts": 32, "batch": 500, "topk": 6, "routing": "zipf",
                        "zipf_s": 1.5}, 48)
-    from ubepsim.sweep.workload import config_cdf
+    from ubepsim.model.workload import config_cdf
     cdf = list(config_cdf(cfg))
     tokens = route_die(cfg, 0, cdf, cfg.batch)
     assert all(len(set(t)) == 6 for t in tokens)
@@ -148,7 +148,7 @@ def test_zipf_routing_is_skewed_and_tokens_have_distinct_experts():
 
 
 def _weights(values):
-    from ubepsim.sweep.workload import config_cdf
+    from ubepsim.model.workload import config_cdf
     cfg = make_config(values, 48)
     return cfg, np.diff(np.concatenate([[0.0], config_cdf(cfg)]))
 
@@ -215,7 +215,7 @@ def test_the_results_name_the_straggler_and_the_loads(protocol):
     taken = np.bincount([e // 4 for die in route(cfg) for t in die for e in t], minlength=32)
     ratio = taken.max() / taken.mean()
     hot = set(np.flatnonzero(taken == taken.max()).tolist())
-    out = {op: model.simulate(make_config({**values, "op": op}, 48), load_profile())
+    out = {op: api.simulate(make_config({**values, "op": op}, 48), load_profile())
            for op in ("dispatch", "combine")}
     assert out["dispatch"]["recv_max_mean"] == pytest.approx(ratio) and ratio > 3
     assert out["combine"]["send_max_mean"] == pytest.approx(ratio)
@@ -231,7 +231,7 @@ def test_a_hot_rank_costs_more_than_the_same_heat_spread(protocol, op):
     """Megatron's W2 against W3: the same hot experts, on two dies or over the layout. Under a
     hot rank two dies take half of every copy: their ingress ports queue in dispatch, their
     egress ports in combine."""
-    out = {p: model.simulate(make_config(
+    out = {p: api.simulate(make_config(
         {"ranks": 64, "experts": 256, "batch": 32, "topk": 8, "routing": "hot",
          "hot_experts": 8, "hot_share": 0.5, "hot_placement": p, "protocol": protocol,
          "op": op}, 48), load_profile()) for p in ("ranks", "spread")}
@@ -243,11 +243,11 @@ def test_a_hot_rank_costs_more_than_the_same_heat_spread(protocol, op):
 def test_sentinel_collisions_cost_a_timeout():
     clean = run(ranks=8, batch=8)
     noisy_profile = load_profile(overrides={"sentinel_collision_prob": 0.01})
-    noisy = model.simulate(make_config({"ranks": 8, "batch": 8}, 48), noisy_profile)
+    noisy = api.simulate(make_config({"ranks": 8, "batch": 8}, 48), noisy_profile)
     assert clean["sentinel_collisions"] == 0 < noisy["sentinel_collisions"]
     assert noisy["latency_us"] > clean["latency_us"]
     for sync in ("sw", "tff", "dc"):   # only sentinel polling has a sentinel to collide with
-        other = model.simulate(make_config({"ranks": 8, "batch": 8, "sync": sync}, 48),
+        other = api.simulate(make_config({"ranks": 8, "batch": 8, "sync": sync}, 48),
                                noisy_profile)
         assert other["sentinel_collisions"] == 0, sync
 
@@ -257,13 +257,13 @@ def test_one_die_never_touches_the_fabric(protocol):
     """With one rank every store is local: the ports' bandwidths and the remote hop latencies
     change nothing, the local latency does."""
     cfg = make_config({"ranks": 1, "batch": 32, "topk": 1, "protocol": protocol}, PROFILE.cores)
-    base = model.simulate(cfg, PROFILE)
+    base = api.simulate(cfg, PROFILE)
     assert base["copies_local"] == base["copies_total"] == 32
     fabric = load_profile(overrides={"egress_gbps": 1.0, "ingress_gbps": 1.0, "latency_ns": {
         "intra_npu": 9000.0, "one_hop": 9000.0, "two_hop": 9000.0, "three_hop": 9000.0}})
-    assert model.simulate(cfg, fabric) == base
+    assert api.simulate(cfg, fabric) == base
     local = load_profile(overrides={"latency_ns": {"local": 2000.0}})
-    assert model.simulate(cfg, local)["latency_us"] > base["latency_us"]
+    assert api.simulate(cfg, local)["latency_us"] > base["latency_us"]
 
 
 def test_re_arming_sentinels_costs_ubep_sp_reorder_time_only():
@@ -275,7 +275,7 @@ def test_re_arming_sentinels_costs_ubep_sp_reorder_time_only():
     for protocol, grows in (("ubep", True), ("bsp", False)):
         cfg = make_config({"ranks": 16, "batch": 16, "protocol": protocol, "sync": "sp"},
                           PROFILE.cores)
-        base, slower = model.simulate(cfg, PROFILE), model.simulate(cfg, dear)
+        base, slower = api.simulate(cfg, PROFILE), api.simulate(cfg, dear)
         assert (slower["phase_reorder_us"] > base["phase_reorder_us"]) == grows, protocol
         assert slower["latency_us"] > base["latency_us"]   # bsp re-arms its count messages
 
@@ -360,8 +360,8 @@ def test_each_per_source_cost_raises_latency(key):
                         "seed": i})
     off = load_profile(overrides={**FREE.values, **_vanished()})
     on = load_profile(overrides={**FREE.values, **_vanished(), key: 200})
-    base = model.simulate_many(configs, off)["latency_us"].to_numpy()
-    more = model.simulate_many(configs, on)["latency_us"].to_numpy()
+    base = api.simulate_many(configs, off)["latency_us"].to_numpy()
+    more = api.simulate_many(configs, on)["latency_us"].to_numpy()
     period_us = off.latency_cycles()[0] / (off.clock_ghz * 1000.0)
     assert more.mean() > base.mean()
     assert np.all(more >= base - period_us - 1e-9)
@@ -373,7 +373,7 @@ def test_per_source_costs_make_a_small_calcumsum_group_dearer(key):
     """Figure 14's shape: what one CalCumSum AIV costs over eight grows with each mechanism,
     since one AIV pays it for every source (64 ranks, batch 8)."""
     def extra(profile):
-        lat = [model.simulate({"ranks": 64, "batch": 8, "cumsum_cores": g}, profile)["latency_us"]
+        lat = [api.simulate({"ranks": 64, "batch": 8, "cumsum_cores": g}, profile)["latency_us"]
                for g in (1, 8)]
         return lat[0] - lat[1]
 
@@ -385,7 +385,7 @@ def test_per_source_costs_make_a_small_calcumsum_group_dearer(key):
 # --- tokens per die (batch_spread) -----------------------------------------------------------
 
 def _batches(values):
-    from ubepsim.sweep.workload import config_batches
+    from ubepsim.model.workload import config_batches
     cfg = make_config(values, 48)
     return cfg, np.array(config_batches(cfg))
 
@@ -429,13 +429,13 @@ def test_a_die_draws_the_same_tokens_whatever_the_spread():
 
 
 def test_a_die_frame_holds_each_dies_load_and_finish():
-    from ubepsim.sweep.workload import config_batches
+    from ubepsim.model.workload import config_batches
     for op in ("dispatch", "combine", "layer"):
         values = {"ranks": 16, "experts": 32, "batch": 8, "topk": 4, "op": op,
                   "batch_spread": "cv", "batch_cv": 1.0}
         cfg = make_config(values, 48)
-        row = model.simulate(cfg, load_profile())
-        dies = model.die_frame(cfg, load_profile())
+        row = api.simulate(cfg, load_profile())
+        dies = api.die_frame(cfg, load_profile())
         assert dies["tokens"].to_list() == config_batches(cfg)
         assert dies["copies_taken"].sum() == dies["copies_sent"].sum() == row["copies_total"]
         assert dies["finish_us"].max() == pytest.approx(row["latency_us"])
@@ -454,7 +454,7 @@ def test_a_die_with_many_tokens_is_combines_straggler(protocol):
     out = {}
     for spread in ("equal", "list"):
         for op in ("dispatch", "combine"):
-            out[spread, op] = model.simulate(make_config(
+            out[spread, op] = api.simulate(make_config(
                 {"ranks": ranks, "batch": 8, "topk": 4, "protocol": protocol, "op": op,
                  "batch_spread": spread, "batches": batches}, 48), load_profile())
     for op in ("dispatch", "combine"):

@@ -13,10 +13,10 @@ import pytest
 import ubepsim
 from conftest import run_cli, write_grid
 from ubepsim.errors import InputError
-from ubepsim.sweep import memory
+from ubepsim.model import memory
 from ubepsim.sweep.grid import load_grid
-from ubepsim.sweep.params import make_config
-from ubepsim.sweep.profile import load_profile
+from ubepsim.model.params import make_config
+from ubepsim.model.profile import load_profile
 
 MIB = 1 << 20
 # a built-in profile whose machine has the 1,024 dies these tests take (cm384 has 256)

@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from conftest import run_cli
-from ubepsim.sweep.model import simulate_table
-from ubepsim.sweep.params import make_config
-from ubepsim.sweep.profile import load_profile
+from ubepsim.model.api import simulate_table
+from ubepsim.model.params import make_config
+from ubepsim.model.profile import load_profile
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -118,7 +118,7 @@ def test_a_breakdown_stacks_each_ops_phases_to_its_latency(data):
     """Over every op: a combine's bars hold no CalCumSum or reordering, a layer's its experts'
     time, and every bar is as tall as its row's latency. What a row does not read (dtype in a
     combine, sync under a bsp combine) is no variant or group of its own."""
-    from ubepsim.paper.plot import breakdown, breakdown_parts, read_results
+    from ubepsim.sweep.plot import breakdown, breakdown_parts, read_results
 
     frame = read_results([data["ops"]], "breakdown", None)
     bsp_combine = frame.filter((pl.col("op") == "combine") & (pl.col("protocol") == "bsp"))
@@ -219,10 +219,10 @@ def test_empty_dataset_is_not_the_current_directory(tmp_path, monkeypatch, data)
 
 @pytest.mark.parametrize("kind", ["core", "timeline"])
 def test_label_titles_timeline_figures(tmp_path, monkeypatch, data, kind):
-    import ubepsim.paper.plot
+    import ubepsim.sweep.plot
 
     titles = []
-    monkeypatch.setattr(ubepsim.paper.plot, "save",
+    monkeypatch.setattr(ubepsim.sweep.plot, "save",
                         lambda fig, path: titles.extend(ax.get_title() for ax in fig.axes))
     code, _, err = run_cli("plot", data["timeline"][0], "--kind", kind, "--label", "Foo",
                            "--out", tmp_path / "t.png")
@@ -233,7 +233,7 @@ def test_label_titles_timeline_figures(tmp_path, monkeypatch, data, kind):
 def test_skew_draws_each_ops_latency_against_its_busiest_port(data):
     """A line per op and protocol, its points the busiest die's load in the op's direction
     (dispatch: taken in; combine: sent) and the latency, averaged over seeds, in load order."""
-    from ubepsim.paper import plot as figures
+    from ubepsim.sweep import plot as figures
     frame = figures.read_results([data["skew"]], "skew", None)
     fig = figures.skew(frame)
     ax = fig.axes[0]                                  # 4 ranks
@@ -255,7 +255,7 @@ def test_every_phase_has_its_own_colour():
     result phases, each its own colour (a phase added or renamed would otherwise be drawn
     black, or take another's)."""
     from ubepsim.kernels.layout import COMBINE_TIMELINE, DISPATCH_TIMELINE, LAYER_GAP, PHASES
-    from ubepsim.paper.plot import PHASE_COLOURS
+    from ubepsim.sweep.plot import PHASE_COLOURS
 
     written = {p for table in (DISPATCH_TIMELINE, COMBINE_TIMELINE) for phases in table.values()
                for p in phases} | {LAYER_GAP}
@@ -266,15 +266,15 @@ def test_every_phase_has_its_own_colour():
 def test_core_figure_says_which_send_time_it_draws(tmp_path, monkeypatch, data):
     """The bars are the timeline's send phase (to the last store's issue), which is not the
     result send_max_core_us (to the last copy's completion); the figure says so."""
-    import ubepsim.paper.plot
+    import ubepsim.sweep.plot
 
     figs = []
-    monkeypatch.setattr(ubepsim.paper.plot, "save", lambda fig, path: figs.append(fig))
+    monkeypatch.setattr(ubepsim.sweep.plot, "save", lambda fig, path: figs.append(fig))
     code, _, err = run_cli("plot", *data["core"], "--kind", "core", "--out", tmp_path / "a.png")
     assert code == 0, err
     axes = figs[0].axes
     tl = pl.read_parquet(data["core"][0])
-    die = ubepsim.paper.plot.critical_die(tl)
+    die = ubepsim.sweep.plot.critical_die(tl)
     slowest = tl.filter((pl.col("die") == die) & (pl.col("phase") == "send")).select(
         (pl.col("end_us") - pl.col("start_us")).max()).item()
     assert f"slowest core's send phase {slowest:.1f} us (to its last store's issue)" \
@@ -286,8 +286,8 @@ def test_core_figure_says_which_send_time_it_draws(tmp_path, monkeypatch, data):
 def test_core_figure_draws_only_the_cores_that_send():
     """bsp with fewer copies per die than AIVs: the idle AIVs' send phases are empty, and the
     figure's bars and mean cover the others only (as send_mean_core_us does)."""
-    from ubepsim.sweep.model import simulate
-    from ubepsim.paper.plot import core_sends
+    from ubepsim.model.api import simulate
+    from ubepsim.sweep.plot import core_sends
 
     tl = simulate(make_config({"ranks": 8, "batch": 2, "topk": 2, "cores": 8, "protocol": "bsp"},
                               8), load_profile(), timeline=True)["timeline"]
@@ -313,8 +313,8 @@ def spread_sweep(tmp_path_factory):
 
 
 def test_dies_draws_each_rows_dies_as_the_model_gives_them(tmp_path, spread_sweep):
-    from ubepsim.paper import plot as figures
-    from ubepsim.sweep.model import die_frame
+    from ubepsim.sweep import plot as figures
+    from ubepsim.model.api import die_frame
     target = tmp_path / "dies.png"
     where = "op = 'combine' AND seed = 1"
     code, out, err = run_cli("plot", spread_sweep, "--kind", "dies", "--where", where,
@@ -356,7 +356,7 @@ def test_dies_refuses_too_many_rows_and_results_without_a_profile(tmp_path, data
 def test_dies_of_a_timeline_are_its_configurations(tmp_path, data):
     """A timeline (`ubepsim run --timeline`) records its configuration and profile: --kind dies
     draws that configuration, its finishes those of the timeline's dies."""
-    from ubepsim.paper import plot as figures
+    from ubepsim.sweep import plot as figures
     path = data["timeline"][0]
     ((label, dies),) = figures.die_series(path, None)
     tl = pl.read_parquet(path)

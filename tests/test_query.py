@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from conftest import run_cli, write_grid
-from ubepsim.paper.plot import RESULTS_COLUMNS
+from ubepsim.sweep.plot import RESULTS_COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
 QUERY_GRID = """\

@@ -6,9 +6,9 @@ is checked on every configuration of tests/test_combine.py."""
 from __future__ import annotations
 
 from ubepsim.kernels import layout
-from ubepsim.sweep.kernel_io import HOST_RESULTS
-from ubepsim.sweep.params import Op
-from ubepsim.sweep.result_fields import RESULTS, phase_column, phases_of
+from ubepsim.model.kernel_io import HOST_RESULTS
+from ubepsim.model.params import Op
+from ubepsim.model.result_fields import RESULTS, phase_column, phases_of
 
 
 def test_the_kernels_slots_follow_the_declaration():

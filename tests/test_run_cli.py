@@ -12,9 +12,9 @@ import pytest
 
 from conftest import run_cli
 from ubepsim.kernels.layout import MAX_TIME, PHASES
-from ubepsim.sweep.params import NAMES, Op, Protocol
-from ubepsim.sweep.profile import FIELDS, load_profile
-from ubepsim.sweep.result_fields import RESULT_NAMES
+from ubepsim.model.params import NAMES, Op, Protocol
+from ubepsim.model.profile import FIELDS, load_profile
+from ubepsim.model.result_fields import RESULT_NAMES
 
 SMALL = ("--ranks", 8, "--batch", 4, "--topk", 2, "--cores", 8, "--cumsum-cores", 1)
 
@@ -89,7 +89,7 @@ def test_a_timeline_file_says_what_it_is_the_timeline_of(tmp_path):
     import pyarrow.parquet as pq
 
     from ubepsim import __version__
-    from ubepsim.sweep.profile import load_profile
+    from ubepsim.model.profile import load_profile
     path, custom = tmp_path / "tl.parquet", tmp_path / "p.toml"
     custom.write_text("takes = { cm384 = \"*\" }\n[hardware]\ninit_cycles = 300\n")
     code, out, err = run_cli("run", *SMALL, "--json", "--profile", custom, "--timeline", path)
@@ -386,8 +386,8 @@ def test_a_trace_carries_its_own_batches(tmp_path):
     """Rank 0 holds 8 tokens, rank 1 none, the rest 4 (mean 4 = batch): each die sends its own
     tokens' copies, and the trace's batches are the twin's too."""
     from ubepsim.reference.layer import simulate as twin
-    from ubepsim.sweep.params import make_config
-    from ubepsim.sweep.profile import load_profile
+    from ubepsim.model.params import make_config
+    from ubepsim.model.profile import load_profile
     tokens = [8, 0, 4, 4, 4, 4, 4, 4]
     rows = [(r, t, k, (r + t + k) % 8) for r in range(8) for t in range(tokens[r])
             for k in range(2)]
@@ -460,7 +460,7 @@ def test_a_trace_rewritten_under_its_old_stamp_is_read_again(tmp_path):
     time set back (cp -p, rsync -t) still moves the change time."""
     import os
 
-    from ubepsim.sweep.params import trace_digest
+    from ubepsim.model.params import trace_digest
 
     path = tmp_path / "t.bin"
     path.write_bytes(b"a" * 64)
@@ -503,8 +503,8 @@ def test_the_documented_defaults_are_what_run_simulates():
     import re
     from pathlib import Path
 
-    from ubepsim.sweep.params import NAMES, PARAM_BY_NAME, default_sync
-    from ubepsim.sweep.profile import load_profile
+    from ubepsim.model.params import NAMES, PARAM_BY_NAME, default_sync
+    from ubepsim.model.profile import load_profile
     doc = (Path(__file__).resolve().parent.parent / "docs" / "reference.md").read_text()
     section = doc.split("## Parameters")[1].split("\n## ")[0]
     table = dict(re.findall(r"^\| `(\w+)` \| `--[\w-]+` \| [\w ]+ \| ([^|]*) \|", section, re.M))
@@ -522,8 +522,8 @@ def test_the_help_says_sync_defaults_to_the_profiles():
     not write a block whole (it said "(default: sp)" after saying dc there)."""
     import re
 
-    from ubepsim.sweep.params import default_sync
-    from ubepsim.sweep.profile import BUILTIN
+    from ubepsim.model.params import default_sync
+    from ubepsim.model.profile import BUILTIN
 
     code, out, _ = run_cli("run", "--help")
     (text,) = re.findall(r"--sync NAME(.*?)\n  --", out, re.S)

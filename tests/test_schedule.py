@@ -16,7 +16,7 @@ from ubepsim.kernels.schedule import quaternary_search as kernel_search
 from ubepsim.reference.polls import poll
 from ubepsim.reference.schedule import hop_of, quaternary_search, schedule_die, walk
 from ubepsim.reference.state import Core
-from ubepsim.sweep.params import make_config
+from ubepsim.model.params import make_config
 
 
 @st.composite

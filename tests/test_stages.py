@@ -20,10 +20,10 @@ from ubepsim.reference import programs as t_programs, results as t_results, rng 
 from ubepsim.reference import routing as t_routing, schedule as t_schedule, sync as t_sync
 from ubepsim.reference.rng import stream
 from ubepsim.reference.state import FLAG, Core, Die, Run
-from ubepsim.sweep import kernel_io
-from ubepsim.sweep.costs import COST_INDEX
-from ubepsim.sweep.params import Sync, make_config
-from ubepsim.sweep.profile import load_profile
+from ubepsim.model import kernel_io
+from ubepsim.model.costs import COST_INDEX
+from ubepsim.model.params import Sync, make_config
+from ubepsim.model.profile import load_profile
 SETTINGS = settings(max_examples=60, deadline=None)
 
 

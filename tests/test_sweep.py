@@ -25,9 +25,9 @@ from conftest import TINY_FILTERED, TINY_GRID, TINY_SIZE, read_rows, run_cli, wr
 from ubepsim import __version__
 from ubepsim.sweep.engine import missing, provenance, run_sweep
 from ubepsim.sweep.grid import load_grid
-from ubepsim.sweep.model import simulate_table
-from ubepsim.sweep.params import NAMES
-from ubepsim.sweep.result_fields import RESULT_NAMES
+from ubepsim.model.api import simulate_table
+from ubepsim.model.params import NAMES
+from ubepsim.model.result_fields import RESULT_NAMES
 
 TINY_KEPT = (f"the filter keeps {TINY_FILTERED}; {TINY_SIZE} distinct configurations (the others "
              f"differ only in cumsum_cores, which their protocol, routing or op does not read)")

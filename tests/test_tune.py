@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import run_cli, write_grid
-from ubepsim.sweep import model
-from ubepsim.sweep.params import make_config
-from ubepsim.sweep.profile import load_profile
+from ubepsim.model import api
+from ubepsim.model.params import make_config
+from ubepsim.model.profile import load_profile
 
 SMALL = ("--ranks", "4,8", "--batch", "4,32", "--topk", "2", "--cores", "8",
          "--max-cumsum-cores", "4")
@@ -31,7 +31,7 @@ def tune_json(*args):
 
 
 def latency(**values) -> float:
-    return model.simulate(make_config(values, 8), load_profile())["latency_us"]
+    return api.simulate(make_config(values, 8), load_profile())["latency_us"]
 
 
 def test_each_row_reports_the_best_group_size_and_its_neighbours():
@@ -213,7 +213,7 @@ def test_the_default_group_size_is_the_best_of_the_default_workload():
     """docs/calibration.md: the default cumsum_cores is what `tune --ranks 128 --batch 64 --seed
     0,...,19` finds for the default configuration, so that `ubepsim run` starts from a tuned
     UBEP."""
-    from ubepsim.sweep.params import PARAM_BY_NAME
+    from ubepsim.model.params import PARAM_BY_NAME
     doc = " ".join((Path(__file__).resolve().parent.parent / "docs" / "calibration.md")
                    .read_text().split())
     assert "`ubepsim tune --ranks 128 --batch 64 --seed $(seq -s, 0 19)`" in doc
@@ -230,7 +230,7 @@ def test_ubep_on_a_fabric_that_refuses_sp_is_tuned_with_dc():
                        "--max-cumsum-cores", "2")
     config = {"ranks": 8, "batch": 4, "topk": 2, "cumsum_cores": row["best_cumsum_cores"]}
     h800 = load_profile("h800")
-    assert row["latency_us"] == pytest.approx(model.simulate(
+    assert row["latency_us"] == pytest.approx(api.simulate(
         make_config({**config, "sync": "dc"}, h800.cores), h800)["latency_us"], rel=1e-9)
 
 
@@ -238,7 +238,7 @@ def test_v2s_formula_as_published():
     """DeepEP V2's get_theoretical_num_sms by hand, one 8-GPU node (no RDMA): the NVLink writes
     bound, 160 / (1 - 1/8) GB/s over 50 GB/s an SM = 3.66 SMs, x1.25 = 4.57, up to 5, even: 6;
     capped by the device's SMs, at least 4."""
-    from ubepsim.paper.tune import v2_sms
+    from ubepsim.fit.tune import v2_sms
     assert v2_sms(256, 8, 8, 8, 50.0, 160.0, 132) == 6
     assert v2_sms(256, 8, 8, 8, 50.0, 160.0, 4) == 4
     assert v2_sms(256, 8, 8, 8, 50.0, 1.0, 132) == 4

@@ -22,12 +22,12 @@ from ubepsim.paper import cm384
 from ubepsim.reference.state import (BSP_COUNTS_SENT, BSP_CUMSUM, BSP_SENT, BSP_SYNCALL_1,
                                     BSP_SYNCALL_2, BSP_SYNCALL_3, BSP_VERIFIED, COPY,
                                     FIXED_RECEIVED, UBEP_COUNTS, UBEP_OFFSETS, UBEP_SENT)
-from ubepsim.sweep import kernel_io, model
-from ubepsim.sweep.costs import time_bound
-from ubepsim.sweep.params import config_columns, make_config
-from ubepsim.sweep.profile import HOP_CLASSES, load_profile
-from ubepsim.sweep.workload import config_batches
-from ubepsim.sweep.result_fields import PHASE_NAMES, RESULT_NAMES, phase_column
+from ubepsim.model import kernel_io, api
+from ubepsim.model.costs import time_bound
+from ubepsim.model.params import config_columns, make_config
+from ubepsim.model.profile import HOP_CLASSES, load_profile
+from ubepsim.model.workload import config_batches
+from ubepsim.model.result_fields import PHASE_NAMES, RESULT_NAMES, phase_column
 
 PROFILES = {
     "cm384": load_profile(),
@@ -155,7 +155,7 @@ def test_kernel_matches_twin_exactly(configs, twins, chunk):
     for i in range(chunk * CHUNK, (chunk + 1) * CHUNK):
         cfg, prof = configs[i]
         twin = twins(i)
-        kernel = model.simulate(cfg, PROFILES[prof])
+        kernel = api.simulate(cfg, PROFILES[prof])
         assert not differences(twin, kernel), (cfg, prof, differences(twin, kernel))
 
 
@@ -166,7 +166,7 @@ def test_the_batch_kernel_matches_the_twin_row_by_row(configs, twins):
     order = random.Random(7).sample(range(len(configs)), len(configs))
     for prof in PROFILES:
         rows = [i for i in order if configs[i][1] == prof]
-        table = model.simulate_table(pl.DataFrame([configs[i][0].as_dict() for i in rows]),
+        table = api.simulate_table(pl.DataFrame([configs[i][0].as_dict() for i in rows]),
                                      PROFILES[prof])
         assert table.height == len(rows)
         for i, kernel in zip(rows, table.iter_rows(named=True)):
@@ -190,9 +190,9 @@ def test_sync_variants_on_one_schedule_equal_each_alone(configs):
         runs = 1 + sum(not layer.same_schedule(params, costs, i, j)
                        for i, j in zip(order, order[1:]))
         assert runs == len(mine)
-        table = model.simulate_table(pl.DataFrame(variants), PROFILES[prof])
+        table = api.simulate_table(pl.DataFrame(variants), PROFILES[prof])
         for v, row in zip(variants, table.iter_rows(named=True)):
-            alone = model.simulate(make_config(v, 48), PROFILES[prof])
+            alone = api.simulate(make_config(v, 48), PROFILES[prof])
             assert {n: row[n] for n in alone if n != "_detail"} == \
                 {n: alone[n] for n in alone if n != "_detail"}, (v, prof)
 
@@ -276,7 +276,7 @@ def test_ties_for_the_critical_path_go_to_the_lowest_index(protocol):
     """The phase split is the lowest-numbered of the last dies' (and, under ubep, of its
     AIVs ending last): the twin's explicit rule, which the kernel must follow on a tie."""
     cfg = make_config(TIES[protocol], 48)
-    kernel = model.simulate(cfg, TIE_PROFILE, timeline=True)
+    kernel = api.simulate(cfg, TIE_PROFILE, timeline=True)
     ends = kernel["timeline"].group_by("die", "core").agg(pl.col("end_us").max())
     last = ends.filter(pl.col("end_us") == ends["end_us"].max())
     tied = last["die"].n_unique() if protocol == "bsp" else last.height
@@ -328,7 +328,7 @@ def test_timeline_marks_match_the_twin(configs, twins):
     for i in range(0, len(configs), 16):
         cfg, prof = configs[i]
         twin = twins(i)["_detail"]["marks"]
-        frame = model.simulate(cfg, PROFILES[prof], timeline=True)["timeline"]
+        frame = api.simulate(cfg, PROFILES[prof], timeline=True)["timeline"]
         clock = PROFILES[prof].values["clock_ghz"] * 1000.0
         for (die, core), rows in frame.group_by(["die", "core"], maintain_order=True):
             kernel = [0.0] + rows["end_us"].to_list()

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from ubepsim.paper import calibrate as cal
+from ubepsim.fit import calibrate as cal
 from ubepsim.paper import cm384, numbers
 from ubepsim.paper import validate as v
-from ubepsim.sweep.profile import load_profile
+from ubepsim.model.profile import load_profile
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "calibration.md"
 

@@ -2,10 +2,10 @@
 
     python -m ubepsim.docs > docs/reference.md
 
-Parameters come from ubepsim.sweep.params.PARAMS, result columns from
-ubepsim.sweep.result_fields.RESULTS (with config_id, whose help is its property's docstring),
+Parameters come from ubepsim.model.params.PARAMS, result columns from
+ubepsim.model.result_fields.RESULTS (with config_id, whose help is its property's docstring),
 timeline phases from kernels/layout.py (where results and phases are declared), hardware keys
-from ubepsim.sweep.profile.FIELDS with the built-in profile's values. A test holds
+from ubepsim.model.profile.FIELDS with the built-in profile's values. A test holds
 docs/reference.md equal to `reference()`.
 """
 
@@ -18,11 +18,11 @@ from pathlib import Path
 
 from .kernels.layout import (COMBINE_TIMELINE, COUNT, DISPATCH_TIMELINE, LAYER_GAP,
                              TIMELINE_PHASES)
-from .sweep.model import combine_shape
-from .sweep.params import PARAMS, STATED_DEFAULT, Config, Op, Protocol
-from .sweep.profile import (BUILTIN, FIELDS, HOP_CLASSES, MAX_GBPS, MAX_LATENCY_NS,
+from .model.api import combine_shape
+from .model.params import PARAMS, STATED_DEFAULT, Config, Op, Protocol
+from .model.profile import (BUILTIN, FIELDS, HOP_CLASSES, MAX_GBPS, MAX_LATENCY_NS,
                             MAX_TIER_DIES, MAX_TIERS, MIN_GBPS, builtin_values)
-from .sweep.result_fields import RESULTS
+from .model.result_fields import RESULTS
 
 KINDS = {int: "integer", float: "number", str: "name", Path: "file", list: "list of integers",
          dict: "table"}

@@ -6,7 +6,7 @@ once, and so is the registry (PROTOCOLS), whose order gives the protocols' codes
 The kernel's stages read a configuration's mechanisms once (`mechanisms`) and branch on them,
 never on the protocol; the twin (ubepsim.reference.state) reads the same row, and the host reads
 its columns for the lowering to cycles, the bounds, the memory and the parameters a protocol
-reads (ubepsim.sweep.costs, memory, params). A new protocol is a module here with the code of
+reads (ubepsim.model.costs, memory, params). A new protocol is a module here with the code of
 any mechanism it alone brings (a stage calls it where its mechanism says), its twin module,
 its line in PROTOCOLS, its docs and its tests (docs/model.md, "Protocols").
 """
@@ -61,7 +61,7 @@ from . import bsp, deepep_ll, ubep
 # HEADER_BYTES: bytes a copy carries beside its token (DeepEP: the source token's index, 16 B).
 # EXPERT_CORES: the cores (`cores`) a configuration runs unless it names them: 0, the profile's;
 #   g > 0, a core per expert in whole groups of g, g x ceil(experts / g) (DeepEP's June 2025
-#   launch: 3 warp groups per SM on ceil(experts / 3) SMs; ubepsim.sweep.params.default_cores).
+#   launch: 3 warp groups per SM on ceil(experts / 3) SMs; ubepsim.model.params.default_cores).
 # Combine:
 # RETURN_DEAL: how the returned copies are dealt: READ, by `schedule` as dispatch's; or a fixed
 #   deal (CANN's V1 splits by destination: expert_block on the plain walk; DeepEP runs a warp
@@ -75,7 +75,7 @@ from . import bsp, deepep_ll, ubep
 # STATUS_AFTER: what a status waits for: THEN_FENCE, its core's earlier stores acknowledged
 #   (V1's PipeBarrier); THEN_NEXT, nothing (DeepEP: the flag follows the copies on their QP).
 # HIDDEN_SPLIT: where a die holds fewer tokens than cores, the cores split each token's hidden
-#   dimension in the reduction (V1's reduce split; ubepsim.sweep.costs prices it).
+#   dimension in the reduction (V1's reduce split; ubepsim.model.costs prices it).
 (COUNT_GROUP, COUNTS_AFTER, FIXED_SLOTS, PER_EXPERT, SIGNALLED_COPIES, ORDERED, SYNC,
  TOKEN_PRELOAD, DEAL, HEADER_BYTES, EXPERT_CORES, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER,
  HIDDEN_SPLIT) = range(15)
@@ -84,7 +84,7 @@ Mechanisms = namedtuple("Mechanisms", (
     "ordered", "sync", "token_preload", "deal", "header_bytes", "expert_cores", "return_deal",
     "return_status", "status_after", "hidden_split"))
 
-# The protocols, registered once, in the order of their codes: ubepsim.sweep.params.Protocol is
+# The protocols, registered once, in the order of their codes: ubepsim.model.params.Protocol is
 # made of their names. A protocol's row of MECHANISMS is what its module names.
 PROTOCOLS = (bsp, ubep, deepep_ll)
 NAMES = tuple(p.__name__.rsplit(".", 1)[1] for p in PROTOCOLS)

@@ -36,7 +36,7 @@ def _register() -> None:
 
 def _with_flag(e: InputError) -> str:
     """The message, with the CLI flag beside a parameter name."""
-    from ..sweep.params import PARAM_BY_NAME
+    from ..model.params import PARAM_BY_NAME
     if e.key in PARAM_BY_NAME and not e.source:
         return f"{e.key} ({PARAM_BY_NAME[e.key].flag}): {str(e).split(': ', 1)[1]}"
     if e.key == "threads":   # the model's argument, which every command sets with --workers

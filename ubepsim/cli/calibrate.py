@@ -9,8 +9,8 @@ import click
 from . import cli
 from .options import CheckFailed, WORKERS, check_threads, split_list, workers_option
 from ..errors import InputError
-from ..sweep.files import check_out, write_text
-from ..sweep.params import default_sync
+from ..files import check_out, write_text
+from ..model.params import default_sync
 
 PAPER_COMMAND = "ubepsim calibrate --paper --out ubepsim/profiles/cm384.toml"
 PAPER_PROFILES = ("cm384", "h800")   # the built-in profiles the paper's numbers refit
@@ -58,8 +58,8 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
     instead; `ubepsim calibrate --paper --check` shows the shipped values are the fit's.
     `--cv` cross-validates either fit (docs/calibration.md, "Cross-validation").
     """
-    from ..paper import calibrate as cal
-    from ..sweep.profile import load_profile
+    from ..fit import calibrate as cal
+    from ..model.profile import load_profile
 
     if max_evaluations < 1:
         raise InputError("--max-evaluations", f"must be at least 1, got {max_evaluations}")
@@ -73,9 +73,9 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
                              f"as {' or '.join(PAPER_PROFILES)}: it refits that profile's free "
                              "keys to the paper's numbers")
         if cv:
-            from ..paper import crossval
-            _cross_validate(crossval.paper_specs(max_evaluations, profile=profile_spec),
-                            threads)
+            from ..paper import folds
+            _cross_validate(folds.paper_specs(max_evaluations, profile=profile_spec), threads,
+                            folds.summary)
             return
         if out is not None:
             check_out(out, (".toml",))
@@ -89,13 +89,13 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
     fit_keys = cal.check_keys(cal.DEFAULT_KEYS if keys is None else
                               split_list("--fit", keys, "init_cycles,syncall_cycles"))
     if cv:
-        from ..paper import crossval
+        from ..fit import crossval
         # every row checked before any fit, as without --cv
         start = load_profile(profile_spec, key="--profile")
         cal.measurement_problem(cal.read_measurements(measurements), start.cores, measurements,
                                 default_sync(start))
         _cross_validate(crossval.file_specs(measurements, fit_keys, profile_spec,
-                                            max_evaluations), threads)
+                                            max_evaluations), threads, crossval.summary)
         return
     target = out or Path("calibrated.toml")
     check_out(target, (".toml",))
@@ -124,7 +124,7 @@ def _paper(name: str, out: Path | None, check: bool, threads: int | None,
            max_evaluations: int) -> None:
     """Refit built-in profile `name` to the paper's numbers (its module in ubepsim.paper)."""
     import importlib
-    from ..sweep.profile import load_profile
+    from ..model.profile import load_profile
 
     module = importlib.import_module(f"ubepsim.paper.{name}")
     click.echo(f"refitting {name}: {', '.join(module.PAPER_KEYS)} ({module.DURATION})",
@@ -148,11 +148,12 @@ def _paper(name: str, out: Path | None, check: bool, threads: int | None,
         click.echo(text)
 
 
-def _cross_validate(specs, threads: int | None) -> None:
-    """The fits of a cross-validation in parallel processes, then its table."""
+def _cross_validate(specs, threads: int | None, summary) -> None:
+    """The fits of a cross-validation in parallel processes, then its table (summary: its
+    rows, the paper's with its rules beside each Figure 14 panel)."""
     import numba
 
-    from ..paper import crossval
+    from ..fit import crossval
 
     workers = min(len(specs), threads or numba.config.NUMBA_NUM_THREADS)
     names = ", ".join(s.left_out or "every source" for s in specs)
@@ -160,7 +161,7 @@ def _cross_validate(specs, threads: int | None) -> None:
                f"process{'es' * (workers != 1)}", err=True)
     results = crossval.cross_validate(specs, workers)
     click.echo(crossval.format_fits(results), err=True)
-    click.echo(crossval.format_summary(crossval.summary(results)))
+    click.echo(crossval.format_summary(summary(results)))
 
 
 def _progress(line: str) -> None:
@@ -171,7 +172,7 @@ def _report(result, start, figures: dict[str, str] | None = None) -> str:
     """Every point (measured, simulated, its error and that error in tolerances), the degrees
     of freedom, and every fitted key: start -> fitted value, the points it moves, and the
     hardware figure it should be near where one is known."""
-    from ..paper.calibrate import get_value, members
+    from ..fit.calibrate import get_value, members
 
     t = result.table
     width = max(len(p) for p in t["point"])

@@ -1,4 +1,4 @@
-"""Model flags for click commands, generated from ubepsim.sweep.params.PARAMS (one name per
+"""Model flags for click commands, generated from ubepsim.model.params.PARAMS (one name per
 concept)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any, Callable
 import click
 
 from ..errors import InputError
-from ..sweep.params import GATED, PARAM_BY_NAME, PARAMS, coerce, default_sync, make_config
-from ..sweep.profile import load_profile
+from ..model.params import GATED, PARAM_BY_NAME, PARAMS, coerce, default_sync, make_config
+from ..model.profile import load_profile
 
 
 def warn_about(dataset: str) -> None:

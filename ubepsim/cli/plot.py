@@ -9,7 +9,7 @@ import click
 from . import cli
 from .options import warn_about
 from ..errors import InputError
-from ..paper.plot import KINDS, TIMELINE_KINDS
+from ..sweep.plot import KINDS, TIMELINE_KINDS
 
 
 @cli.command()
@@ -50,8 +50,8 @@ def plot(datasets: tuple[str, ...], kind: str, out: Path | None, where: str | No
 
     Example: ubepsim plot results/fig14_cumsum_groups --kind heatmap --out fig14.png
     """
-    from ..paper import plot as figures
-    from ..sweep.files import check_out
+    from ..sweep import plot as figures
+    from ..files import check_out
 
     if kind not in KINDS:
         raise InputError("--kind", f"{kind!r} is not a figure; choose one of {', '.join(KINDS)}")

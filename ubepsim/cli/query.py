@@ -9,7 +9,7 @@ import click
 from . import cli
 from .options import warn_about
 from ..errors import InputError
-from ..sweep.files import check_out, replacing
+from ..files import check_out, replacing
 
 OUT_FORMATS = (".parquet", ".csv")
 

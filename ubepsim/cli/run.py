@@ -9,9 +9,9 @@ import click
 
 from . import cli
 from .options import config_from_flags, model_options
-from ..sweep.files import check_out, write_parquet
-from ..sweep.params import GATED, NAMES, Config, Op
-from ..sweep.result_fields import EXPERT_COLUMN, RESULTS, phase_column, phases_of
+from ..files import check_out, write_parquet
+from ..model.params import GATED, NAMES, Config, Op
+from ..model.result_fields import EXPERT_COLUMN, RESULTS, phase_column, phases_of
 
 
 @cli.command()
@@ -24,7 +24,7 @@ from ..sweep.result_fields import EXPERT_COLUMN, RESULTS, phase_column, phases_o
 def run(as_json: bool, timeline: Path | None, **flags) -> None:
     """Simulate one configuration (a dispatch, a combine or a layer: --op) and print its
     critical path phase by phase, and its results."""
-    from ..sweep.model import simulate
+    from ..model.api import simulate
 
     config, profile = config_from_flags(flags)
     if timeline is not None:

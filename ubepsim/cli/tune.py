@@ -12,7 +12,7 @@ from . import cli
 from .options import (WORKERS, check_threads, list_values, model_options, parse_value,
                       workers_option)
 from ..errors import InputError
-from ..sweep.params import GATED, config_columns, default_sync
+from ..model.params import GATED, config_columns, default_sync
 
 LISTS = ("ranks", "batch", "experts", "topk", "seed")
 
@@ -53,9 +53,9 @@ def tune(grid_file: str | None, max_cumsum_cores: int | None, sms: bool, max_sms
 
     Example: ubepsim tune --ranks 64,128,256 --batch 8,16,32,64,128 --out cumsum.toml
     """
-    from ..paper import tune as engine
-    from ..sweep.files import check_out
-    from ..sweep.profile import load_profile
+    from ..fit import tune as engine
+    from ..files import check_out
+    from ..model.profile import load_profile
 
     if max_cumsum_cores is not None and max_cumsum_cores < 1:
         raise InputError("--max-cumsum-cores", f"must be at least 1, got {max_cumsum_cores}")
@@ -95,9 +95,9 @@ def tune(grid_file: str | None, max_cumsum_cores: int | None, sms: bool, max_sms
 
 def _tune_sms(grid_file, max_cumsum_cores, max_sms, out, as_json, threads, flags) -> None:
     """`tune --sms`: deepep_ll's SMs per workload, from the flags or a grid."""
-    from ..paper import tune as engine
-    from ..sweep.files import check_out
-    from ..sweep.profile import load_profile
+    from ..fit import tune as engine
+    from ..files import check_out
+    from ..model.profile import load_profile
 
     for name, given in (("--max-cumsum-cores", max_cumsum_cores), ("--cores", flags.get("cores"))):
         if given is not None:
@@ -150,7 +150,7 @@ def _grid_rows(path: str, flags: dict[str, Any], protocol: str, swept: str):
     seed (its seeds, averaged), each of `protocol`, on its profile (a --profile given replaces
     its base profile, as in `ubepsim sweep`). Returns (rows, seeds, profile)."""
     from ..sweep.grid import load_grid
-    from ..paper.tune import resolved_row
+    from ..fit.tune import resolved_row
 
     given = [k for k, v in flags.items() if v is not None and k != "profile"]
     if given:

@@ -35,7 +35,7 @@ def validate(profile_spec: str, as_json: bool, strict: bool, ablation: bool,
     Takes about a minute once the kernels are compiled (the first run of ubepsim on a machine
     compiles them); with --ablation, that again per mechanism (DeepEP's points left out).
     """
-    from ..sweep.profile import load_profile
+    from ..model.profile import load_profile
     from ..paper import validate as v
 
     check_threads(WORKERS, threads)

@@ -1,5 +1,5 @@
 """The built-in cm384 profile's calibration: the paper's numbers (ubepsim.paper.numbers) as a
-calibration problem of the general fitter (ubepsim.paper.calibrate), the profile the fit starts
+calibration problem of the general fitter (ubepsim.fit.calibrate), the profile the fit starts
 from, and the text of the shipped ubepsim/profiles/cm384.toml.
 
 `ubepsim calibrate --paper` refits cm384 here; `ubepsim validate` shows the same points
@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from ..sweep.params import ENUMS, config_columns, make_config, token_bytes
-from ..sweep.profile import FIELDS, HOP_CLASSES, Profile, load_profile
-from .calibrate import Fit, Problem, fit, members, profile_toml
+from ..model.params import ENUMS, config_columns, make_config, token_bytes
+from ..model.profile import FIELDS, HOP_CLASSES, Profile, load_profile
+from ..fit.calibrate import RUN_NOISE_US, Fit, Problem, fit, members, profile_toml
 from .numbers import (fig14_cells, AIVS, BLOCK_BYTES, CANN_EP, TESTBED_DIES, VECTOR_BYTES,
-                      FIG3B_EFFICIENCY, FIG3B_RANKS, FIG14_EXTRA_US, FIG14_GROUPS, FIG14_NOISE_US,
+                      FIG3B_EFFICIENCY, FIG3B_RANKS, FIG14_EXTRA_US, FIG14_GROUPS,
                       FIG14_PANELS, FIG14_RANKS, FIG14_SETUP, FLAG_BYTES, NPU_DIES, NPU_GBPS,
                       SYNCALL_SHARE, TABLE2_LABELS, TABLE2_NS, TABLE4_CANN_EP)
 
@@ -135,12 +135,12 @@ def fig14_source(ranks: int) -> str:
 
 # How each source's points are compared (docs/calibration.md, "How points are weighted"):
 # (relative error?, tolerance). Latencies within 3%; an efficiency or a share within 3 points;
-# Figure 14's extra latencies within a cell's noise (numbers.FIG14_NOISE_US, our reading).
+# Figure 14's extra latencies within a cell's noise (calibrate.RUN_NOISE_US, our reading).
 # Every source weighs the same in the sum of squares whatever its number of points (weight
 # 1 / sqrt(points)): a Figure 14 panel's 80 cells do not drown Table 4's five latencies.
 SOURCES = {"Table 2": (True, 0.03), "Table 4": (True, 0.03), "Figure 3(b)": (False, 0.03),
            "Section 2.3": (False, 0.03),
-           **{fig14_source(r): (False, FIG14_NOISE_US) for r in sorted(FIG14_PANELS)}}
+           **{fig14_source(r): (False, RUN_NOISE_US) for r in sorted(FIG14_PANELS)}}
 
 
 def fig14_config(batch: int, group: int, seed: int, ranks: int = FIG14_RANKS) -> dict[str, Any]:
@@ -287,7 +287,7 @@ def paper_profile_toml(result: Fit) -> str:
         f"rms error {result.rms_error:.2f} tolerances over the {result.table.height} points, "
         f"{result.table.height - len(PAPER_KEYS)} degrees of freedom",
         "(docs/calibration.md, \"The calibrated cm384 profile\").",
-        "Every key is documented in ubepsim/sweep/profile.py (FIELDS); a profile file or a "
+        "Every key is documented in ubepsim/model/profile.py (FIELDS); a profile file or a "
         "grid's",
         "[profile] table may override any of them.",
     ]

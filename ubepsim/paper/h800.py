@@ -1,5 +1,5 @@
 """The h800 preset's calibration: Table 4's DeepEP column (DeepEP's own low-latency table of June
-2025) as a problem of ubepsim.paper.calibrate, one source per EP size.
+2025) as a problem of ubepsim.fit.calibrate, one source per EP size.
 
 Everything else in ubepsim/profiles/h800.toml is stated by a hardware source or provisional; the
 fit moves only PAPER_KEYS, each shown beside its hardware figure, from its provisional start.
@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ..sweep.params import config_columns, make_config
-from ..sweep.profile import Profile, load_profile
-from .calibrate import Fit, Problem, fit, members, profile_toml, with_values
+from ..model.params import config_columns, make_config
+from ..model.profile import Profile, load_profile
+from ..fit.calibrate import Fit, Problem, fit, members, profile_toml, with_values
 from .numbers import DEEPEP_LL, TABLE4_DEEPEP
 
 NIC_GBPS = 50.0     # one ConnectX-7 at 400 Gb/s per GPU (DeepEP README; DeepEP issue 16)

@@ -81,13 +81,12 @@ FIG14_PANELS = {
     FIG14_RANKS: FIG14_EXTRA_US,
 }
 # Our reading of Figure 14, not the paper's (Appendix C.3 states only its two trends): its cells
-# look like single runs on real hardware, each carrying noise of about 1-3 us; FIG14_NOISE_US,
-# the middle of that, is the tolerance of a cell in a fit (and of any extra latency a
-# measurement file gives without one). A cell that stands far from its neighbours reads as one
-# run's outlier, not as what its group size costs (FIG14_OUTLIERS: the 64-rank panel's batch 8,
-# group 16, 37.3 us among neighbours under 1): fig14_cells reads it as its row neighbours' mean,
-# for the fit, the regrets and `ubepsim validate` alike.
-FIG14_NOISE_US = 2.0
+# look like single runs on real hardware, each carrying noise of about 1-3 us; the middle of
+# that is the tolerance of a cell in a fit (ubepsim.fit.calibrate.RUN_NOISE_US, also that of any
+# extra latency a measurement file gives without one). A cell that stands far from its
+# neighbours reads as one run's outlier, not as what its group size costs (FIG14_OUTLIERS: the
+# 64-rank panel's batch 8, group 16, 37.3 us among neighbours under 1): fig14_cells reads it as
+# its row neighbours' mean, for the fit, the regrets and `ubepsim validate` alike.
 FIG14_OUTLIERS = {(64, 8, 16)}
 
 

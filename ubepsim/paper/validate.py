@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from . import cm384, numbers
-from .calibrate import with_values
-from .crossval import REGRET_SEEDS, paper_cells, regret, rule_regrets
-from ..sweep.params import config_columns, make_config
-from ..sweep.profile import HOP_CLASSES, Profile
+from ..fit.calibrate import with_values
+from .folds import REGRET_SEEDS, paper_cells, regret, rule_regrets
+from ..model.params import config_columns, make_config
+from ..model.profile import HOP_CLASSES, Profile
 
 
 @dataclasses.dataclass
@@ -47,7 +47,7 @@ class Check:
 def _simulate(rows: list[dict[str, Any]] | dict[str, np.ndarray], profile: Profile,
               threads: int | None) -> dict[str, np.ndarray]:
     """Results of configurations given as rows or as resolved columns."""
-    from ..sweep.model import simulate_columns
+    from ..model.api import simulate_columns
     cols = config_columns(rows) if isinstance(rows, list) else rows
     return simulate_columns(cols, profile, threads)
 
@@ -130,7 +130,7 @@ def fig14_points(extra: np.ndarray, ranks: int) -> list[Check]:
     """A Figure 14 panel, row by row: the cost of a one-AIV group (the model's extra latency at
     one AIV against the paper's), and the group size the model picks, as `ubepsim tune` does
     (the paper's extra latency there, its regret: 0 where the two agree); then the regret over
-    the panel beside three rules fitted on the other panel (ubepsim.paper.crossval.rules)."""
+    the panel beside three rules fitted on the other panel (ubepsim.paper.folds.rules)."""
     panel = dict(zip(numbers.FIG14_PANELS[ranks], paper_cells(ranks)))
     cells = extra.reshape(len(panel), len(numbers.FIG14_GROUPS))
     setup = (f"Figure 14's: UBEP (defaults), {ranks} ranks, one expert per die, "
@@ -236,8 +236,8 @@ QSEARCH = ((128, 128), (160, 160), (128, 256))   # (ranks, experts): Table 3's e
 def search_claims(profile: Profile, threads: int | None) -> list[Check]:
     """Section 3.3: the quaternary search converges in 4-5 steps and stays under 1 us
     (numbers.QSEARCH_STEPS, QSEARCH_US)."""
-    from ..sweep.costs import COST_INDEX
-    from ..sweep.kernel_io import prepare
+    from ..model.costs import COST_INDEX
+    from ..model.kernel_io import prepare
     rows = [_config(ranks=r, experts=e) for r, e in QSEARCH]
     steps = _simulate(rows, profile, threads)["qsearch_steps"]
     costs = prepare(config_columns(rows), profile)[1]
@@ -275,7 +275,7 @@ C3_SEEDS_TEXT = f"seeds {C3_SEEDS[0]}-{C3_SEEDS[-1]} averaged"
 def cumsum_claims(profile: Profile, threads: int | None) -> list[Check]:
     """Appendix C.3's two trends of the best CalCumSum group size (Figure 14's setup), and
     Section 3.2 / Appendix A's dependence on experts and top-k."""
-    from .tune import max_groups, rows_from_lists, tune
+    from ..fit.tune import max_groups, rows_from_lists, tune
     top = max_groups(profile.cores)
     fixed = numbers.FIG14_SETUP
     fig14 = tune(rows_from_lists({"ranks": list(C3_RANKS), "batch": list(C3_BATCH)}, fixed,
@@ -328,7 +328,7 @@ FIG7A_BATCH = (8, 16, 32, 64, 128)
 def protocol_claims(profile: Profile, threads: int | None) -> list[Check]:
     """UBEP against CANN EP: lower latency at Table 4's EP sizes, less waiting, and (Figure 7)
     a send phase that can be longer."""
-    from .tune import resolved_row, tune
+    from ..fit.tune import resolved_row, tune
     ranks = list(numbers.TABLE4_CANN_EP)
     rows = [resolved_row(cm384.cann_ep(r, protocol="ubep", sync="sp", schedule="homogenized"),
                          numbers.AIVS) for r in ranks]
@@ -373,7 +373,7 @@ HEADLINE_SLACK = 0.05     # the largest reduction within 5 points of the abstrac
 def reduction_claims(profile: Profile, threads: int | None) -> list[Check]:
     """The abstract's headline (numbers.HEADLINE): UBEP cuts CANN EP's dispatch latency by up to
     52.4%, over the setups of Figures 7, 8 and 12, UBEP at its best CalCumSum group size."""
-    from .tune import max_groups, resolved_row, tune
+    from ..fit.tune import max_groups, resolved_row, tune
     rows = [resolved_row(_paper(**s), profile.cores) for s in REDUCTION_SETUPS]
     ubep = tune(rows, list(REDUCTION_SEEDS), profile, max_groups(profile.cores),
                 threads).table["latency_us"].to_numpy()
@@ -436,8 +436,8 @@ def deepep_points(profile: Profile, threads: int | None) -> list[Check]:
     the model finds within 5% of deepep_ll's best latency (`ubepsim tune --sms`) beside
     DeepEP V2's formula (not the paper's: DeepEP's own sizing of its V2 kernels)."""
     from . import h800
-    from .tune import SMS_SLACK, tune_sms
-    from ..sweep.profile import load_profile
+    from ..fit.tune import SMS_SLACK, tune_sms
+    from ..model.profile import load_profile
 
     gpu = load_profile("h800")
     ranks = list(numbers.TABLE4_DEEPEP)
@@ -478,7 +478,7 @@ def ablation(profile: Profile, threads: int | None = None) -> dict[str, list[Che
     """`validate` of the profile, then of the profile with each mechanism (profile.MECHANISMS)
     at its vanishing value, the others as they are: what each mechanism buys, point by point
     and claim by claim. Keys: "model", then each mechanism's key."""
-    from ..sweep.profile import FIELDS, MECHANISMS
+    from ..model.profile import FIELDS, MECHANISMS
     # (DeepEP's points run on h800 whatever the profile, the same in every variant: left out)
     out = {"model": validate(profile, threads, False)}
     for key in MECHANISMS:

@@ -2,10 +2,10 @@
 
 The Numba kernels (ubepsim.kernels) must agree with it exactly, cycle for cycle; the tests
 compare them on hundreds of random small configurations. Nothing here is shared with the kernels
-except the lowering of parameters to cycle costs (ubepsim.sweep.costs), the popularity weights
-(ubepsim.sweep.workload), each protocol's table of mechanisms (kernels/protocols, plain Python)
+except the lowering of parameters to cycle costs (ubepsim.model.costs), the popularity weights
+(ubepsim.model.workload), each protocol's table of mechanisms (kernels/protocols, plain Python)
 and the names of the results, phases and ports (declared in kernels/layout.py; the results'
-read through ubepsim.sweep.result_fields): the generator, routing, schedules, search, egress
+read through ubepsim.model.result_fields): the generator, routing, schedules, search, egress
 arbitration, ingress queues, polls and phases are written again, the obvious way (a heap of
 events, a loop per poll). Each stage is a function of the same name as the kernel's, in a module
 of the same name (docs/model.md's table names each pair): the drivers `dispatch.dispatch`,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..kernels.layout import DIE_PORT, NIC
-from ..sweep.profile import HOP_CLASSES
+from ..model.profile import HOP_CLASSES
 from .programs import Entry
 from .state import COPY, Die, Run, Store
 from .sync import syncall

@@ -3,8 +3,8 @@ experts, combine), as the kernel's kernels/layer.py runs them."""
 
 from __future__ import annotations
 
-from ..sweep.params import Config, Op
-from ..sweep.profile import Profile
+from ..model.params import Config, Op
+from ..model.profile import Profile
 from .combine import combine
 from .dispatch import dispatch
 from .results import combine_row, layer_row, result_row

@@ -6,8 +6,8 @@ import statistics
 from collections import Counter
 
 from ..kernels.protocols import by_core, v1_phases
-from ..sweep.profile import HOP_CLASSES
-from ..sweep.result_fields import PHASE_NAMES, phase_column
+from ..model.profile import HOP_CLASSES
+from ..model.result_fields import PHASE_NAMES, phase_column
 from .schedule import Schedule
 from .state import (BSP_CUMSUM, BSP_SYNCALL_1, BSP_SYNCALL_2, BSP_SYNCALL_3, C_BSP_SYNCALL, COPY,
                     INIT, Die, Run, Store)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import itertools
 
-from ..sweep.params import Config, Routing
-from ..sweep.workload import config_batches, config_cdf, trace_routing
+from ..model.params import Config, Routing
+from ..model.traces import trace_routing
+from ..model.workload import config_batches, config_cdf
 from .rng import ROUTING, stream, unit
 
 MAX_REJECTS = 8   # redraws for a distinct expert before the exact fallback draw

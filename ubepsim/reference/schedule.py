@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..kernels.protocols import chosen
-from ..sweep import params
-from ..sweep.params import Config
-from ..sweep.profile import HOP_CLASSES
+from ..model import params
+from ..model.params import Config
+from ..model.profile import HOP_CLASSES
 from .state import Run, share
 
 

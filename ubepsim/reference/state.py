@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from ..kernels import protocols
 from ..kernels.layout import N_PORTS, N_TIERS
 from ..kernels.protocols import Mechanisms
-from ..sweep.costs import COST_INDEX, lower
-from ..sweep.params import Config
-from ..sweep.profile import Profile
-from ..sweep.result_fields import PHASE_NAMES
+from ..model.costs import COST_INDEX, lower
+from ..model.params import Config
+from ..model.profile import Profile
+from ..model.result_fields import PHASE_NAMES
 from .rng import COMBINE_SENTINEL, SENTINEL, stream
 from .sync import POLICY, UNSIGNALLED, DataAsFlag
 

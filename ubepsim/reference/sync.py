@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..sweep.params import Sync
+from ..model.params import Sync
 
 
 @dataclass(frozen=True)

@@ -27,14 +27,14 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import memory, model
+from ..model import api, memory
 from ..errors import RENAMED, InputError, renamed
 from ..version import __version__
-from .files import META
+from ..files import META
 from .grid import Grid
-from .params import ENUMS, NAMES
-from .profile import Profile
-from .result_fields import RESULT_NAMES
+from ..model.params import ENUMS, NAMES
+from ..model.profile import Profile
+from ..model.result_fields import RESULT_NAMES
 
 COLUMNS = (*NAMES, "config_id", *RESULT_NAMES)
 PART = re.compile(r"part-(\d+)-(\d+)\.parquet")
@@ -219,7 +219,7 @@ def batches(parts: list[tuple[int, int]], batch_rows: int) -> Iterator[tuple[int
 def simulate_batch(points: pl.DataFrame, profile: Profile, threads: int | None) -> pl.DataFrame:
     """One batch through the model (also the task Dask workers run)."""
     # the sweep checked its grid's memory before it began (Grid.check_memory)
-    return model.simulate_table(points, profile, threads=threads, memory_checked=True)
+    return api.simulate_table(points, profile, threads=threads, memory_checked=True)
 
 
 def run_local(grid: Grid, work: Iterable[tuple[int, int]], threads: int | None

@@ -18,14 +18,14 @@ import math
 import numpy as np
 import polars as pl
 
-from .costs import lower, time_bound
+from ..model.costs import lower, time_bound
 from ..errors import InputError
 from .filters import Filter
-from .kernel_io import check_machine, check_time_bound
+from ..model.kernel_io import check_machine, check_time_bound
 from ..kernels.layout import MAX_TIME
-from .params import (ENUMS, GATED, NAMES, PARAMS, canonical, check_rules, columns, default_cores,
+from ..model.params import (ENUMS, GATED, NAMES, PARAMS, canonical, check_rules, columns, default_cores,
                      default_sync, polars_dtype, same_config, series, stable_id)
-from .profile import Profile
+from ..model.profile import Profile
 
 CHUNK = 1 << 18   # points built at a time while expanding (larger chunks measured slower)
 INDEX = "__index"   # a point's index in the product, beside the parameters while filtering

@@ -23,7 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import InputError, renamed
-from .params import ENUMS, NAMES, PARAM_BY_NAME, SCHEMA
+from ..model.params import ENUMS, NAMES, PARAM_BY_NAME, SCHEMA
 
 EXAMPLE = "topk <= experts AND (protocol = 'ubep' OR cumsum_cores = 4)"
 HELP = (f"a filter is an SQL condition over parameter names, as in a WHERE clause of `ubepsim "

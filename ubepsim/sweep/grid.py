@@ -25,11 +25,11 @@ import polars as pl
 
 from ..errors import InputError, renamed
 from .expand import CHUNK, configurations, corner, expand
-from .files import beside, is_number
+from ..files import beside, is_number
 from .filters import compile_filter
-from .memory import check_memory, working_memory
-from .params import ENUMS, NAMES, PARAM_BY_NAME, coerce, columns, polars_dtype, trace_digest
-from .profile import BUILTIN, Profile, load_profile
+from ..model.memory import check_memory, working_memory
+from ..model.params import ENUMS, NAMES, PARAM_BY_NAME, coerce, columns, polars_dtype, trace_digest
+from ..model.profile import BUILTIN, Profile, load_profile
 
 TABLES = ("sweep", "grid", "zip", "profile")
 SWEEP_KEYS = {

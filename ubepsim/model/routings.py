@@ -6,7 +6,7 @@ A generator's signature says what it reads. Its arguments named in INPUTS are dr
 declared in `params.PARAMS` and read only where `routing` names this generator (params.GATED
 is built from these signatures). A new distribution is its function here, its parameters in
 params.PARAMS, and its docs and tests. `uniform` draws each expert alike (no weights);
-`trace` reads the routing from a file (workload.read_trace): neither is a generator here.
+`trace` reads the routing from a file (traces.read_trace): neither is a generator here.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ import polars as pl
 from ..errors import InputError
 from ..kernels import protocols
 from . import routings
+from .traces import check_trace_file
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -745,7 +746,6 @@ def _check_trace(c: dict[str, np.ndarray], fail: Callable, source: str | None,
     fail("trace", (routing != Routing.trace) & has_trace,
          lambda v: "a trace file is only read with routing = trace")
     if check_trace:
-        from .workload import check_trace_file   # with the kernel's generator: Numba
         seen = set()
         for i in np.flatnonzero(routing == Routing.trace):
             key = (str(c["trace"][i]), *(int(c[k][i]) for k in ("ranks", "batch", "topk",

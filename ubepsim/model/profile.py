@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import InputError, renamed
 from ..kernels.layout import HOP_CLASSES
-from .files import toml_value
+from ..files import toml_value
 
 # HOP_CLASSES, nearest first, are the kernel's: a pair of dies is `local` (same die), `intra_npu`
 # (same NPU), or k-hop where k is the number of switch tiers its path climbs (paper Section 2.3).

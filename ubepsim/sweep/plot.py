@@ -19,9 +19,9 @@ import polars as pl
 
 from ..errors import InputError
 from ..kernels.layout import LAYER_GAP, TIMELINE_PHASES
-from ..sweep.files import replacing
-from ..sweep.params import ENUMS, GATED, NAMES, Op, Sync, columns
-from ..sweep.result_fields import EXPERT_COLUMN, PHASES, phase_column
+from ..files import replacing
+from ..model.params import ENUMS, GATED, NAMES, Op, Sync, columns
+from ..model.result_fields import EXPERT_COLUMN, PHASES, phase_column
 
 KINDS = ("heatmap", "breakdown", "core", "sync", "skew", "dies", "timeline")
 TIMELINE_KINDS = ("core", "timeline")
@@ -105,7 +105,7 @@ def scan_results(dataset: str, kind: str) -> pl.LazyFrame:
     """One DATASET, each of its files checked to be sweep results with the columns `kind`
     needs (a timeline or a stray table beside the parts failed later, or was blamed on
     --where)."""
-    from ..sweep.engine import scan
+    from .engine import scan
 
     frame = scan(dataset, RESULTS_COLUMNS, f": not sweep results; --kind {kind} reads what "
                  f"`ubepsim sweep` writes")
@@ -176,7 +176,7 @@ def single_valued(frame: pl.DataFrame, axes: Sequence[str], kind: str) -> None:
 def _with_defaults(frame: pl.DataFrame, names) -> pl.DataFrame:
     """The frame with each parameter of `names` it lacks at its default (a dataset written
     before the parameter was added)."""
-    from ..sweep.params import PARAM_BY_NAME
+    from ..model.params import PARAM_BY_NAME
 
     return frame.with_columns(pl.lit(PARAM_BY_NAME[n].default).alias(n) for n in names
                               if n not in frame.columns)
@@ -376,8 +376,8 @@ def die_series(dataset: str, where: str | None) -> list[tuple[str, pl.DataFrame]
     die on the profile the file records."""
     import json
 
-    from ..sweep.engine import dataset_files, provenance
-    from ..sweep.model import die_frame
+    from .engine import dataset_files, provenance
+    from ..model.api import die_frame
 
     meta = provenance(dataset_files(dataset)[0])
     profile = _recorded_profile(meta, dataset)
@@ -408,7 +408,7 @@ def _recorded_profile(meta: dict[str, str], dataset: str):
     """The hardware profile a file's metadata records (sweep parts and timelines carry it)."""
     import tempfile
 
-    from ..sweep.profile import load_profile
+    from ..model.profile import load_profile
 
     if not meta.get("profile"):
         raise InputError("DATASET", f"{dataset} records no hardware profile; --kind dies "

@@ -38,10 +38,9 @@ import numpy as np
 import polars as pl
 
 from ..errors import InputError
-from ..sweep.files import beside, toml_value
-from ..sweep.params import NAMES, PARAM_BY_NAME, config_columns, make_config
-from ..sweep.profile import FIELDS, HOP_CLASSES, Profile, load_profile
-from .numbers import FIG14_NOISE_US
+from ..files import beside, toml_value
+from ..model.params import NAMES, PARAM_BY_NAME, config_columns, make_config
+from ..model.profile import FIELDS, HOP_CLASSES, Profile, load_profile
 
 # Keys that describe the machine's shape rather than a cost: set from what is known, never fitted.
 STRUCTURAL = ("cores", "npu_dies", "tier_sizes", "block_bytes", "flag_bytes", "clock_ghz")
@@ -58,8 +57,10 @@ SOURCE = "source"                 # where a row was measured: what --cv folds on
 TARGETS = (MEASURED, EXTRA)
 OPTIONAL = (GROUP, TOLERANCE, WEIGHT, SOURCE)
 # A row's tolerance unless its file gives one: 3% of a latency; an extra latency's, the noise
-# of a single run on real hardware as we read the paper's Figure 14 (numbers.FIG14_NOISE_US).
-DEFAULT_TOLERANCE = {MEASURED: 0.03, EXTRA: FIG14_NOISE_US}
+# of a single run on real hardware: the middle of the 1-3 us between neighbouring cells of the
+# paper's Figure 14, as we read them (ubepsim.paper.numbers).
+RUN_NOISE_US = 2.0
+DEFAULT_TOLERANCE = {MEASURED: 0.03, EXTRA: RUN_NOISE_US}
 STEP = 0.05   # relative forward-difference step of the Jacobian
 
 
@@ -168,7 +169,7 @@ class Problem:
                 np.asarray(default if value is None else value), (n,)).copy())
 
     def simulate(self, profile: Profile, threads: int | None = None) -> np.ndarray:
-        from ..sweep.model import simulate_columns
+        from ..model.api import simulate_columns
         return self.model_values(simulate_columns(self.cols, profile, threads), profile)
 
     def errors(self, values: np.ndarray) -> np.ndarray:
@@ -200,7 +201,7 @@ def read_measurements(path: str | Path) -> pl.DataFrame:
     `latency_us` (a measured latency) or `extra_latency_us` with a `group` (a latency above the
     best of the rows of its group, as Figure 14 of the paper gives them); optionally
     `tolerance` and `weight` per row, and the `source` it was measured in (what
-    cross-validation leaves out, ubepsim.paper.crossval).
+    cross-validation leaves out, ubepsim.fit.crossval).
 
     Refuses, before any work, a file it cannot read, a column it does not know, a row with no
     target or two, a non-positive latency, a negative extra latency, an extra latency without

@@ -21,8 +21,8 @@ from ..kernels.sync import IN_BLOCK, POLICY, REARM
 from .params import GATED, BatchSpread, Op, Routing, Sync, workload_keys
 from .profile import BUILTIN, Profile, load_profile
 from .result_fields import RESULT_NAMES, RESULTS
-from .workload import (batches_key, cdf_key, die_batches, expert_cdf, has_weights, trace_key,
-                       trace_routing)
+from .traces import trace_routing
+from .workload import batches_key, cdf_key, die_batches, expert_cdf, has_weights, trace_key
 
 # The results computed on the host (units layout.BYTES and GBPS), in the order they are
 # computed, each from the kernel's results (in their units), the parameters and the costs.

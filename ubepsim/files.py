@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..version import __version__
+from .errors import InputError
+from .version import __version__
 
 META = "ubepsim."   # the prefix of ubepsim's keys in a Parquet file's key-value metadata
 

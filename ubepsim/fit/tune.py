@@ -21,11 +21,10 @@ import numpy as np
 import polars as pl
 
 from ..errors import InputError
-from ..sweep.files import toml_value, write_parquet, write_text
-from ..sweep.params import NAMES, config_columns, make_config
-from ..sweep.profile import Profile
+from ..files import toml_value, write_parquet, write_text
+from ..model.params import NAMES, config_columns, make_config
+from ..model.profile import Profile
 from ..version import __version__
-from .numbers import FIG14_GROUPS
 
 KEYS = ("ranks", "batch", "experts", "topk")
 OUT_FORMATS = (".toml", ".parquet")
@@ -84,10 +83,14 @@ def resolved_row(values: dict[str, Any], cores_default: int,
     return row
 
 
+# The largest CalCumSum group tune tries: the paper's Figure 14 sweeps groups of 1-16 AIVs.
+MAX_GROUP = 16
+
+
 def max_groups(cores: int) -> int:
-    """Figure 14's 16 group sizes, or fewer on dies with fewer AIVs: at least one AIV must send
+    """MAX_GROUP group sizes, or fewer on dies with fewer AIVs: at least one AIV must send
     tokens."""
-    return min(FIG14_GROUPS[-1], cores - 1)
+    return min(MAX_GROUP, cores - 1)
 
 
 def default_max_cumsum_cores(rows: list[dict[str, Any]]) -> int:
@@ -100,7 +103,7 @@ def tune(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
     """Simulate every row at group sizes 1..max_cumsum_cores (default: default_max_cumsum_cores)
     and every seed; pick the best. A maximum the caller chose that some row cannot run is an
     error, never quietly lowered."""
-    from ..sweep.model import simulate_columns
+    from ..model.api import simulate_columns
 
     if max_cumsum_cores is None:
         max_cumsum_cores = default_max_cumsum_cores(rows)
@@ -260,7 +263,7 @@ def tune_sms(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
     per SM, every seed. Per row: the SMs of least mean latency, the fewest SMs within SMS_SLACK
     of it (what a user can give back to compute) and their latencies, beside v2_sms with the
     profile's NIC and NVLink bandwidths."""
-    from ..sweep.model import simulate_columns
+    from ..model.api import simulate_columns
 
     most = profile.cores if most_sms is None else most_sms
     if most < 2:
