@@ -2,7 +2,8 @@
 
 For each row (a UBEP configuration without its `cumsum_cores`), every group size from 1 to
 `max_cumsum_cores` is simulated, for every seed; the row's best size is the one of least mean
-latency (the smaller on a tie), and `best_seeds` counts the seeds whose own best it is.
+latency (the smaller on a tie), and `best_seeds` counts the seeds whose own best it is. The
+sizes, the simulation and the pick are ubepsim.model.groups'.
 Appendix A balances the two AIV groups,
 T_count = beta N_exp / n_count against T_token = alpha K B / (n - n_count), and with
 n - n_count ~ n predicts n_count ~ (beta / alpha) n N_exp / (K B); beta / alpha is fitted over
@@ -22,6 +23,7 @@ import polars as pl
 
 from ..errors import InputError
 from ..files import toml_value, write_parquet, write_text
+from ..model.groups import group_latencies, max_groups, pick
 from ..model.params import NAMES, config_columns, make_config
 from ..model.profile import Profile
 from ..version import __version__
@@ -83,16 +85,6 @@ def resolved_row(values: dict[str, Any], cores_default: int,
     return row
 
 
-# The largest CalCumSum group tune tries: the paper's Figure 14 sweeps groups of 1-16 AIVs.
-MAX_GROUP = 16
-
-
-def max_groups(cores: int) -> int:
-    """MAX_GROUP group sizes, or fewer on dies with fewer AIVs: at least one AIV must send
-    tokens."""
-    return min(MAX_GROUP, cores - 1)
-
-
 def default_max_cumsum_cores(rows: list[dict[str, Any]]) -> int:
     """The group sizes every row can run (max_groups of the fewest AIVs)."""
     return max_groups(min(r["cores"] for r in rows))
@@ -101,10 +93,8 @@ def default_max_cumsum_cores(rows: list[dict[str, Any]]) -> int:
 def tune(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
          max_cumsum_cores: int | None = None, threads: int | None = None) -> Tuning:
     """Simulate every row at group sizes 1..max_cumsum_cores (default: default_max_cumsum_cores)
-    and every seed; pick the best. A maximum the caller chose that some row cannot run is an
-    error, never quietly lowered."""
-    from ..model.api import simulate_columns
-
+    and every seed; pick the best (groups.pick). A maximum the caller chose that some row cannot
+    run is an error, never quietly lowered."""
     if max_cumsum_cores is None:
         max_cumsum_cores = default_max_cumsum_cores(rows)
     for row in rows:
@@ -112,13 +102,13 @@ def tune(rows: list[dict[str, Any]], seeds: list[int], profile: Profile,
             raise InputError("--max-cumsum-cores", f"{max_cumsum_cores} must be below cores "
                              f"({row['cores']}); at least one AIV must send tokens")
     sizes = range(1, max_cumsum_cores + 1)
-    points = [{**row, "cumsum_cores": c, "seed": s}
-              for row in rows for c in sizes for s in seeds]
-    per_seed = simulate_columns(config_columns(points), profile, threads)["latency_us"]
-    per_seed = per_seed.reshape(len(rows), len(sizes), len(seeds))
-    latency = per_seed.mean(axis=2)
-
-    best = latency.argmin(axis=1)    # the first minimum: the smaller group on a tie
+    workloads = config_columns([{**row, "cumsum_cores": 1, "seed": s}
+                                for row in rows for s in seeds])
+    per_seed = group_latencies(workloads, sizes, profile, threads).reshape(
+        len(rows), len(seeds), len(sizes))
+    # (workloads, sizes, seeds), laid out so that each mean adds the seeds in one order
+    per_seed = np.ascontiguousarray(per_seed.transpose(0, 2, 1))
+    best, latency = pick(per_seed)    # the first minimum: the smaller group on a tie
     # how decisive the best is: near it the latency is flat, and each seed may pick its own
     agreeing = (per_seed.argmin(axis=1) == best[:, None]).sum(axis=1)
     x = np.array([r["cores"] * r["experts"] / (r["topk"] * r["batch"]) for r in rows])
