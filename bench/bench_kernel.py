@@ -64,9 +64,11 @@ def main() -> None:
     print(f"ranks {args.ranks}, batch {args.batch}, top-{args.topk}, {args.experts} experts, "
           f"1 thread")
     for protocol in (p.name for p in Protocol):
+        # UBEP at a group of one AIV, as every earlier figure of bench/README.md ran it (the
+        # kernel's time per copy, not a tuned size's)
         cfg = make_config({"ranks": args.ranks, "batch": args.batch, "topk": args.topk,
-                           "experts": args.experts, "protocol": protocol, "sync": args.sync},
-                          profile.cores, sync_default=default_sync(profile))
+                           "experts": args.experts, "protocol": protocol, "sync": args.sync,
+                           "cumsum_cores": 1}, profile.cores, sync_default=default_sync(profile))
         copies = cfg.ranks * cfg.batch * cfg.topk
         k, median = kernel_seconds(cfg, profile, args.repeat)
         line = (f"{protocol:9s} kernel {k * 1e3:8.2f} ms  {k / copies * 1e9:7.1f} ns/copy"

@@ -49,8 +49,10 @@ def estimate(config: dict, timeline: bool) -> int:
     from ubepsim.model.params import make_config
     from ubepsim.model.profile import load_profile
 
+    from ubepsim.model.groups import resolve_config
+
     profile = load_profile()
-    c = make_config(dict(config), profile.cores)
+    c = resolve_config(make_config(dict(config), profile.cores), profile)   # as simulate runs it
     return int(memory.working_memory(c.columns(), profile)[0]) + \
         (api.timeline_bytes(c) if timeline else 0)
 

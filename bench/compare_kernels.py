@@ -41,6 +41,7 @@ from ubepsim.kernels.layout import COSTS, N_OUT  # noqa: E402
 from ubepsim.model import kernel_io
 from ubepsim.model import memory  # noqa: E402
 from ubepsim.sweep.grid import load_grid  # noqa: E402
+from ubepsim.model.groups import resolve_config  # noqa: E402
 from ubepsim.model.params import NAMES, columns, default_sync, make_config  # noqa: E402
 from ubepsim.model.profile import FIELDS, MECHANISMS  # noqa: E402
 
@@ -150,8 +151,10 @@ def main() -> None:
     if args.config is None:
         sample = stratified_sample(grid, args.per_setting)
     else:
-        config = make_config(args.config, grid.profile.cores,
-                             sync_default=default_sync(grid.profile))
+        # a tuned group as it runs: the kernels compare on one stated size
+        config = resolve_config(make_config(args.config, grid.profile.cores,
+                                            sync_default=default_sync(grid.profile)),
+                                grid.profile)
         sample = pl.DataFrame([config.as_dict()]).select(NAMES)
     memory.keep_freed_memory()
     # the mechanisms at their vanishing values, so that a kernel without them gives the same

@@ -47,6 +47,7 @@ import polars as pl  # noqa: E402
 from ubepsim.kernels import layer  # noqa: E402
 from ubepsim.sweep.grid import load_grid  # noqa: E402
 from ubepsim.model.api import simulate_table  # noqa: E402
+from ubepsim.model.groups import resolve_config  # noqa: E402
 from ubepsim.model.params import SCHEMA, make_config  # noqa: E402
 
 MAX_SIZE = 1 << 20   # no function is this long: a longer gap holds code not ours
@@ -95,8 +96,9 @@ def main() -> None:
     numba.set_num_threads(1)
     grid = load_grid(MILLION)
     if args.config is not None:
-        row = make_config(args.config, grid.profile.cores).as_dict()
-        sample = pl.DataFrame([row], schema=SCHEMA)
+        # a tuned group resolved first: the kernel's profile, not the tuning's
+        row = resolve_config(make_config(args.config, grid.profile.cores), grid.profile)
+        sample = pl.DataFrame([row.as_dict()], schema=SCHEMA)
     else:
         sample = stratified_sample(grid, args.per_setting)
     t = time.perf_counter()

@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from conftest import run_cli
+from ubepsim import InputError
 from ubepsim.fit import calibrate as cal
 from ubepsim.paper import cm384, h800, numbers
 from ubepsim.model.api import simulate_table
@@ -101,26 +102,31 @@ def test_a_key_no_measurement_depends_on_keeps_its_start_value(tmp_path):
 
 def test_unnamed_parameters_take_their_defaults(tmp_path):
     data = tmp_path / "m.csv"
-    pl.DataFrame({"ranks": [8], "latency_us": [50.0]}).write_csv(data)
+    # but UBEP's group: what the hardware ran, not the model's pick ("tuned")
+    pl.DataFrame({"ranks": [8], "cumsum_cores": [1], "latency_us": [50.0]}).write_csv(data)
     problem = cal.measurement_problem(cal.read_measurements(data), 48, str(data))
     assert problem.cols["batch"][0] == 64 and problem.cols["experts"][0] == 8
     (tmp_path / "m[1].csv").write_text("latency_us\n50\n")  # no parameter at all; [ is no glob
-    problem = cal.measurement_problem(cal.read_measurements(tmp_path / "m[1].csv"), 48)
-    assert problem.labels == ("defaults",) and problem.cols["ranks"][0] == 128
+    with pytest.raises(InputError, match="cumsum_cores: row 1: a measured UBEP dispatch"):
+        cal.measurement_problem(cal.read_measurements(tmp_path / "m[1].csv"), 48)
+    (tmp_path / "m[2].csv").write_text("protocol,latency_us\nbsp,50\n")
+    problem = cal.measurement_problem(cal.read_measurements(tmp_path / "m[2].csv"), 48)
+    assert problem.cols["ranks"][0] == 128
 
 
 def test_rows_without_sync_take_the_profiles_and_fit_on_h800(tmp_path):
     """h800's fabric refuses sp: rows that name no sync take dc there, as `ubepsim run` does,
     in a fit and in a cross-validation's folds alike; a row that names sp is refused."""
     data = tmp_path / "m.csv"
-    data.write_text("ranks,batch,topk,source,latency_us\n8,4,2,a,40\n16,4,2,b,50\n")
+    data.write_text("ranks,batch,topk,cumsum_cores,source,latency_us\n8,4,2,1,a,40\n"
+                    "16,4,2,1,b,50\n")
     code, _, err = run_cli("calibrate", data, "--profile", "h800", "--fit", "init_cycles",
                            "--max-evaluations", "4", "--out", tmp_path / "fitted.toml")
     assert code == 0, err
     code, _, err = run_cli("calibrate", data, "--profile", "h800", "--cv", "--fit",
                            "init_cycles", "--max-evaluations", "4", "--workers", "1")
     assert code == 0, err
-    data.write_text("ranks,batch,topk,sync,latency_us\n8,4,2,sp,40\n")
+    data.write_text("ranks,batch,topk,sync,cumsum_cores,latency_us\n8,4,2,sp,1,40\n")
     code, _, err = run_cli("calibrate", data, "--profile", "h800", "--out", tmp_path / "x.toml")
     assert code == 2 and "sp needs stores the fabric writes whole" in err
 
@@ -158,7 +164,10 @@ def test_a_column_given_twice_is_named(tmp_path):
     ({"ranks": [8], "batch": [4]}, ["latency_us", "missing"]),
     ({"ranks": [8], "latency_us": [0.0]}, ["latency_us", "above 0"]),
     ({"ranks": [8], "latency_us": ["fast"]}, ["latency_us"]),
-    ({"ranks": [8, 8], "topk": [2, 9], "latency_us": [1.0, 2.0]}, ["topk", "row 2"]),
+    ({"ranks": [8, 8], "topk": [2, 9], "cumsum_cores": [1, 1], "latency_us": [1.0, 2.0]},
+     ["topk", "row 2"]),
+    ({"ranks": [8, 8], "protocol": ["bsp", "ubep"], "latency_us": [1.0, 2.0]},
+     ["cumsum_cores", "row 2: a measured UBEP dispatch states the CalCumSum group it ran with"]),
     ({"ranks": [8], "protocol": ["mpi"], "latency_us": [1.0]}, ["protocol", "row 1"]),
     ({"ranks": [8], "latency_us": [float("inf")]}, ["latency_us", "finite"]),
     ({"ranks": [8, 8], "batch": ["8", "abc"], "latency_us": [1.0, 2.0]},

@@ -20,7 +20,9 @@ KEYS = ("init_cycles", "syncall_cycles")
 def measured(tmp_path):
     """Latencies of a profile unlike cm384 (slower setup and barriers), in three sources."""
     truth = load_profile(overrides={"init_cycles": 9000, "syncall_cycles": 4000})
-    rows = [dict(ranks=r, batch=b, topk=2, protocol=p, sync=s, schedule=x, source=src)
+    # (a measured UBEP dispatch states its group: one AIV)
+    rows = [dict(ranks=r, batch=b, topk=2, protocol=p, sync=s, schedule=x, cumsum_cores=1,
+                 source=src)
             for r, b, p, s, x, src in [(4, 8, "bsp", "sw", "expert_block", "a"),
                                        (8, 8, "bsp", "sw", "expert_block", "a"),
                                        (4, 16, "ubep", "sp", "homogenized", "b"),
@@ -30,9 +32,9 @@ def measured(tmp_path):
     lat = [api.simulate({k: v for k, v in r.items() if k != "source"}, truth)["latency_us"]
            for r in rows]
     path = tmp_path / "measured.csv"
-    lines = ["ranks,batch,topk,protocol,sync,schedule,source,latency_us"]
+    lines = ["ranks,batch,topk,protocol,sync,schedule,cumsum_cores,source,latency_us"]
     lines += [",".join(str(r[k]) for k in ("ranks", "batch", "topk", "protocol", "sync",
-                                          "schedule", "source")) + f",{v:.4f}"
+                                          "schedule", "cumsum_cores", "source")) + f",{v:.4f}"
               for r, v in zip(rows, lat)]
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -114,9 +116,9 @@ def test_folds_run_in_processes_as_they_run_here(measured):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("ranks,latency_us\n8,30\n16,40\n", "fold on a source column, or on group"),
-    ("ranks,source,latency_us\n8,a,30\n16,a,40\n", "holds 1 value"),
-    ("ranks,batch,source,group,extra_latency_us\n8,8,a,g,0\n16,8,b,g,2\n",
+    ("ranks,cumsum_cores,latency_us\n8,1,30\n16,1,40\n", "fold on a source column, or on group"),
+    ("ranks,cumsum_cores,source,latency_us\n8,1,a,30\n16,1,a,40\n", "holds 1 value"),
+    ("ranks,batch,cumsum_cores,source,group,extra_latency_us\n8,8,1,a,g,0\n16,8,1,b,g,2\n",
      "group 'g' lies in several sources"),
 ])
 def test_cross_validation_refuses_what_it_cannot_fold(tmp_path, text, message):

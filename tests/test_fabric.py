@@ -63,9 +63,10 @@ PAPER_SCALE = [
     # the default 48 AIVs, cm384's two-hop stores, hundreds of dies
     ({"ranks": 64, "batch": 4, "topk": 2, "protocol": "bsp", "sync": "sw",
       "schedule": "token_order"}, {}),
-    ({"ranks": 128, "batch": 2, "topk": 4, "protocol": "ubep", "sync": "sp"},
+    # (the twin runs a stated group: UBEP's of one AIV)
+    ({"ranks": 128, "batch": 2, "topk": 4, "protocol": "ubep", "sync": "sp", "cumsum_cores": 1},
      {"ingress_gbps": 98.0}),                             # an ingress port slower than egress
-    ({"ranks": 256, "batch": 1, "topk": 2, "protocol": "ubep", "sync": "tff",
+    ({"ranks": 256, "batch": 1, "topk": 2, "protocol": "ubep", "sync": "tff", "cumsum_cores": 1,
       "routing": "hot", "hot_experts": 4, "hot_share": 0.8}, {"ingress_gbps": 98.0}),
 ]
 

@@ -406,7 +406,7 @@ BAD = [
     ("[[zip]]\nranks = [4]\n", "zip[0]", "two or more"),
     ("[[zip]]\nranks = []\nexperts = []\n", "zip[0].ranks", "empty axis; expected a list"),
     ("[grid]\nranks = [4]\ntopk = [8]\n", "topk", "exceeds experts (4); a token's experts"),
-    ("[grid]\ncores = 8\ncumsum_cores = [4, 8]\n", "cumsum_cores", "must be below cores"),
+    ("[grid]\ncores = 8\ncumsum_cores = [4, 8]\n", "cumsum_cores", "8 is not allowed with cores 8"),
     ("[profile]\nwarp_size = 32\n", "profile.warp_size", "unknown hardware key; allowed"),
     ("[profile]\ncores = 'many'\n", "profile.cores", "expected an integer"),
     ("[[zip]]\nranks = 4\nexperts = 8\n", "zip[0].ranks", "expected a list of values"),

@@ -65,6 +65,20 @@ def test_one_configuration_larger_than_the_memory_is_refused_naming_ranks(availa
     assert ubepsim.simulate(config, BIG)["copies_total"] == 1024
 
 
+def test_a_tuned_group_is_tuned_on_the_threads_whose_copies_fit(available):
+    """A configuration that fits once, not twice, tunes its group (16 sizes, the model's
+    batch) on one thread, and leaves the process's thread count as it was."""
+    import numba
+
+    config = {"ranks": 512, "batch": 1, "topk": 1}
+    available(need(**config) + need(**config) // 2)
+    threads = numba.get_num_threads()
+    row = ubepsim.simulate(config, BIG)
+    assert row["cumsum_tuned"] and numba.get_num_threads() == threads
+    assert row == ubepsim.simulate({**config, "cumsum_cores": row["cumsum_cores"]}, BIG) | {
+        "config_id": row["config_id"], "cumsum_tuned": True}
+
+
 def test_a_timeline_counts_toward_the_memory(available):
     config = {"ranks": 512, "batch": 1, "topk": 1}
     available(need(**config))

@@ -47,7 +47,7 @@ def test_sweep_writes_one_row_per_configuration_with_every_parameter_and_result(
                                       f"2 seed); {TINY_KEPT}")
     assert "cfg/s" not in stderr  # no progress bar when stderr is not a terminal
     rows = pl.scan_parquet(out / "*.parquet").collect()
-    assert rows.columns == [*NAMES, "config_id", *RESULT_NAMES]
+    assert rows.columns == [*NAMES, "config_id", "cumsum_tuned", *RESULT_NAMES]
     assert rows.height == TINY_SIZE and rows["config_id"].n_unique() == TINY_SIZE
     assert rows["config_id"].dtype == pl.Int64 and rows["protocol"].dtype == pl.String
     # The rows are the model's answer for the grid's points, whatever the batching.
@@ -117,7 +117,7 @@ def test_bad_grid_exits_2_before_creating_anything(tmp_path):
     out = tmp_path / "out"
     code, stdout, stderr = run_cli("sweep", grid, "--out", out)
     assert code == 2 and stdout == ""
-    assert stderr.startswith(f"error: {grid}: cumsum_cores: 3 must be below cores (3)")
+    assert stderr.startswith(f"error: {grid}: cumsum_cores: 3 is not allowed with cores 3 ")
     assert not out.exists()
 
 

@@ -209,18 +209,16 @@ def test_default_largest_group_fits_a_profile_with_few_cores(tmp_path):
     assert "16, or one below the workloads' cores if fewer" in " ".join(out.split())
 
 
-def test_the_default_group_size_is_the_best_of_the_default_workload():
-    """docs/calibration.md: the default cumsum_cores is what `tune --ranks 128 --batch 64 --seed
-    0,...,19` finds for the default configuration, so that `ubepsim run` starts from a tuned
-    UBEP."""
+def test_the_default_group_size_is_what_tune_picks():
+    """docs/calibration.md: the default cumsum_cores is "tuned", the size this command picks
+    for the configuration's workload at its seed, so that `ubepsim run` starts from a tuned UBEP
+    (tests/test_tuned.py holds the two equal)."""
     from ubepsim.model.params import PARAM_BY_NAME
     doc = " ".join((Path(__file__).resolve().parent.parent / "docs" / "calibration.md")
                    .read_text().split())
-    assert "`ubepsim tune --ranks 128 --batch 64 --seed $(seq -s, 0 19)`" in doc
-    seeds = ",".join(map(str, range(20)))
-    (row,) = tune_json("--ranks", "128", "--batch", "64", "--seed", seeds)
-    assert row["best_cumsum_cores"] == PARAM_BY_NAME["cumsum_cores"].default
-    assert f"The default `cumsum_cores = {row['best_cumsum_cores']}` is the best" in doc
+    assert PARAM_BY_NAME["cumsum_cores"].default == "tuned"
+    assert 'The default `cumsum_cores = "tuned"` runs each UBEP dispatch or layer at the size ' \
+           'this command picks' in doc
 
 
 def test_ubep_on_a_fabric_that_refuses_sp_is_tuned_with_dc():

@@ -3,7 +3,8 @@
     python -m ubepsim.docs > docs/reference.md
 
 Parameters come from ubepsim.model.params.PARAMS, result columns from
-ubepsim.model.result_fields.RESULTS (with config_id, whose help is its property's docstring),
+ubepsim.model.result_fields.RESULTS (with config_id, whose help is its property's docstring, and
+cumsum_tuned, params.TUNED_HELP),
 timeline phases from kernels/layout.py (where results and phases are declared), hardware keys
 from ubepsim.model.profile.FIELDS with the built-in profile's values. A test holds
 docs/reference.md equal to `reference()`.
@@ -19,7 +20,8 @@ from pathlib import Path
 from .kernels.layout import (COMBINE_TIMELINE, COUNT, DISPATCH_TIMELINE, LAYER_GAP,
                              TIMELINE_PHASES)
 from .model.api import combine_shape
-from .model.params import PARAMS, STATED_DEFAULT, Config, Op, Protocol
+from .model.params import (PARAMS, STATED_DEFAULT, TUNED, TUNED_COLUMN, TUNED_HELP, Config, Op,
+                           Protocol)
 from .model.profile import (BUILTIN, FIELDS, HOP_CLASSES, MAX_GBPS, MAX_LATENCY_NS,
                             MAX_TIER_DIES, MAX_TIERS, MIN_GBPS, builtin_values)
 from .model.result_fields import RESULTS
@@ -61,6 +63,8 @@ def _parameters() -> list[str]:
             default = "none" if p.default == "" else f"`{p.default}`"
         if p.choices:
             allowed = ", ".join(f"`{c}`" for c in p.choices)
+        elif p.tunable:
+            allowed = f"{_number(p.minimum)} to `cores` - 1, or `{TUNED}`"
         elif p.minimum is not None:
             allowed = f"{_number(p.minimum)} to {_number(p.maximum)}"
         elif p.kind is list:
@@ -74,7 +78,8 @@ def _parameters() -> list[str]:
 
 def _results() -> list[str]:
     rows = ["| column | type | unit | given by | meaning |", "|---|---|---|---|---|",
-            f"| `config_id` | integer | | every op | {_cell(Config.config_id.__doc__)} |"]
+            f"| `config_id` | integer | | every op | {_cell(Config.config_id.__doc__)} |",
+            f"| `{TUNED_COLUMN}` | boolean | | every op | {_cell(TUNED_HELP)} |"]
     for f in RESULTS:
         kind = {"f8": "number", "i8": "integer"}[f.dtype]
         unit = "" if f.unit == COUNT else f.unit

@@ -3,13 +3,13 @@ concept)."""
 
 from __future__ import annotations
 
-import enum
 from typing import Any, Callable
 
 import click
 
 from ..errors import InputError
-from ..model.params import GATED, PARAM_BY_NAME, PARAMS, coerce, default_sync, make_config
+from ..model.params import (GATED, PARAM_BY_NAME, PARAMS, TUNED, coerce, default_sync,
+                             make_config)
 from ..model.profile import load_profile
 
 
@@ -49,6 +49,8 @@ def model_options(lists: tuple[str, ...] = (), hidden: tuple[str, ...] = ()) -> 
 def _metavar(p) -> str:
     if p.choices:
         return "NAME"
+    if p.tunable:
+        return f"INT|{TUNED}"
     return {int: "INT", float: "NUM", list: "INT,INT,..."}.get(p.kind, "FILE")
 
 
@@ -64,6 +66,9 @@ def parse_value(name: str, text: str) -> Any:
     except ValueError as e:
         if isinstance(e, InputError):
             raise
+        if p.tunable:   # "tuned" as written (make_config reads it), or what it takes
+            coerce(name, text.strip())
+            return text.strip()
         kind = "an integer" if p.kind is int else "a number"
         raise InputError(name, f"expected {kind}, got {text!r}") from None
     return text
@@ -74,14 +79,16 @@ def config_from_flags(values: dict[str, Any]):
     profile = load_profile(values.pop("profile"), key="--profile")
     given = {k: parse_value(k, v) for k, v in values.items() if v is not None}
     config = make_config(given, profile.cores, sync_default=default_sync(profile))
+    written = config.as_dict()   # each value as a flag gives it
     for name, gate in GATED.items():
-        value = getattr(config, name)
-        shown = value.name if isinstance(value, enum.Enum) else value   # as a flag gives it
+        shown = written[name]
         if name in given and given[name] != shown:
             here = " ".join(f"{PARAM_BY_NAME[g].flag} {getattr(config, g).name}"
                             for g in gate.gates)
+            recorded = f"at its default, {shown}" if PARAM_BY_NAME[name].unread is None \
+                else f"as {shown}"
             click.echo(f"note: {PARAM_BY_NAME[name].flag} is not read under {here} (only where "
-                       f"{gate.says()}); recorded at its default, {shown}", err=True)
+                       f"{gate.says()}); recorded {recorded}", err=True)
     return config, profile
 
 

@@ -10,7 +10,7 @@ import click
 from . import cli
 from .options import config_from_flags, model_options
 from ..files import check_out, write_parquet
-from ..model.params import GATED, NAMES, Config, Op
+from ..model.params import GATED, NAMES, PARAM_BY_NAME, TUNED, TUNED_COLUMN, Config, Op
 from ..model.result_fields import EXPERT_COLUMN, RESULTS, phase_column, phases_of
 
 
@@ -32,7 +32,7 @@ def run(as_json: bool, timeline: Path | None, **flags) -> None:
     row = simulate(config, profile, timeline=timeline is not None)
     if timeline is not None:   # with what it is the timeline of
         write_parquet(timeline, row.pop("timeline"), {
-            "config": json.dumps({n: row[n] for n in (*NAMES, "config_id")}),
+            "config": json.dumps({n: row[n] for n in (*NAMES, "config_id", TUNED_COLUMN)}),
             "profile": profile.to_toml()})
     if as_json:
         click.echo(json.dumps({"profile": profile.name, **row}, indent=2))
@@ -43,10 +43,11 @@ def run(as_json: bool, timeline: Path | None, **flags) -> None:
 def _table(row: dict, config: Config, profile: str, timeline: Path | None) -> str:
     cols = config.columns()
     unread = [n for n, gate in GATED.items() if not gate.reads(cols)[0]]
-    params = "  ".join(f"{n}={row[n]}" for n in NAMES if row[n] not in ("", None)
-                       and n not in unread)
+    params = "  ".join(f"{n}={row[n]}" + (f" ({TUNED})" if n == "cumsum_cores"
+                                           and row[TUNED_COLUMN] else "")
+                       for n in NAMES if row[n] not in ("", None) and n not in unread)
     lines = [f"configuration  {params}  profile={profile}",
-             f"not read here  {', '.join(unread)} (recorded at their defaults)",
+             f"not read here  {', '.join(unread)} (recorded at their defaults{_as(unread)})",
              f"config_id      {row['config_id']}", ""]
     op = Op[row["op"]]
     lines += _breakdown(row, op)
@@ -64,6 +65,12 @@ def _table(row: dict, config: Config, profile: str, timeline: Path | None) -> st
     if timeline is not None:
         lines.append(f"\ntimeline written to {timeline}")
     return "\n".join(lines)
+
+
+def _as(unread: list[str]) -> str:
+    """The unread parameters recorded at a value other than their default (Param.unread)."""
+    return "".join(f"; {n} as {PARAM_BY_NAME[n].unread}" for n in unread
+                   if PARAM_BY_NAME[n].unread is not None)
 
 
 def _breakdown(row: dict, op: Op) -> list[str]:

@@ -39,7 +39,7 @@ import polars as pl
 
 from ..errors import InputError
 from ..files import beside, toml_value
-from ..model.params import NAMES, PARAM_BY_NAME, config_columns, make_config
+from ..model.params import NAMES, PARAM_BY_NAME, TUNED, config_columns, make_config
 from ..model.profile import FIELDS, HOP_CLASSES, Profile, load_profile
 
 # Keys that describe the machine's shape rather than a cost: set from what is known, never fitted.
@@ -326,8 +326,13 @@ def measurement_problem(frame: pl.DataFrame, cores_default: int, source: str | N
         values = {k: v for k, v in frame.row(i, named=True).items()
                   if v is not None and k in NAMES}
         try:
-            rows.append(make_config(values, cores_default, source,
-                                    sync_default=sync_default).as_dict())
+            config = make_config(values, cores_default, source, sync_default=sync_default)
+            if config.tuned:
+                raise InputError("cumsum_cores", f"a measured UBEP dispatch states the "
+                                 f"CalCumSum group it ran with (an integer from 1 to cores - "
+                                 f"1); \"{TUNED}\", the default, would be the model's pick, "
+                                 f"which moves with the profile being fitted", source)
+            rows.append(config.as_dict())
         except InputError as e:
             raise InputError(e.key, f"row {i + 1}: {str(e).split(': ', 2)[-1]}", source) \
                 from None

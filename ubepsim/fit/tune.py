@@ -3,7 +3,8 @@
 For each row (a UBEP configuration without its `cumsum_cores`), every group size from 1 to
 `max_cumsum_cores` is simulated, for every seed; the row's best size is the one of least mean
 latency (the smaller on a tie), and `best_seeds` counts the seeds whose own best it is. The
-sizes, the simulation and the pick are ubepsim.model.groups'.
+sizes, the simulation and the pick are ubepsim.model.groups', which `cumsum_cores = "tuned"`
+shares: a tuned configuration runs the size tune picks for its workload at its seed.
 Appendix A balances the two AIV groups,
 T_count = beta N_exp / n_count against T_token = alpha K B / (n - n_count), and with
 n - n_count ~ n predicts n_count ~ (beta / alpha) n N_exp / (K B); beta / alpha is fitted over

@@ -9,13 +9,17 @@ A configuration is a Config or a dict of parameters (the others at their default
 `ubepsim run`), made canonical by params.make_config; `points` is a frame of configurations as
 a grid gives them (Grid.frame: one column per parameter, canonical, an enum as a pl.Enum or as
 its names). The result frame has the same rows in the same order: every parameter, `config_id`,
-then every field of result_fields: a sweep's rows. A row depends only on its own parameters
-(never on the rest of the batch or on threads). The kernel's inputs and outputs are packed and
-read in kernel_io, the memory a simulation needs is checked in memory.
+`cumsum_tuned`, then every field of result_fields: a sweep's rows. A tuned CalCumSum group
+(cumsum_cores = "tuned", params.TUNED_CODE in a frame) is resolved to its size first
+(ubepsim.model.groups), and the row records that size, `cumsum_tuned` true and the config_id of
+"tuned". A row depends only on its own parameters (never on the rest of the batch or on
+threads). The kernel's inputs and outputs are packed and read in kernel_io, the memory a
+simulation needs is checked in memory.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,13 +27,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from . import memory
+from . import groups, memory
 from ..errors import InputError
 from .kernel_io import KernelFailure, kernel_order, prepare, result_columns
 from ..kernels import layer, protocols
 from ..kernels import layout as k
-from .params import (LATER_NAMES, NAMES, PARAM_BY_NAME, PARAMS, SCHEMA, Config, Op,
-                     columns, default_sync, make_config, stable_id)
+from .params import (ENUMS, LATER_NAMES, NAMES, PARAM_BY_NAME, PARAMS, SCHEMA, TUNED_COLUMN,
+                     Config, Op, columns, config_frame, default_sync, make_config, stable_id)
 from .profile import Profile, load_profile
 from .result_fields import RESULTS
 
@@ -41,7 +45,8 @@ TIMELINE_ROW_BYTES = 56
 def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int | None = None,
                      memory_checked: bool = False) -> dict[str, np.ndarray]:
     """Result columns for configurations' columns (params.columns), through the parallel batch
-    kernel.
+    kernel, with the group each row ran (`cumsum_cores`: a tuned one's size, groups.resolve)
+    and whether it was tuned (TUNED_COLUMN).
     Refuses (InputError) configurations that could not fit in memory together, unless the
     caller has checked that already (a sweep, once for its whole grid)."""
     import numba
@@ -51,8 +56,8 @@ def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int
     if not memory_checked and len(cols["ranks"]):
         need = memory.working_memory(cols, profile)
         top = np.argsort(need)[::-1][:numba.get_num_threads()]   # at most one per thread
-        memory.check_memory(need[top], {n: np.asarray(cols[n])[top[0]] for n in NAMES},
-                            memory.available_memory())
+        memory.check_memory(need[top], _named(cols, int(top[0])), memory.available_memory())
+    cols, tuned = groups.resolve(cols, profile, threads, memory_checked=True)
     memory.keep_freed_memory()
     params, costs, chances, *shared = prepare(cols, profile)
     order = kernel_order(params)
@@ -60,12 +65,20 @@ def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int
     layer.simulate_batch(params[order], costs[order], chances[order], *shared, done)
     out = np.empty_like(done)
     out[order] = done
-    return result_columns(out, cols, costs, profile)
+    return {**result_columns(out, cols, costs, profile),
+            "cumsum_cores": cols["cumsum_cores"], TUNED_COLUMN: tuned}
+
+
+def _named(cols: dict[str, np.ndarray], i: int) -> dict[str, Any]:
+    """Row i of configurations' columns, an enum by its name (as a message names it)."""
+    return {n: ENUMS[n](int(cols[n][i])).name if n in ENUMS else np.asarray(cols[n])[i]
+            for n in NAMES}
 
 
 def simulate_table(points: pl.DataFrame, profile: Profile, threads: int | None = None,
                    memory_checked: bool = False) -> pl.DataFrame:
-    """Every parameter, config_id and every result for each row of `points` (same order).
+    """Every parameter, config_id, cumsum_tuned and every result for each row of `points` (same
+    order; a tuned group's size in cumsum_cores).
     Parameters added after 0.7.0 that `points` lacks (params.LATER_NAMES) are at their
     defaults, where every configuration 0.7.0 could express is canonical as it was."""
     points = points.with_columns(pl.lit(PARAM_BY_NAME[n].default, SCHEMA[n]).alias(n)
@@ -79,8 +92,11 @@ def simulate_table(points: pl.DataFrame, profile: Profile, threads: int | None =
         given = ", ".join(f"{n} = {point[n]}" for n in NAMES if point[n] not in (None, "")
                           and not (n in LATER_NAMES and point[n] == PARAM_BY_NAME[n].default))
         raise KernelFailure(e.row, f"{e}; its configuration: {given}") from None
+    # config_id of the configuration as given: a tuned one's is "tuned"'s (params.Config)
     frame = points.select(NAMES).with_columns(
-        pl.Series("config_id", stable_id(cols, NAMES), dtype=pl.Int64))
+        pl.Series("cumsum_cores", res["cumsum_cores"], dtype=pl.Int64),
+        pl.Series("config_id", stable_id(cols, NAMES), dtype=pl.Int64),
+        pl.Series(TUNED_COLUMN, res[TUNED_COLUMN], dtype=pl.Boolean))
     return frame.with_columns([pl.Series(f.name, res[f.name],
                                          dtype=pl.Float64 if f.dtype == "f8" else pl.Int64)
                                for f in RESULTS])
@@ -115,8 +131,7 @@ def simulate_many(configs: Iterable[Config | Mapping[str, Any]] | pl.DataFrame,
     if isinstance(configs, pl.DataFrame):
         configs = configs.iter_rows(named=True)
     rows = [_config(c, profile, f"configs[{i}]").as_dict() for i, c in enumerate(configs)]
-    points = pl.DataFrame(rows, schema=SCHEMA)
-    return simulate_table(points, profile, threads)
+    return simulate_table(config_frame(rows), profile, threads)
 
 
 def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path | None = None,
@@ -129,23 +144,25 @@ def simulate(config: Config | Mapping[str, Any], profile: Profile | str | Path |
     """
     profile = _profile(profile)
     config = _config(config, profile, "config")
-    cols = config.columns()
-    need = memory.working_memory(cols, profile) + (timeline_bytes(config) if timeline else 0)
+    need = memory.working_memory(config.columns(), profile) + \
+        (timeline_bytes(config) if timeline else 0)
     memory.check_memory(need, config.as_dict(), memory.available_memory())
+    ran = groups.resolve_config(config, profile)   # a tuned group as it runs
+    cols = ran.columns()
     memory.keep_freed_memory()
     inputs = prepare(cols, profile)
     costs = inputs[1]
     out = np.zeros(k.N_OUT)
-    marks = np.zeros((config.ranks, config.cores, MARKS) if timeline else (0, 0, 0),
+    marks = np.zeros((ran.ranks, ran.cores, MARKS) if timeline else (0, 0, 0),
                      dtype=np.int64)
     out = out[None, :]
     # a batch of one, through the kernels a sweep runs (compiled once for both)
     layer.simulate_batch(*inputs, out, marks)
     res = result_columns(out, cols, costs, profile)
-    row = {**config.as_dict(), "config_id": config.config_id,
+    row = {**ran.as_dict(), "config_id": config.config_id, TUNED_COLUMN: config.tuned,
            **{name: v[0].item() for name, v in res.items()}}
     if timeline:
-        row["timeline"] = timeline_frame(config, marks, profile)
+        row["timeline"] = timeline_frame(ran, marks, profile)
     return row
 
 
@@ -159,7 +176,7 @@ def die_frame(config: Config | Mapping[str, Any],
     config = _config(config, profile, "config")
     finish = simulate(config, profile, timeline=True)["timeline"].group_by("die").agg(
         pl.col("end_us").max()).sort("die")["end_us"]
-    params, _, _, *shared = prepare(config.columns(), profile)
+    params, _, _, *shared = prepare(groups.resolve_config(config, profile).columns(), profile)
     experts_of, cfirst = layer.routed(params[0], *shared)
     sent = np.diff(cfirst)
     return pl.DataFrame({
@@ -206,7 +223,11 @@ def _roles(config: Config) -> list[tuple[int, str]]:
 
 
 def timeline_bytes(config: Config) -> int:
-    """What a timeline adds to simulate's memory: the marks, and the frame's rows."""
+    """What a timeline adds to simulate's memory: the marks, and the frame's rows (a tuned
+    group's: the most of any size it may resolve to)."""
+    if config.tuned:
+        return max(timeline_bytes(dataclasses.replace(config, cumsum_cores=c))
+                   for c in range(1, groups.max_groups(config.cores) + 1))
     rows = config.ranks * sum(n * len(timeline_phases(config, role))
                               for n, role in _roles(config))
     return 8 * config.ranks * config.cores * MARKS + TIMELINE_ROW_BYTES * rows

@@ -18,7 +18,7 @@ from .costs import lower, time_bound
 from ..errors import InputError
 from ..kernels import layout as k
 from ..kernels.sync import IN_BLOCK, POLICY, REARM
-from .params import GATED, BatchSpread, Op, Routing, Sync, workload_keys
+from .params import GATED, TUNED_CODE, BatchSpread, Op, Routing, Sync, workload_keys
 from .profile import BUILTIN, Profile, load_profile
 from .result_fields import RESULT_NAMES, RESULTS
 from .traces import trace_routing
@@ -54,6 +54,9 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
     """Kernel inputs for configurations' columns: (params, costs, chances, cdf, trace,
     batches)."""
     n = len(cols["ranks"])
+    if np.any((np.asarray(cols["cumsum_cores"]) == TUNED_CODE) & GATED["cumsum_cores"].reads(cols)):
+        raise ValueError("a tuned CalCumSum group reached the kernel unresolved; "
+                         "ubepsim.model.groups.resolve gives its size")
     params = np.zeros((n, k.N_PARAMS), dtype=np.int64)
     for col, name in ((k.P_RANKS, "ranks"), (k.P_BATCH, "batch"), (k.P_TOPK, "topk"),
                       (k.P_EXPERTS, "experts"), (k.P_CORES, "cores"), (k.P_CUMSUM, "cumsum_cores"),

@@ -126,6 +126,16 @@ def combine_bytes(hidden, combine_dtype):
 # A default stated in a parameter's help: the words for one the code or the profile decides
 STATED_DEFAULT = re.compile(r"\s*\(default: ([^)]*)\)")
 
+# cumsum_cores = "tuned" (a tunable parameter's word), as the model computes on it: 0, never a
+# group (at least 1). ubepsim.model.groups resolves it before any kernel runs.
+TUNED = "tuned"
+TUNED_CODE = 0
+# The result column that says a row's cumsum_cores was tuned (its value the size that ran).
+TUNED_COLUMN = "cumsum_tuned"
+TUNED_HELP = ("whether the row's cumsum_cores was tuned (cumsum_cores = \"tuned\", the default "
+              "wherever it is read): its cumsum_cores is then the size `ubepsim tune` picks for "
+              "the row's workload; false where it was given as an integer or is not read")
+
 
 @dataclasses.dataclass(frozen=True)
 class Param:
@@ -135,6 +145,8 @@ class Param:
     help: str
     minimum: float | None = None
     maximum: float | None = None
+    unread: Any = None      # what a configuration that does not read it records (None: default)
+    tunable: bool = False   # it also takes TUNED, the value `ubepsim tune` picks (cumsum_cores)
 
     @property
     def flag(self) -> str:
@@ -153,7 +165,10 @@ class Param:
         """Its help, and where it is read if not everywhere (GATED): --help and the
         reference say so."""
         gate = GATED.get(self.name)
-        return self.help if gate is None else f"{self.help} Read only where {gate.says()}."
+        if gate is None:
+            return self.help
+        recorded = "" if self.unread is None else f"; elsewhere recorded as {self.unread}"
+        return f"{self.help} Read only where {gate.says()}{recorded}."
 
     @functools.cached_property   # read for every value checked
     def choices(self) -> tuple[str, ...] | None:
@@ -175,8 +190,15 @@ PARAMS: tuple[Param, ...] = (
           "AIVs on Ascend, warp groups on a GPU (default: the profile's); under deepep_ll, its "
           "June 2025 launch by default: 3 warp groups per SM on ceil(experts / 3) SMs.", 2,
           4096),
-    Param("cumsum_cores", int, 1, "Cores in UBEP's CalCumSum group, its AIVs on Ascend (the "
-          "rest send tokens; under bsp every core runs every phase).", 1, 4095),
+    # A configuration that does not read it (GATED) records 1, as before "tuned" was its
+    # default, so that its config_id stays.
+    Param("cumsum_cores", int, TUNED, "Cores in UBEP's CalCumSum group, its AIVs on Ascend "
+          "(the rest send tokens; under bsp every core runs every phase): an integer from 1 to "
+          "cores - 1, or tuned, the size `ubepsim tune` picks for the configuration's own "
+          "workload (its other parameters and seed; sizes 1 to 16, or to cores - 1 if fewer; "
+          "the least latency of its op, the smaller on a tie), simulated once per workload and "
+          "profile. A result row records the size that ran, and cumsum_tuned whether it was "
+          "tuned.", 1, 4095, unread=1, tunable=True),
     Param("protocol", str, "ubep", "bsp (CANN EP, SyncAll between phases), ubep (kernel "
           "decomposition, point-to-point signals) or deepep_ll (DeepEP's low-latency kernels: "
           "a put per copy, counts behind them, fixed slots)."),
@@ -344,7 +366,7 @@ class Config:
     hidden: int
     dtype: Dtype
     cores: int
-    cumsum_cores: int
+    cumsum_cores: int            # TUNED_CODE for "tuned", until groups.resolve_config
     protocol: Protocol
     sync: Sync
     schedule: Schedule
@@ -368,9 +390,16 @@ class Config:
     batches: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain values, enums as their names: the form of TOML, JSON and Parquet."""
-        return {n: (v.name if isinstance(v, enum.Enum) else v)
+        """Plain values, enums as their names and a tuned group as TUNED: the form of TOML and
+        JSON (config_frame reads it back)."""
+        return {n: (v.name if isinstance(v, enum.Enum) else
+                    TUNED if n == "cumsum_cores" and v == TUNED_CODE else v)
                 for n, v in dataclasses.asdict(self).items()}
+
+    @property
+    def tuned(self) -> bool:
+        """Whether its CalCumSum group is to be tuned (cumsum_cores = "tuned", read here)."""
+        return self.cumsum_cores == TUNED_CODE
 
     @property
     def token_bytes(self) -> int:
@@ -384,7 +413,9 @@ class Config:
     def config_id(self) -> int:
         """A stable 63-bit hash of every parameter (a trace by its file's content, not its
         path), the same on every run and machine. The hardware profile is not in it, so one
-        grid swept on two profiles gives rows that join on it."""
+        grid swept on two profiles gives rows that join on it. A tuned group counts as
+        "tuned", not as the size it resolved to (which the profile decides): its row's
+        cumsum_tuned is true, and an explicit size keeps an id of its own."""
         return int(stable_id(self.columns(), NAMES)[0])
 
     @property
@@ -399,24 +430,44 @@ def canonical(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     for name, gate in GATED.items():
         unread = ~gate.reads(cols)
         if unread.any():
-            out[name] = np.where(unread, default_value(name), np.asarray(cols[name]))
+            out[name] = np.where(unread, recorded_value(name), np.asarray(cols[name]))
     return out
 
 
 def default_value(name: str) -> Any:
-    """A parameter's default as the model computes on it (an enum as its code)."""
+    """A parameter's default as the model computes on it (an enum as its code, TUNED as
+    TUNED_CODE)."""
     default = PARAM_BY_NAME[name].default
-    return ENUMS[name][default].value if name in ENUMS else default
+    return ENUMS[name][default].value if name in ENUMS else \
+        TUNED_CODE if default == TUNED else default
+
+
+def frame_default(name: str) -> Any:
+    """A parameter's default as a frame of configurations holds it (SCHEMA: an enum as its
+    name, TUNED as TUNED_CODE)."""
+    default = PARAM_BY_NAME[name].default
+    return TUNED_CODE if default == TUNED else default
+
+
+def recorded_value(name: str) -> Any:
+    """What a configuration that does not read a GATED parameter records, as the model
+    computes on it: its default, or its Param's `unread` (cumsum_cores: 1)."""
+    unread = PARAM_BY_NAME[name].unread
+    return default_value(name) if unread is None else unread
 
 
 def columns(points: pl.DataFrame, names: tuple[str, ...] = NAMES) -> dict[str, np.ndarray]:
     """The named columns of a frame of configurations as the model computes on them: numpy, an
-    enum as its codes (its pl.Enum's physical index; a column of names is cast to it first)."""
+    enum as its codes (its pl.Enum's physical index; a column of names is cast to it first), a
+    tunable parameter's TUNED as TUNED_CODE (a column of text, as Config.as_dict rows give it,
+    is read first)."""
     out = {}
     for name in names:
         col = points[name]
         if name in ENUMS:
             col = col.cast(polars_dtype(name)).to_physical().cast(pl.Int64)
+        elif PARAM_BY_NAME[name].tunable and col.dtype == pl.String:
+            col = col.replace(TUNED, str(TUNED_CODE)).cast(pl.Int64)
         out[name] = col.to_numpy()
     return out
 
@@ -429,9 +480,16 @@ def series(name: str, values: np.ndarray) -> pl.Series:
     return pl.Series(name, values, SCHEMA[name])
 
 
+def config_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """Resolved configurations (Config.as_dict() rows) as a frame of configurations (SCHEMA:
+    a tuned group as TUNED_CODE)."""
+    return pl.DataFrame([r if r.get("cumsum_cores") != TUNED else
+                         {**r, "cumsum_cores": TUNED_CODE} for r in rows], schema=SCHEMA)
+
+
 def config_columns(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     """Resolved configurations (Config.as_dict() rows) as the columns the model computes on."""
-    return columns(pl.DataFrame(rows, schema=SCHEMA))
+    return columns(config_frame(rows))
 
 
 def workload_keys(cols: dict[str, Any]) -> np.ndarray:
@@ -451,7 +509,7 @@ def stable_id(cols: dict[str, Any], names: tuple[str, ...]) -> np.ndarray:
     n = len(np.atleast_1d(cols[names[0]]))
     h = np.zeros(n, dtype=np.uint64)
     for position, name in enumerate(names):
-        v = _as_u64(name, cols[name])
+        v = as_words(name, cols[name])
         step = mix64(h ^ mix64(v + np.uint64(position)))
         # a parameter added after 0.7.0 counts only where it is not at its default
         h = np.where(v == _DEFAULT_U64[name], h, step) if name in LATER_NAMES else step
@@ -464,11 +522,11 @@ def same_config(a: dict[str, Any], b: dict[str, Any], names: tuple[str, ...]) ->
     the same configuration are a hash collision."""
     same = np.ones(len(np.atleast_1d(a[names[0]])), dtype=bool)
     for name in names:
-        same &= _as_u64(name, a[name]) == _as_u64(name, b[name])
+        same &= as_words(name, a[name]) == as_words(name, b[name])
     return same
 
 
-def _as_u64(name: str, values: np.ndarray) -> np.ndarray:
+def as_words(name: str, values: np.ndarray) -> np.ndarray:
     """A column as the 64-bit words stable_id hashes (enums given as codes)."""
     if name in ENUMS:
         return _NAME_DIGESTS[name][np.asarray(values, dtype=np.int64)]
@@ -495,7 +553,7 @@ _NAME_DIGESTS = {name: np.array([_digest(m.name) for m in e], dtype=np.uint64)
                  for name, e in ENUMS.items()}
 
 
-_DEFAULT_U64 = {name: _as_u64(name, np.asarray([default_value(name)]))[0] for name in LATER_NAMES}
+_DEFAULT_U64 = {name: as_words(name, np.asarray([default_value(name)]))[0] for name in LATER_NAMES}
 
 
 def trace_digest(path: str) -> int:
@@ -526,6 +584,8 @@ def coerce(name: str, value: Any, source: str | None = None) -> Any:
     p = PARAM_BY_NAME[name]
     if value is None:
         return None
+    if p.tunable:
+        return _tunable(p, value, source)
     if p.choices is not None:
         if not isinstance(value, str) or value not in p.choices:
             raise InputError(name, f"{value!r} is not allowed; choose one of "
@@ -553,6 +613,23 @@ def coerce(name: str, value: Any, source: str | None = None) -> Any:
         raise InputError(name, f"{value!r} is below the minimum {_fmt(p.minimum)}", source)
     if p.maximum is not None and value > p.maximum:
         raise InputError(name, f"{value!r} is above the maximum {_fmt(p.maximum)}", source)
+    return value
+
+
+# What cumsum_cores, the tunable parameter, takes (its upper bound is check_rules').
+TUNABLE_ALLOWED = f"an integer from 1 to cores - 1, or \"{TUNED}\""
+
+
+def _tunable(p: Param, value: Any, source: str | None) -> int:
+    """A tunable parameter's value: TUNED as TUNED_CODE, else an integer within its bounds."""
+    if isinstance(value, str) and value == TUNED:
+        return TUNED_CODE
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or \
+            not p.minimum <= value <= p.maximum:
+        raise InputError(p.name, f"{_shown(value)} is not allowed; give {TUNABLE_ALLOWED}",
+                         source)
     return value
 
 
@@ -693,8 +770,8 @@ def _check_sizes(c: dict[str, np.ndarray], fail: Callable) -> None:
          f"({v('experts')}); a token's experts are distinct")
     # only ubep's dispatch reads cumsum_cores
     fail("cumsum_cores", GATED["cumsum_cores"].reads(c) & (c["cumsum_cores"] >= c["cores"]),
-         lambda v: f"{v('cumsum_cores')} must be below cores ({v('cores')}); at least one core "
-         f"must send tokens")
+         lambda v: f"{v('cumsum_cores')} is not allowed with cores {v('cores')} (at least one "
+         f"core must send tokens); give {TUNABLE_ALLOWED}")
 
 
 def _check_routing(c: dict[str, np.ndarray], fail: Callable) -> None:

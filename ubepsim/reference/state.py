@@ -78,6 +78,9 @@ class Run:
         costs, chances = lower(cfg.columns(), profile)
         c = {name: int(costs[0, i]) for name, i in COST_INDEX.items()}
         mech = protocols.of(cfg.protocol)
+        if cfg.tuned:
+            raise ValueError("the twin runs a stated CalCumSum group; give it the tuned one's "
+                             "size (ubepsim.model.groups.resolve_config)")
         cumsum_cores = cfg.cumsum_cores if mech.count_group else 0
         sync = POLICY[protocols.chosen(mech.sync, cfg.sync)]
         return cls(cfg=cfg, c=c, q_copy=float(chances[0, 0]), q_count=float(chances[0, 1]),

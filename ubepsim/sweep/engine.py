@@ -2,7 +2,7 @@
 
 A dataset is a directory of parts `part-FIRST-STOP.parquet`, each holding the rows of points
 [FIRST, STOP) of the grid's expansion (one row per configuration: every parameter, `config_id`,
-every result) and carrying its provenance in the file metadata. A part is written to a hidden
+`cumsum_tuned`, every result) and carrying its provenance in the file metadata. A part is written to a hidden
 temporary file and renamed into place, so it is either complete or absent, whatever kills the
 run. Resuming reads the parts' metadata, checks they come from the same grid (its fingerprint:
 the points in order and the resolved hardware profile) and simulates only the points no part
@@ -32,11 +32,11 @@ from ..errors import RENAMED, InputError, renamed
 from ..version import __version__
 from ..files import META
 from .grid import Grid
-from ..model.params import ENUMS, NAMES
+from ..model.params import ENUMS, NAMES, TUNED_COLUMN
 from ..model.profile import Profile
 from ..model.result_fields import RESULT_NAMES
 
-COLUMNS = (*NAMES, "config_id", *RESULT_NAMES)
+COLUMNS = (*NAMES, "config_id", TUNED_COLUMN, *RESULT_NAMES)
 PART = re.compile(r"part-(\d+)-(\d+)\.parquet")
 # One row group per part: large enough for polars.scan_parquet to read fast and prune by
 # statistics, small enough that a run killed mid-part loses little work.

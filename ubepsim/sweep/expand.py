@@ -24,7 +24,8 @@ from .filters import Filter
 from ..model.kernel_io import check_machine, check_time_bound
 from ..kernels.layout import MAX_TIME
 from ..model.params import (ENUMS, GATED, NAMES, PARAMS, canonical, check_rules, columns, default_cores,
-                     default_sync, polars_dtype, same_config, series, stable_id)
+                     default_sync, frame_default, polars_dtype, same_config, series,
+                     stable_id)
 from ..model.profile import Profile
 
 CHUNK = 1 << 18   # points built at a time while expanding (larger chunks measured slower)
@@ -205,7 +206,7 @@ def _resolve(frame: pl.DataFrame, profile: Profile) -> pl.DataFrame:
 def _defaults(profile: Profile) -> dict[str, object]:
     """Each parameter's default on `profile`, where a grid has no axis of it (experts and
     cores aside: they follow other parameters)."""
-    return {p.name: p.default for p in PARAMS} | {"sync": default_sync(profile)}
+    return {p.name: frame_default(p.name) for p in PARAMS} | {"sync": default_sync(profile)}
 
 
 def _check_points(cols: dict[str, np.ndarray], source: str) -> None:

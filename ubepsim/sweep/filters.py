@@ -1,6 +1,7 @@
 """The [sweep] filter: an SQL condition over parameter names, the dialect of the WHERE clauses
 `ubepsim query` runs, compiled by polars (polars.sql_expr). It sees the points as the grid
-gives them: an enum as its name, a trace file as the grid names it (relative to the grid file).
+gives them: an enum as its name, a trace file as the grid names it (relative to the grid file),
+cumsum_cores = "tuned" as params.TUNED_CODE (0, below every size).
 
 Here is only what polars does not do for a filter. Before any work, a filter must name
 parameters only, compare an enum parameter with its own values, and give true or false; and a
@@ -23,7 +24,7 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import InputError, renamed
-from ..model.params import ENUMS, NAMES, PARAM_BY_NAME, SCHEMA
+from ..model.params import ENUMS, NAMES, PARAM_BY_NAME, SCHEMA, TUNED, TUNED_CODE
 
 EXAMPLE = "topk <= experts AND (protocol = 'ubep' OR cumsum_cores = 4)"
 HELP = (f"a filter is an SQL condition over parameter names, as in a WHERE clause of `ubepsim "
@@ -96,7 +97,9 @@ def compile_filter(text: str, source: str | None = None) -> Filter:
     try:   # types are checked on no rows: a comparison of a number with a word, say
         dtypes = [empty.select(term).to_series().dtype for term, _ in terms]
     except pl.exceptions.PolarsError as e:
-        raise _error(f"cannot be evaluated ({_first_line(e)})", text, source) from None
+        tuned = (f"; a filter sees cumsum_cores = \"{TUNED}\" as {TUNED_CODE}"
+                 if f"'{TUNED}'" in text else "")
+        raise _error(f"cannot be evaluated ({_first_line(e)}){tuned}", text, source) from None
     if dtypes[0] != pl.Boolean:
         raise _error(f"gives {dtypes[0]} values, not true or false", text, source)
     for term, operands in terms:

@@ -20,7 +20,7 @@ import polars as pl
 from ..errors import InputError
 from ..kernels.layout import LAYER_GAP, TIMELINE_PHASES
 from ..files import replacing
-from ..model.params import ENUMS, GATED, NAMES, Op, Sync, columns
+from ..model.params import ENUMS, GATED, NAMES, TUNED, TUNED_COLUMN, Op, Sync, columns
 from ..model.result_fields import EXPERT_COLUMN, PHASES, phase_column
 
 KINDS = ("heatmap", "breakdown", "core", "sync", "skew", "dies", "timeline")
@@ -87,7 +87,20 @@ def read_results(datasets: Sequence[str], kind: str, where: str | None) -> pl.Da
     check_values(frame, NEEDS[kind], ", ".join(datasets), f"--kind {kind} needs a value in "
                  f"every row (leave such rows out with --where)")
     frame = frame.with_columns(pl.col(c).cast(pl.String) for c in ENUMS if c in frame.columns)
-    return unread_as_null(frame)
+    frame = unread_as_null(frame)
+    # a heat map places each row at the group size it ran; elsewhere "tuned" is one variant
+    return frame if kind == "heatmap" else tuned_as_given(frame)
+
+
+def tuned_as_given(frame: pl.DataFrame) -> pl.DataFrame:
+    """cumsum_cores as a configuration gives it, as text: "tuned" where the row's size was
+    tuned (that size follows the row's workload, and is no variant of its own), else the size
+    (null where not read). Unchanged where no row says whether it was tuned (TUNED_COLUMN)."""
+    if TUNED_COLUMN not in frame.columns or "cumsum_cores" not in frame.columns:
+        return frame
+    return frame.with_columns(pl.when(pl.col(TUNED_COLUMN)).then(pl.lit(TUNED))
+                              .otherwise(pl.col("cumsum_cores").cast(pl.String))
+                              .alias("cumsum_cores"))
 
 
 def unread_as_null(frame: pl.DataFrame) -> pl.DataFrame:
@@ -165,12 +178,16 @@ def single_valued(frame: pl.DataFrame, axes: Sequence[str], kind: str) -> None:
     for name in others:
         if counts[name].max() > 1:
             values = frame[name].drop_nulls().unique().sort().head(4).to_list()
-            example = f"'{values[0]}'" if isinstance(values[0], str) else values[0]
+            if name == "cumsum_cores":   # an integer column, and cumsum_tuned (tuned_as_given)
+                example = TUNED_COLUMN if values[0] == TUNED else f"{name} = {values[0]}"
+            else:
+                example = f"{name} = " + (f"'{values[0]}'" if isinstance(values[0], str)
+                                          else str(values[0]))
             # Keyed DATASET, not the parameter: plot has no flag per parameter (--sync, ...).
             raise InputError("DATASET", f"{name} takes several values "
                              f"({', '.join(map(str, values))}) at the same point of --kind "
                              f"{kind} ({', '.join(axes)}); pick one with --where, e.g. "
-                             f"--where \"{name} = {example}\"")
+                             f"--where \"{example}\"")
 
 
 def _with_defaults(frame: pl.DataFrame, names) -> pl.DataFrame:
@@ -386,6 +403,7 @@ def die_series(dataset: str, where: str | None) -> list[tuple[str, pl.DataFrame]
             raise InputError("--where", f"filters sweep results; {dataset} is a timeline of "
                              f"one configuration")
         config = json.loads(meta["config"])
+        config.pop(TUNED_COLUMN, None)    # its cumsum_cores is the size that ran
         label = f"config_id {config.pop('config_id')}"
         return [(label, die_frame(config, profile))]
     frame = read_results([dataset], "dies", where)
@@ -399,6 +417,8 @@ def die_series(dataset: str, where: str | None) -> list[tuple[str, pl.DataFrame]
     out = []
     for row in frame.iter_rows(named=True):
         config = {n: row[n] for n in names if row[n] is not None}
+        if str(config.get("cumsum_cores", TUNED)).isdigit():   # a size, as text (tuned_as_given)
+            config["cumsum_cores"] = int(config["cumsum_cores"])
         label = ", ".join(f"{n} {row[n]}" for n in differ if row[n] is not None)
         out.append((label or f"config_id {row['config_id']}", die_frame(config, profile)))
     return out
