@@ -14,7 +14,8 @@ from conftest import read_rows, run_cli, write_grid
 from ubepsim import InputError, make_config, simulate, simulate_many
 from ubepsim.paper import numbers
 from ubepsim.fit.tune import resolved_row, tune
-from ubepsim.sweep import engine, groups
+from ubepsim.model import groups
+from ubepsim.sweep import engine
 from ubepsim.sweep.grid import load_grid
 from ubepsim.model.params import PARAM_BY_NAME, TUNED_COLUMN
 from ubepsim.model.profile import load_profile
