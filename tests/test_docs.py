@@ -149,10 +149,10 @@ def test_every_documented_command_takes_its_flags(doc, args):
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
     """A working directory with the repository's sweeps/, as the documentation assumes, and
-    the measurement files calibration.md shows."""
+    the measurement files fitting.md shows."""
     root = tmp_path_factory.mktemp("documented")
     (root / "sweeps").symlink_to(ROOT / "sweeps")
-    measured, relative, sourced = fenced((ROOT / "docs" / "calibration.md").read_text(), "csv")
+    measured, relative, sourced = fenced((ROOT / "docs" / "fitting.md").read_text(), "csv")
     (root / "measured.csv").write_text(measured)
     (root / "relative.csv").write_text(relative)
     (root / "sourced.csv").write_text(sourced)
@@ -163,7 +163,7 @@ def workspace(tmp_path_factory):
 def ran(workspace, kernel_rows):
     """Every documented command that is not SLOW, run as written in documentation order,
     then every Python block: {block: its variables}. A configuration is simulated once in the
-    session (conftest.KernelRows): README's `tune --sms` runs some of calibration.md's, which
+    session (conftest.KernelRows): README's `tune --sms` runs some of tune.md's, which
     `validate`'s DeepEP points run too."""
     with kernel_rows.shared(), pytest.MonkeyPatch.context() as mp:
         mp.chdir(workspace)

@@ -210,11 +210,11 @@ def test_default_largest_group_fits_a_profile_with_few_cores(tmp_path):
 
 
 def test_the_default_group_size_is_what_tune_picks():
-    """docs/calibration.md: the default cumsum_cores is "tuned", the size this command picks
+    """docs/tune.md: the default cumsum_cores is "tuned", the size this command picks
     for the configuration's workload at its seed, so that `ubepsim run` starts from a tuned UBEP
     (tests/test_tuned.py holds the two equal)."""
     from ubepsim.model.params import PARAM_BY_NAME
-    doc = " ".join((Path(__file__).resolve().parent.parent / "docs" / "calibration.md")
+    doc = " ".join((Path(__file__).resolve().parent.parent / "docs" / "tune.md")
                    .read_text().split())
     assert PARAM_BY_NAME["cumsum_cores"].default == "tuned"
     assert 'The default `cumsum_cores = "tuned"` runs each UBEP dispatch or layer at the size ' \
