@@ -66,7 +66,7 @@ PHASES = (
     Phase("reorder", "Token-Reordering", WITH_DISPATCH, "Token-Reordering"),
     Phase("reduce", "Reduction", WITH_COMBINE, "combine's reduction of each token's copies"),
 )
-globals().update({f"B_{p.name.upper()}": i for i, p in enumerate(PHASES)})
+# B_X, phase x's bucket: kernels/slots.py, generated from this table
 N_BUCKETS = len(PHASES)
 
 # A result's unit: US, cycles in the kernel's row, reported in microseconds; COUNT, a count in
@@ -126,7 +126,7 @@ RESULTS = (
 # takes in and sends (its ratios).
 OUTPUTS = (*(r.name.removesuffix("_us") for r in RESULTS if r.unit in KERNEL_UNITS),
            "sent", "delivered", "violations", "bound", "recv_max", "send_max")
-globals().update({f"O_{name.upper()}": i for i, name in enumerate(OUTPUTS)})
+# O_X, output x's column: kernels/slots.py, generated from this table
 N_OUT = len(OUTPUTS)
 O_COPIES_HOP0 = OUTPUTS.index(f"copies_{HOP_CLASSES[0]}")   # then one per hop class, in order
 O_PHASE0 = OUTPUTS.index(f"phase_{PHASES[0].name}")          # then one per phase, in order
@@ -212,8 +212,9 @@ N_PARAMS = 17
 EQUAL_BATCHES = -1
 
 # Columns of the cost matrix (ubepsim.model.costs.lower fills them by these names): integer
-# cycles, bytes or blocks per configuration. Column "x" is C_X below, made from this tuple so
-# that the two never part; the hop latencies follow in hop class order, from C_LAT_LOCAL.
+# cycles, bytes or blocks per configuration. Column "x" is C_X (kernels/slots.py, generated from
+# this tuple and held to it by tests/test_slots.py); the hop latencies follow in hop class order,
+# from C_LAT_LOCAL.
 COSTS = (
     "token_bytes", "copy_blocks", "count_blocks",
     *(f"{kind}_{cost}" for kind in ("copy", "count", "signal") for cost in STORE_COSTS),
@@ -240,7 +241,7 @@ COSTS = (
     "reduce_copy", "reduce_token", "reduce_copy_last", "reduce_token_last", "reduce_split",
     "expert", "expert_copy",
 )
-globals().update({f"C_{name.upper()}": i for i, name in enumerate(COSTS)})
+# C_X, cost x's column: kernels/slots.py, generated from this table
 N_COSTS = len(COSTS)
 EXPERT_SHIFT = 10   # expert_copy is in 1/1024 cycles per copy
 
@@ -333,3 +334,4 @@ ARR, VIS, ACK = 0, 1, 2
 STO_WIDTH = 4   # a row of 32 bytes: two to a cache line
 Stores = namedtuple("Stores", ("sto", "bstart", "bfill", "copy_ref", "count_signal"))
 
+from .slots import *  # noqa: E402,F401,F403 - the B_, O_ and C_ slots, literal lines
