@@ -46,25 +46,22 @@ K_COPY, K_FLAG, K_COUNT, K_CHECKSUM = 0, 1, 2, 3
 # slots), the twin's rows (ubepsim/reference/results.py), the host's frames, types and units
 # (ubepsim.model.result_fields, kernel_io), `ubepsim run`, the docs generator (ubepsim.docs) and
 # the plots. A new column is a line here plus the code that computes it: kernels/results.py and
-# the twin's, or kernel_io.HOST_RESULTS for a unit computed on the host. The help texts are here
-# too (the kernel does not import the host), so editing one recompiles the kernels once: their
-# cache is keyed by every kernel module's source.
+# the twin's, or kernel_io.HOST_RESULTS for a unit computed on the host, and its help in
+# ubepsim.model.result_fields.HELP: the texts are the host's, since the kernels' cache is keyed by
+# every kernel module's source and a help text's edit would recompile them.
 
 # The phases of the critical path, in order: phase i is the per-AIV time bucket i, B_<NAME> (the
 # cycles an AIV spends on it), and the result column phase_<name>_us (docs/model.md, "Results");
-# with its title in a breakdown (`ubepsim run`, `ubepsim plot --kind breakdown`), the ops whose
-# critical path runs through it, and its help.
-Phase = namedtuple("Phase", ("name", "title", "ops", "help"))
+# with the ops whose critical path runs through it (its title and help: the host's,
+# ubepsim.model.result_fields.PHASE_TEXT).
+Phase = namedtuple("Phase", ("name", "ops"))
 PHASES = (
-    Phase("init", "Init", ALL_OPS, "Init (setup, token loads, slice search)"),
-    Phase("send", "Token-Sending", ALL_OPS, "Token-Sending"),
-    Phase("sync", "Synchronization", ALL_OPS, "synchronization (SyncAll, flags, counts, fences, "
-          "polls for data signals; combine's statuses and their polls)"),
-    Phase("cumsum", "CalCumSum", WITH_DISPATCH, "CalCumSum (bsp: the prefix sums between "
-          "SyncAlls, its counting being synchronization; ubep: the token AIV's wait for the "
-          "CalCumSum group's counts, prefix sums and published offsets)"),
-    Phase("reorder", "Token-Reordering", WITH_DISPATCH, "Token-Reordering"),
-    Phase("reduce", "Reduction", WITH_COMBINE, "combine's reduction of each token's copies"),
+    Phase("init", ALL_OPS),
+    Phase("send", ALL_OPS),
+    Phase("sync", ALL_OPS),
+    Phase("cumsum", WITH_DISPATCH),
+    Phase("reorder", WITH_DISPATCH),
+    Phase("reduce", WITH_COMBINE),
 )
 # B_X, phase x's bucket: kernels/slots.py, generated from this table
 N_BUCKETS = len(PHASES)
@@ -73,52 +70,31 @@ N_BUCKETS = len(PHASES)
 # the kernel's row; BYTES, GBPS and RATIO are computed on the host (kernel_io.HOST_RESULTS).
 US, COUNT, BYTES, GBPS, RATIO = "us", "count", "bytes", "GB/s", "ratio"
 KERNEL_UNITS = (US, COUNT)
-# (name, unit, help, the ops that give it: elsewhere it is 0)
-Result = namedtuple("Result", ("name", "unit", "help", "ops"), defaults=(ALL_OPS,))
+# (name, unit, the ops that give it: elsewhere it is 0); each one's help is the host's
+# (ubepsim.model.result_fields.HELP), so that editing it recompiles no kernel
+Result = namedtuple("Result", ("name", "unit", "ops"), defaults=(ALL_OPS,))
 RESULTS = (
-    Result("latency_us", US, "latency of the op (dispatch, combine or the whole layer): the time "
-           "the last die finishes"),
-    Result("latency_mean_us", US, "mean over dies of the time each die finishes"),
-    Result("bw_gbps", GBPS, "effective bandwidth: bytes_per_rank / latency (paper Table 4)"),
-    Result("bytes_per_rank", BYTES, "payload bytes each rank sends in dispatch, or gets back in "
-           "combine, or both in a layer (batch x topk x a copy's bytes, scales included, flags "
-           "not)"),
-    Result("copies_total", COUNT, "token copies of all dies (ranks x batch x topk), each counted "
-           "once: dispatched, returned, or both in a layer"),
-    *(Result(f"copies_{h}", COUNT, f"token copies whose destination is {h.replace('_', ' ')} "
-             f"(in combine, whose source: a copy returns over the hop it went)")
-      for h in HOP_CLASSES),
-    Result("send_max_core_us", US, "largest per-core token transmission latency: from a core's "
-           "first token store to its last one's completion (paper Figure 9)"),
-    Result("send_mean_core_us", US, "mean per-core token transmission latency over the cores that "
-           "send at least one token copy"),
-    Result("send_spread_core_us", US, "slowest minus fastest per-core token transmission latency "
-           "over the cores that send: the imbalance of Figure 9"),
-    Result("wait_us", US, "mean time a core spends waiting in SyncAll, fences and polls"),
-    Result("ingress_queue_us", US, "longest a store waited in an ingress port's queue, from "
-           "its arrival until the port began taking it: the hottest receiver's queue"),
-    Result("slowest_die", COUNT, "the die that finishes last (the lowest-numbered on a tie): "
-           "the straggler, latency_us its finish"),
-    Result("median_die_us", US, "the median over dies of the time each die finishes: the "
-           "straggler's lead is latency_us minus this"),
-    Result("recv_max_mean", RATIO, "the most token copies one die takes in against the mean: "
-           "dispatch's copies to its experts, combine's own tokens' copies back (a layer: the "
-           "larger of its two ops')"),
-    Result("send_max_mean", RATIO, "the most token copies one die sends against the mean: "
-           "dispatch's its tokens' copies, combine's the copies its experts took (a layer: the "
-           "larger of its two ops')"),
-    *(Result(f"phase_{p.name}_us", US, f"critical path: {p.help}", ops=p.ops) for p in PHASES),
-    Result("dispatch_us", US, "critical path: the dispatch of the die that finishes last, until "
-           "its last AIV finished it (a dispatch's latency; in a layer, that die's dispatch, "
-           "which a hot die's may outlast)", ops=WITH_DISPATCH),
-    Result("expert_us", US, "critical path: the last die's experts' time between its dispatch "
-           "and its combine", ops=(LAYER,)),
-    Result("combine_us", US, "critical path: the last die's combine, from its start (a "
-           "combine's latency)", ops=WITH_COMBINE),
-    Result("qsearch_steps", COUNT, "most quaternary-search iterations any AIV ran (Algorithm 1; "
-           "0 for expert_block)"),
-    Result("sentinel_collisions", COUNT, "signals (token copies, count messages or returned "
-           "copies) whose payload matched the sentinel (sp)"),
+    Result("latency_us", US),
+    Result("latency_mean_us", US),
+    Result("bw_gbps", GBPS),
+    Result("bytes_per_rank", BYTES),
+    Result("copies_total", COUNT),
+    *(Result(f"copies_{h}", COUNT) for h in HOP_CLASSES),
+    Result("send_max_core_us", US),
+    Result("send_mean_core_us", US),
+    Result("send_spread_core_us", US),
+    Result("wait_us", US),
+    Result("ingress_queue_us", US),
+    Result("slowest_die", COUNT),
+    Result("median_die_us", US),
+    Result("recv_max_mean", RATIO),
+    Result("send_max_mean", RATIO),
+    *(Result(f"phase_{p.name}_us", US, ops=p.ops) for p in PHASES),
+    Result("dispatch_us", US, ops=WITH_DISPATCH),
+    Result("expert_us", US, ops=(LAYER,)),
+    Result("combine_us", US, ops=WITH_COMBINE),
+    Result("qsearch_steps", COUNT),
+    Result("sentinel_collisions", COUNT),
 )
 # The output row: a slot per result in a kernel unit, in the order above, O_<NAME> (the name
 # without _us), then what only the host reads: copy stores sent, copies taken once, copies read

@@ -40,3 +40,13 @@ def test_every_slot_is_a_distinct_index_of_its_table():
 
 if __name__ == "__main__":
     print(slots_text(), end="")
+
+
+def test_the_texts_are_the_hosts_and_every_result_has_one():
+    """A result's help and a phase's title live on the host (model.result_fields), so that
+    editing one recompiles no kernel: the kernels' tables hold none, and every result and phase
+    has its text there, and nothing else does."""
+    from ubepsim.model.result_fields import HELP, PHASE_TEXT
+    assert "help" not in layout.Result._fields and layout.Phase._fields == ("name", "ops")
+    assert set(HELP) == {r.name for r in layout.RESULTS}
+    assert set(PHASE_TEXT) == {p.name for p in layout.PHASES}

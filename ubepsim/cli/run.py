@@ -11,7 +11,7 @@ from . import cli
 from .options import config_from_flags, model_options
 from ..files import check_out, write_parquet
 from ..model.params import GATED, NAMES, PARAM_BY_NAME, TUNED, TUNED_COLUMN, Config, Op
-from ..model.result_fields import EXPERT_COLUMN, RESULTS, phase_column, phases_of
+from ..model.result_fields import EXPERT_COLUMN, RESULTS, phase_column, phase_title, phases_of
 
 
 @cli.command()
@@ -76,7 +76,7 @@ def _as(unread: list[str]) -> str:
 def _breakdown(row: dict, op: Op) -> list[str]:
     """The critical path, phase by phase (and a layer's experts' time): parts that sum to the
     latency, each with its share."""
-    parts = [(phase_column(p.name), p.title) for p in phases_of(op)]
+    parts = [(phase_column(p.name), phase_title(p.name)) for p in phases_of(op)]
     if op is Op.layer:
         parts.append((EXPERT_COLUMN, "Experts, between dispatch and combine"))
     latency = row["latency_us"]

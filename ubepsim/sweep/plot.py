@@ -21,7 +21,7 @@ from ..errors import InputError
 from ..kernels.layout import LAYER_GAP, TIMELINE_PHASES
 from ..files import replacing
 from ..model.params import ENUMS, GATED, NAMES, TUNED, TUNED_COLUMN, Op, Sync, columns
-from ..model.result_fields import EXPERT_COLUMN, PHASES, phase_column
+from ..model.result_fields import EXPERT_COLUMN, PHASES, phase_column, phase_title
 
 KINDS = ("heatmap", "breakdown", "core", "sync", "skew", "dies", "timeline")
 TIMELINE_KINDS = ("core", "timeline")
@@ -306,7 +306,7 @@ def breakdown_parts(frame: pl.DataFrame) -> list[tuple[str, str, str]]:
     of the rows' ops, then a layer's experts' time if there is a layer; for each row they sum
     to its latency."""
     ops = {Op[o] for o in frame["op"].unique()} if "op" in frame.columns else {Op.dispatch}
-    parts = [(phase_column(p.name), p.title, PHASE_COLOURS[p.name]) for p in PHASES
+    parts = [(phase_column(p.name), phase_title(p.name), PHASE_COLOURS[p.name]) for p in PHASES
              if ops & set(p.ops)]
     if Op.layer in ops:
         parts.append((EXPERT_COLUMN, "Experts", PHASE_COLOURS[LAYER_GAP]))
