@@ -57,14 +57,17 @@ def hop_classes(c, R):
 
 
 @njit
-def walk(dkey, hops, s, homogenized, EL, classes):
+def walk(dkey, hops, s, homogenized, rotated, EL, classes):
     """The order in which die s walks the destination experts, as a key per destination die:
     an expert e's key is dkey[e's die] + e (a die's experts are walked together, so this is
     set per die in O(ranks) rather than per expert). hops: hop_classes' table; classes:
     scratch [3, N_HOPS + 1]. (Arrays are passed whole, with offsets, rather than sliced: a
     slice costs a reference count, and the stages run per die.)
 
-    From the next die on, wrapping round: dies do not all start on the same destination.
+    Rotated: from the next die on, wrapping round, so that dies do not all start on the same
+    destination. Not rotated (dispatch's expert_block): every die walks from die 0, so AIV j
+    of every die owns the same block of experts and writes to the same destination at once:
+    CANN EP's hot spots (Figure 9; its expert split, SplitExpertNumToCore, before its stagger).
     Homogenized puts the farthest hop class first and walks each class the same way, its dies
     in index order from the (s + 1)-th on: walking the whole die order instead, every die of a
     switch domain would meet the next domain's dies in the same order at the same time, an
@@ -91,8 +94,9 @@ def walk(dkey, hops, s, homogenized, EL, classes):
             classes[POS, h] = slot + 1 if slot + 1 < classes[SIZE, h] else 0
             dkey[d] = (classes[START, h] + slot - d) * EL
     else:
+        first = s + 1 if rotated else 0
         for dd in range(R):
-            d = s + 1 + dd
+            d = first + dd
             if d >= R:
                 d -= R
             dkey[d] = (dd - d) * EL
@@ -365,7 +369,7 @@ def schedule(p, c, experts_of, cfirst):
     for s in range(R):
         base = cfirst[s]
         n = cfirst[s + 1] - base
-        walk(dkey, hops, s, sched == HOMOGENIZED, EL, classes)
+        walk(dkey, hops, s, sched == HOMOGENIZED, sched != EXPERT_BLOCK, EL, classes)
         count_keys(experts_of, base, die_of, dkey, key_c[:n], cnt, fill)
         slices(sched, aoff, cnt, place, n, NS, E, aoff_all, s * (NS + 1))
         deal_copies(experts_of, base, key_c[:n], fill, place, sched, die_of, token_of, rcur,
@@ -446,7 +450,7 @@ def return_schedule(p, c, experts_of, cfirst):
     for d in range(R):
         base = ecnt[d * EL]
         n = ecnt[(d + 1) * EL] - base
-        walk(dkey, hops, d, sched == HOMOGENIZED, 1, classes)
+        walk(dkey, hops, d, sched == HOMOGENIZED, True, 1, classes)
         count_keys(src_of, base, die_of, dkey, key_c[:n], cnt, fill)
         slices(sched, aoff, cnt, place, n, A, R, aoff_all, d * (A + 1))
         deal_returns(src_of, ref_of, base, key_c[:n], fill, place, sched, key_at, xdest, xslot)

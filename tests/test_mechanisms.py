@@ -52,6 +52,18 @@ def test_hot_experts_order_the_schedules_by_straggler_latency():
     assert all(spread[s] < sends[s] for s in rows)   # the fastest AIV takes some time too
 
 
+def test_expert_blocks_are_hot_spots_rotated_blocks_are_not():
+    """Expert blocks are not rotated: AIV j of every die writes to the same destination at
+    once, so with more experts than AIVs the receivers queue (CANN EP's hot spots). The same
+    blocks each die starts from the next die's (balanced, cut at the same counts) spread the
+    senders over the receivers."""
+    cfg = {"ranks": 128, "batch": 128, "protocol": "bsp", "sync": "sw"}
+    hot = model.simulate({**cfg, "schedule": "expert_block"}, PROFILE)
+    spread = model.simulate({**cfg, "schedule": "balanced"}, PROFILE)
+    assert hot["ingress_queue_us"] > 2 * spread["ingress_queue_us"]
+    assert hot["phase_send_us"] > spread["phase_send_us"]
+
+
 @pytest.mark.parametrize("protocol", ["ubep"])
 def test_stop_and_wait_is_the_slowest_sync_variant_at_small_payloads(protocol):
     """Section 3.4: stop-and-wait's fence and separate flag make it the slowest variant where

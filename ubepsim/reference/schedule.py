@@ -77,19 +77,22 @@ def hop_classes(ranks: int, npu_dies: int, tiers: list[int],
             for s in range(ranks)]
 
 
-def walk(die_hop: list[int], src: int, homogenized: bool) -> list[int]:
+def walk(die_hop: list[int], src: int, homogenized: bool, rotated: bool = True) -> list[int]:
     """The order in which die src's schedule walks the destination dies (die_hop[d]: the hop
     class from src to d).
 
-    From the next die on, wrapping round, so that the dies do not all send to the same
-    destination at the same time. Homogenized puts the farthest hop class first and walks each
-    class the same way, its dies in index order from the (src + 1)-th on: walking the whole
-    order instead, every die of a switch domain would meet the next domain's dies in the same
-    order at the same time, an incast on each in turn.
+    Rotated: from the next die on, wrapping round, so that the dies do not all send to the same
+    destination at the same time. Not rotated (dispatch's expert_block, CANN EP's hot spots):
+    every die walks from die 0, so AIV j of every die writes to the same destination at once.
+    Homogenized puts the farthest hop class first and walks each class the same way, its dies
+    in index order from the (src + 1)-th on: walking the whole order instead, every die of a
+    switch domain would meet the next domain's dies in the same order at the same time, an
+    incast on each in turn.
     """
     R = len(die_hop)
     if not homogenized:
-        return [(src + 1 + i) % R for i in range(R)]
+        first = src + 1 if rotated else 0
+        return [(first + i) % R for i in range(R)]
     members = {h: [d for d in range(R) if die_hop[d] == h] for h in set(die_hop)}
     return [ds[(src + 1 + i) % len(ds)] for h in sorted(members, reverse=True)
             for ds in [members[h]] for i in range(len(ds))]
@@ -101,7 +104,8 @@ def key_order(cfg: Config, copies: list[tuple[int, int, int]], die_hop: list[int
     sorted list the quaternary search counts in."""
     e_local = cfg.experts // cfg.ranks
     remap = [d * e_local + x
-             for d in walk(die_hop, src, kind is params.Schedule.homogenized)
+             for d in walk(die_hop, src, kind is params.Schedule.homogenized,
+                           kind is not params.Schedule.expert_block)
              for x in range(e_local)]
     key = [0] * cfg.experts
     for r, e in enumerate(remap):
