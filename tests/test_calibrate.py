@@ -212,12 +212,18 @@ def test_bad_arguments_are_refused_with_one_message(tmp_path, monkeypatch, args,
 # --- the paper's calibration -----------------------------------------------------------------
 
 def test_paper_start_sets_every_key_from_the_paper_or_the_provisional_costs():
-    """The refit never reads the shipped profile: every key is stated or provisional."""
-    assert set(cm384.STATED) | set(cm384.PROVISIONAL) == set(FIELDS)
-    assert not set(cm384.STATED) & set(cm384.PROVISIONAL)
+    """The refit never reads the shipped profile: every key is stated, a hardware figure or
+    provisional, and the hardware keys are at their figures and never fitted."""
+    parts = (set(cm384.STATED), set(cm384.HARDWARE), set(cm384.PROVISIONAL))
+    assert set.union(*parts) == set(FIELDS) and sum(map(len, parts)) == len(FIELDS)
     start = cm384.paper_start().values
     assert start["latency_ns"]["two_hop"] == 2500.0 and start["cores"] == 48
+    # the ports at 392 GB/s per NPU, half per die; two copies of an fp8 token in flight (7392 B
+    # in 15 blocks of 512 B: CANN's two UB buffers)
+    assert start["egress_gbps"] == start["ingress_gbps"] == 196.0
+    assert start["blocks_in_flight"] == 2 * 15
     fitted = {m for k in cm384.PAPER_KEYS for m in cal.members(k)}
+    assert not fitted & set(cm384.HARDWARE)
     # Table 2's latencies are fitted from the paper's own values; every other fitted key from a
     # provisional one
     assert {m for m in fitted if not m.startswith("latency_ns.")} <= set(cm384.PROVISIONAL)
@@ -251,8 +257,6 @@ def test_paper_problem_holds_every_calibration_number():
     assert problem.relative[:8].all() and not problem.relative[8:].any()
     values = problem.simulate(load_profile())
     assert values.shape == problem.measured.shape and np.all(np.isfinite(values))
-    # whole copies of one fp8 token (7392 B in 15 blocks of 512 B)
-    assert cm384.paper_grid()["blocks_in_flight"][0] == cm384.COPIES_IN_FLIGHT[0] * 15
 
 
 def test_a_paper_problem_of_some_sources_is_those_sources_points():

@@ -136,7 +136,7 @@ def fit_and_score(spec: FoldSpec, threads: int | None = 1) -> tuple[cal.Fit, dic
         return result, h800.score_paper(result.profile, threads)
     sources = [x for x in cm384.SOURCES if x != spec.left_out]
     result = cal.fit(cm384.paper_problem(spec.fit_seeds, sources), cm384.paper_start(),
-                     spec.keys, grid=cm384.paper_grid(), threads=threads,
+                     spec.keys, threads=threads,
                      max_evaluations=spec.max_evaluations, bounds=cm384.PAPER_BOUNDS)
     return result, score_paper(result.profile, spec.score_seeds, threads)
 
