@@ -8,10 +8,11 @@ import numpy as np
 
 from .fabric import fabric, return_kinds
 from .jit import njit
-from .layout import (B_SYNC, C_INIT, C_VCOUNT, N_BUCKETS, N_CMARKS, N_MARKS, N_PHASES, N_PORTS,
-                     P_CORES, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK,
+from .layout import (B_SYNC, C_INIT, C_LAUNCH_SKEW, C_VCOUNT, N_BUCKETS, N_CMARKS, N_MARKS,
+                     N_PHASES, N_PORTS, P_CORES, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK,
                      THEN_NONE, STO_WIDTH, Stores)
-from .programs import init_phase, new_cores, status_programs, token_programs
+from .programs import (init_phase, launch_starts, new_cores, status_programs,
+                       token_programs)
 from .protocols import (RETURN_STATUS, SIGNALLED_COPIES, STATUS_SYNC, mechanisms, per_dest,
                         per_dest_of, uses, v1_phases)
 from .reduce import reduce
@@ -95,10 +96,10 @@ def combine_stages(p, c, chance, rsched, starts, egress_free, ingress_free, mark
 
 @njit
 def combine(p, c, chance, rsched, out, marks_out):
-    """One configuration's combine alone (every die from 0, its ports free): combine_stages,
-    then its row, out[N_OUT] (results.combine_row)."""
+    """One configuration's combine alone (every die from its launch, its ports free):
+    combine_stages, then its row, out[N_OUT] (results.combine_row)."""
     R = p[P_RANKS]
-    starts = np.zeros(R, np.int64)
+    starts = launch_starts(p, c[C_LAUNCH_SKEW], R)
     cores, ends, sent, delivered, violations, collisions, queued = combine_stages(
         p, c, chance, rsched, starts, np.zeros((R, N_PORTS), np.int64),
         np.zeros((R, N_PORTS), np.int64), marks_out)

@@ -17,10 +17,11 @@ import numpy as np
 from .fabric import fabric, kind_table
 from .jit import njit
 from .layout import (B_CUMSUM, B_SYNC, C_COPY_COUNT, C_COUNT_CHAIN, C_IDS_LOAD, C_INIT,
-                     C_INIT_LOAD, C_VCOUNT, C_VECTOR_BYTES, C_VECTOR_OP, N_MARKS, N_PHASES,
-                     N_PORTS, P_CORES, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC,
+                     C_INIT_LOAD, C_LAUNCH_SKEW, C_VCOUNT, C_VECTOR_BYTES, C_VECTOR_OP, N_MARKS,
+                     N_PHASES, N_PORTS, P_CORES, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC,
                      STO_WIDTH, THEN_NONE, Stores)
-from .programs import count_programs, init_phase, new_cores, token_programs
+from .programs import (count_programs, init_phase, launch_starts, new_cores,
+                       token_programs)
 from .protocols import (SIGNALLED_COPIES, SYNC, by_core, chosen, jit_chosen, mechanisms,
                         per_dest, per_dest_of, uses)
 from .receive import receive
@@ -95,9 +96,9 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
                                count_signal, fx.count_signal, G)
 
     # Init: every AIV's setup and its load of the die's expert ids; a token AIV's token loads
-    # and search (all from 0)
+    # and search (each die from its launch)
     init_phase(cores, c[C_INIT] + c[C_IDS_LOAD], c[C_INIT_LOAD], c[C_VCOUNT], C, sched.loads,
-               sched.searches, np.zeros(R, np.int64))
+               sched.searches, launch_starts(p, c[C_LAUNCH_SKEW], R))
     sent, queued = fabric(R, c, kind_table(c, fx, EL // G), sched.hops, stores, prog, pre, pb,
                           1 if grouped else 2, THEN_NONE if grouped else m.counts_after, C,
                           B_CUMSUM if grouped else B_SYNC, cores, egress_free, ingress_free)

@@ -196,6 +196,8 @@ COSTS = (
     *(f"{kind}_{cost}" for kind in ("copy", "count", "signal") for cost in STORE_COSTS),
     "local_copy", "copy_verify", "count_verify", "copy_reset", "count_reset",
     "vcount", "prefix", "init", "syncall", "blocks_in_flight", "timeout", "poll",
+    # the spread of the dies' launches (programs.launch_starts)
+    "launch_skew",
     "dest_switch", "count_chain", "status_poll",
     # the sending AIVs' work on tokens (docs/model.md, "The sending AIVs' work"): every AIV's
     # load of the die's expert ids at Init; a token's load and quantization at Init (per token

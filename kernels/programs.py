@@ -11,9 +11,11 @@ signals the counts.
 
 import numpy as np
 
+from . import rng
 from .jit import njit, u
 from .layout import (B_INIT, COUNT_CHAIN_OPS, DEST_MASK, INT32, K_CHECKSUM, K_COPY, K_COUNT,
-                     K_FLAG, MARK_INIT, MARK_START, N_BUCKETS, SID_SHIFT, SWITCH_BIT, Cores)
+                     K_FLAG, MARK_INIT, MARK_START, N_BUCKETS, P_SEED, P_WKEY, SID_SHIFT,
+                     SWITCH_BIT, Cores)
 from .sync import NO_SIGNAL
 
 
@@ -45,6 +47,25 @@ def new_cores(R, A, n_marks):
                  np.zeros((R, A), np.int64), np.full((R, A), -1, np.int64),
                  np.full((R, A), -1, np.int64), np.empty((R, A, n_marks), np.int64),
                  np.empty((R, A), np.int64))
+
+
+@njit
+def launch_starts(p, skew, R):
+    """When each die's kernel starts, in cycles from the first launch: die d at a uniform draw
+    in [0, skew) of its own stream (rng.DOMAIN_LAUNCH), less the earliest die's, so that one
+    die starts at 0 (skew 0: every die at 0). Ranks launched without a barrier between them
+    (DeepEP's test loop) do not start together, and a receiver waits for its last sender."""
+    starts = np.zeros(R, np.int64)
+    if skew == 0:
+        return starts
+    first = skew
+    for d in range(R):
+        starts[d] = np.int64(rng.unit(rng.stream(p[P_SEED], p[P_WKEY], d, rng.DOMAIN_LAUNCH), 0)
+                             * skew)
+        first = min(first, starts[d])
+    for d in range(R):
+        starts[d] -= first
+    return starts
 
 
 @njit(inline="always")

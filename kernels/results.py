@@ -13,13 +13,13 @@ from .layout import (C_COPY_EGRESS, C_COPY_INGRESS, C_COPY_ISSUE, C_EXPERT, C_IN
                      C_REDUCE_COPY, C_REDUCE_TOKEN, C_RETURN_EGRESS, C_RETURN_INGRESS,
                      C_RETURN_ISSUE, C_RETURN_LOAD, C_SYNCALL, CMARK_BSP_SYNC, CMARK_INIT,
                      MARK_BSP_CUMSUM, MARK_BSP_SYNC_CUMSUM, MARK_BSP_SYNC_SENT,
-                     MARK_BSP_SYNC_VERIFIED, MARK_INIT, N_BUCKETS, N_HOPS, NEVER, O_BOUND,
-                     O_COMBINE, O_COPIES_HOP0, O_COPIES_TOTAL, O_DELIVERED, O_INGRESS_QUEUE,
-                     O_DISPATCH, O_EXPERT, O_LATENCY, O_LATENCY_MEAN, O_PHASE0, O_PHASE_CUMSUM,
-                     O_PHASE_INIT, O_PHASE_REDUCE, O_PHASE_REORDER, O_PHASE_SEND, O_PHASE_SYNC,
-                     O_QSEARCH_STEPS, O_SEND_MAX_CORE, O_SEND_MEAN_CORE, O_SEND_SPREAD_CORE, O_SENT,
-                     O_SENTINEL_COLLISIONS, O_VIOLATIONS, O_WAIT, O_SLOWEST_DIE, O_MEDIAN_DIE,
-                     O_RECV_MAX, O_SEND_MAX)
+                     MARK_BSP_SYNC_VERIFIED, MARK_INIT, MARK_START, N_BUCKETS, N_HOPS, NEVER,
+                     O_BOUND, O_COMBINE, O_COPIES_HOP0, O_COPIES_TOTAL, O_DELIVERED,
+                     O_INGRESS_QUEUE, O_DISPATCH, O_EXPERT, O_LATENCY, O_LATENCY_MEAN, O_PHASE0,
+                     O_PHASE_CUMSUM, O_PHASE_INIT, O_PHASE_REDUCE, O_PHASE_REORDER, O_PHASE_SEND,
+                     O_PHASE_SYNC, O_QSEARCH_STEPS, O_SEND_MAX_CORE, O_SEND_MEAN_CORE,
+                     O_SEND_SPREAD_CORE, O_SENT, O_SENTINEL_COLLISIONS, O_VIOLATIONS, O_WAIT,
+                     O_SLOWEST_DIE, O_MEDIAN_DIE, O_RECV_MAX, O_SEND_MAX)
 
 
 @njit(inline="always")
@@ -41,10 +41,11 @@ def phases(out, cores, crit, latency, by_core, c):
     A = t_core.shape[1]
     if by_core:
         # the last AIV of the last die: its own time, bucket by bucket (a phase column per
-        # bucket, in order)
+        # bucket, in order), its die's launch offset (programs.launch_starts) in Init
         ca = last_core(t_core, crit)
         for b in range(N_BUCKETS):
             out[O_PHASE0 + b] = bucket[crit, ca, b]
+        out[O_PHASE_INIT] += marks[crit, ca, MARK_START]
         return
     # the last die, phase by phase: its SyncAlls and what they wait for count as sync. The
     # barriers' times are every AIV's; Init and CalCumSum end per AIV, the last of them counts
@@ -231,13 +232,15 @@ def result_row(out, cores, ends, sched, c, by_core, sent, delivered, violations,
 def combine_row(out, cores, ends, starts, rsched, c, v1, K, sent, delivered, violations,
                 collisions, queued):
     """Writes out[N_OUT]: every result of a combine on its return schedule (rsched), die d
-    started at starts[d]."""
+    launched at starts[d] (programs.launch_starts: the critical die's offset counts in its
+    Init)."""
     crit = critical(ends)
     for b in range(N_BUCKETS):
         out[O_PHASE0 + b] = 0
     combine_phases(out, cores, crit, starts[crit], ends[crit], v1)
+    out[O_PHASE_INIT] += starts[crit]
     out[O_DISPATCH] = out[O_EXPERT] = 0
-    out[O_COMBINE] = ends[crit] - starts[crit]
+    out[O_COMBINE] = ends[crit]
     acc = new_stats()
     core_stats(acc, cores)
     R = ends.shape[0]

@@ -19,6 +19,7 @@ DOMAIN_ROUTING = 0
 DOMAIN_SENTINEL = 1
 DOMAIN_POPULARITY = 2
 DOMAIN_COMBINE_SENTINEL = 3   # combine's receivers: the draws of its returned copies
+DOMAIN_LAUNCH = 4             # a die's launch offset (programs.launch_starts)
 
 
 @njit

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 import pytest
 
 from ubepsim import reference
+from ubepsim.kernels import layout
 from ubepsim.paper import cm384
 from ubepsim.reference.routing import route_die
 from ubepsim.reference.schedule import hop_of
@@ -504,3 +506,48 @@ def test_each_protocol_module_names_every_mechanism_and_only_those():
         assert list(module.MECHANISMS) == list(protocols.Mechanisms._fields), module.__name__
         row = protocols.of(protocols.NAMES.index(module.__name__.rsplit(".", 1)[1]))
         assert row._asdict() == module.MECHANISMS, module.__name__
+
+
+@pytest.mark.parametrize("op", ["dispatch", "combine"])
+@pytest.mark.parametrize("protocol", ["bsp", "ubep", "deepep_ll"])
+def test_launch_skew_holds_every_receiver_past_its_last_sender(protocol, op):
+    """launch_skew_ns: the dies start apart, within the skew, the first at 0; a die that
+    started early waits for the last one to launch, so no die ends before the last launch and
+    its setup, and the die that started first (the longest kernel) is the critical path."""
+    skew_ns = 20000.0
+    prof = load_profile(overrides={"launch_skew_ns": skew_ns})
+    cfg = make_config({"ranks": 8, "batch": 4, "topk": 2, "experts": 16, "protocol": protocol,
+                       "op": op, "seed": 3}, prof.cores)
+    frame = api.simulate(cfg, prof, timeline=True)["timeline"]
+    dies = frame.group_by("die").agg(start=pl.col("start_us").min(), end=pl.col("end_us").max())
+    starts, ends = dies["start"].to_numpy(), dies["end"].to_numpy()
+    assert starts.min() == 0.0 and starts.max() < skew_ns / 1000.0
+    assert starts.max() > skew_ns / 1000.0 / 4       # 8 draws spread out, not one launch
+    init_us = prof.values["init_cycles"] / (prof.values["clock_ghz"] * 1000.0)
+    assert ends.min() >= starts.max() + init_us
+    row = api.simulate(cfg, prof)
+    assert row["latency_us"] == pytest.approx(ends.max())
+    assert sum(row[c] for c in row if c.startswith("phase_")) == pytest.approx(ends.max())
+    together = api.simulate(cfg, load_profile())
+    assert row["latency_us"] > together["latency_us"]
+
+
+def test_launch_offsets_are_the_kernels_draws_per_die_and_seed():
+    """The offsets come from each die's own stream (rng.DOMAIN_LAUNCH): the kernel's and the
+    twin's agree, a seed moves them, and skew 0 starts every die at once."""
+    from ubepsim.kernels.programs import launch_starts
+    from ubepsim.model.kernel_io import prepare
+    from ubepsim.reference.programs import launch_starts as twin_starts
+    from ubepsim.reference.state import Run
+    prof = load_profile(overrides={"launch_skew_ns": 5000.0})
+    offsets = {}
+    for seed in (0, 1):
+        cfg = make_config({"ranks": 16, "seed": seed, "protocol": "bsp"}, prof.cores)
+        params, costs = prepare(cfg.columns(), prof)[:2]
+        skew = costs[0, layout.C_LAUNCH_SKEW]
+        assert skew == prof.cycles(5000.0)
+        offsets[seed] = launch_starts(params[0], skew, 16).tolist()
+        assert offsets[seed] == twin_starts(Run.of(cfg, prof))
+        assert min(offsets[seed]) == 0 and max(offsets[seed]) < skew
+        assert launch_starts(params[0], 0, 16).tolist() == [0] * 16
+    assert offsets[0] != offsets[1]

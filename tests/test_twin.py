@@ -37,7 +37,7 @@ PROFILES = {
     "three_tier": load_profile(overrides={"tier_sizes": [4, 8], "blocks_in_flight": 3,
                                           "sentinel_collision_prob": 0.02,
                                           "dest_switch_cycles": 40, "count_chain_cycles": 7,
-                                          "status_poll_cycles": 3}),
+                                          "status_poll_cycles": 3, "launch_skew_ns": 700.0}),
     # the edges of the cost space: no latency (arrivals tie, acks come at once), one block in
     # flight, 64 B blocks with a 1 B flag, no fixed costs, an egress port a thousand times
     # slower than the ingress one, frequent sentinel collisions
@@ -48,11 +48,12 @@ PROFILES = {
                                     "syncall_cycles": 0, "sentinel_collision_prob": 0.3,
                                     "sentinel_timeout_ns": 50.0,
                                     "latency_ns": dict.fromkeys(HOP_CLASSES, 0.0)}),
-    # the GPU preset: 8-GPU NVLink nodes, a NIC per GPU with its per-message cost, on rails;
-    # its blocks taken as written whole, so that every sync variant runs (the preset itself
-    # refuses tff and sp: test_run_cli)
+    # the GPU preset: 8-GPU NVLink nodes, a NIC per GPU with its per-message cost, on rails,
+    # the dies' launches spread over less than these small runs take; its blocks taken as
+    # written whole, so that every sync variant runs (the preset itself refuses tff and sp:
+    # test_run_cli)
     "h800": load_profile("h800", overrides={"atomic_bytes": 4096, "nic_message_ns": 40.0,
-                                            "rails": 8}),
+                                            "rails": 8, "launch_skew_ns": 3000.0}),
 }
 N_CONFIGS = 320
 CHUNK = 40
@@ -331,7 +332,7 @@ def test_timeline_marks_match_the_twin(configs, twins):
         frame = api.simulate(cfg, PROFILES[prof], timeline=True)["timeline"]
         clock = PROFILES[prof].values["clock_ghz"] * 1000.0
         for (die, core), rows in frame.group_by(["die", "core"], maintain_order=True):
-            kernel = [0.0] + rows["end_us"].to_list()
+            kernel = rows["start_us"][:1].to_list() + rows["end_us"].to_list()
             assert kernel == pytest.approx([m / clock for m in twin[die][core]], abs=1e-9), \
                 (cfg, prof, die, core)
 

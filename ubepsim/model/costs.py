@@ -139,6 +139,7 @@ def _dispatch(cols, profile: Profile, m, protocol, tb, copy_blocks, count_blocks
         "vcount": vector_cycles(v, m, INT32),
         "prefix": np.full_like(m, v["prefix_cycles"]),
         "init": np.full_like(m, v["init_cycles"]),
+        "launch_skew": np.full_like(m, profile.cycles(v["launch_skew_ns"])),
         "syncall": np.full_like(m, v["syncall_cycles"]),
         "blocks_in_flight": np.full_like(m, v["blocks_in_flight"]),
         "timeout": np.full_like(m, profile.cycles(v["sentinel_timeout_ns"])),
@@ -285,7 +286,8 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     every copy, each source's counts and the offsets, with the work after each, then bsp's two
     SyncAlls and prefix sums. Combine's chain is the same in kind (every die returning every
     copy, its reducers polling and reducing each of theirs), after the dispatch and the
-    experts' time in a layer. `cols` holds the resolved parameter columns, enums as codes.
+    experts' time in a layer; each op's first kernel after its die's launch offset, below the
+    launch skew. `cols` holds the resolved parameter columns, enums as codes.
     """
     k = _Chain.of(cols, costs)
     c = k.c
@@ -293,6 +295,7 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     expert_time = c["expert"] + k.ranks * k.m * c["expert_copy"] / (1 << EXPERT_SHIFT) + 1
     op = np.asarray(cols["op"]).astype(np.int64)
     dispatched, combined = _dispatch_chain(k), _combine_chain(k)
+    dispatched, combined = dispatched + c["launch_skew"], combined + c["launch_skew"]
     return np.where(op == Op.dispatch, dispatched,
                     np.where(op == Op.combine, combined, dispatched + expert_time + combined))
 

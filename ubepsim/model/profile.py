@@ -80,6 +80,10 @@ FIELDS: dict[str, Field] = {
                             1e6),
     "store_issue_cycles": Field(int, "fixed cycles to issue one store", 0, 1e7),
     "init_cycles": Field(int, "per-core kernel setup cycles before any work", 0, 1e9),
+    "launch_skew_ns": Field(float, "the spread of the dies' kernel launches, ns: each die "
+                            "starts at a uniform draw of its own in [0, launch_skew_ns), less "
+                            "the earliest die's, and its receivers wait for their last sender "
+                            "(0: every die starts at once)", 0.0, 1e9),
     "vector_op_cycles": Field(int, "fixed cycles of one vector instruction", 0, 1e7),
     "vector_bytes": Field(int, "bytes of elements a vector instruction handles per cycle (a "
                           "repeat)", 1, 1 << 16),

@@ -112,6 +112,7 @@ NOTES = {
     "core_store_gbps": "DeepEP V2's model of an SM: 50 GB/s of writes (deep_ep/buffers/elastic.py)",
     "core_copy_gbps": "DeepEP V2's model of an SM: 200 GB/s of reads",
     "init_cycles": "provisional: a kernel launch's setup, a few microseconds",
+    "launch_skew_ns": "every rank launched at once (init_cycles's fit stands for the skew)",
     "syncall_cycles": "provisional: a grid-wide barrier (cooperative groups' grid sync)",
     "latency_ns.local": "provisional: an HBM round trip",
     "latency_ns.intra_npu": "no such class (npu_dies = 1)",

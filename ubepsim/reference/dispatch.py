@@ -4,7 +4,7 @@ kernels/dispatch.py runs them (Figures 2 and 5 of the paper)."""
 from __future__ import annotations
 
 from .fabric import Phase, fabric
-from .programs import count_programs, init_phase, token_programs
+from .programs import count_programs, init_phase, launch_starts, token_programs
 from ..kernels.layout import THEN_SYNCALL
 from .protocols.bsp import bsp_cumsum
 from .protocols.deepep_ll import pair_receive
@@ -16,9 +16,11 @@ from .state import (BSP_COUNTS_SENT, BSP_REORDERED, BSP_SENT, BSP_SYNCALL_1, BSP
 
 
 def dispatch(run: Run, plan: Schedule) -> list[Die]:
-    """Every die's dispatch on its schedule: Init, every die's AIVs' programs on one fabric,
-    then each die's receivers. Returns the dies, their AIVs' clocks at the end."""
-    dies = [Die(run, s, plan.dies[s].copies) for s in range(run.ranks)]
+    """Every die's dispatch on its schedule: each die from its launch, Init, every die's AIVs'
+    programs on one fabric, then each die's receivers. Returns the dies, their AIVs' clocks at
+    the end."""
+    starts = launch_starts(run)
+    dies = [Die(run, s, plan.dies[s].copies, starts[s]) for s in range(run.ranks)]
     C = run.cumsum_cores
     phases = []
     for s, (die, dealt) in enumerate(zip(dies, plan.dies)):

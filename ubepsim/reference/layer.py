@@ -7,6 +7,7 @@ from ..model.params import Config, Op
 from ..model.profile import Profile
 from .combine import combine
 from .dispatch import dispatch
+from .programs import launch_starts
 from .results import combine_row, layer_row, result_row
 from .routing import route
 from .schedule import return_schedule, schedule
@@ -24,7 +25,7 @@ def simulate(cfg: Config, profile: Profile) -> dict:
         return result_row(run, plan, dispatch(run, plan))
     returns = return_schedule(run, tokens)
     if cfg.op is Op.combine:
-        starts = [0] * run.ranks
+        starts = launch_starts(run)
         return combine_row(run, returns, combine(run, returns, starts), starts)
     return layer(run, tokens, returns)
 

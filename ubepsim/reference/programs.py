@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .rng import LAUNCH, stream, unit
 from .schedule import DieSchedule
 from .state import CHECKSUM, COPY, COUNT, FLAG, INIT, RETURN, Die, Run, Store, share
 from .sync import DataAsFlag
@@ -21,6 +22,19 @@ class Entry(NamedTuple):
     work: int       # cycles of work before it
     fence: bool     # it waits until every earlier store of its AIV is acknowledged
     bucket: str     # where its work, issue and waits for credits are counted
+
+
+def launch_starts(run: Run) -> list[int]:
+    """When each die's kernel starts, in cycles from the first launch: die d at a uniform draw
+    in [0, launch_skew) of its own stream, less the earliest die's (launch_skew 0: every die
+    at 0). Ranks launched without a barrier between them do not start together, and a
+    receiver waits for its last sender."""
+    skew = run.c["launch_skew"]
+    if skew == 0:
+        return [0] * run.ranks
+    draws = [int(unit(stream(run.cfg.seed, run.cfg.workload_key, d, LAUNCH), 0) * skew)
+             for d in range(run.ranks)]
+    return [x - min(draws) for x in draws]
 
 
 def init_phase(run: Run, plan: DieSchedule, die: Die, first: int,

@@ -10,7 +10,7 @@ from ..model.profile import HOP_CLASSES
 from ..model.result_fields import PHASE_NAMES, phase_column
 from .schedule import Schedule
 from .state import (BSP_CUMSUM, BSP_SYNCALL_1, BSP_SYNCALL_2, BSP_SYNCALL_3, C_BSP_SYNCALL, COPY,
-                    INIT, Die, Run, Store)
+                    INIT, START, Die, Run, Store)
 
 
 def phases(run: Run, die: Die) -> dict[str, int]:
@@ -22,8 +22,9 @@ def phases(run: Run, die: Die) -> dict[str, int]:
     """
     cores = die.cores
     if by_core.py_func(run.mech):
-        last = max(range(len(cores)), key=lambda j: (cores[j].t, -j))
-        return cores[last].buckets
+        # the last AIV's buckets, its die's launch offset (programs.launch_starts) in Init
+        last = cores[max(range(len(cores)), key=lambda j: (cores[j].t, -j))]
+        return {**last.buckets, "init": last.buckets["init"] + last.marks[START]}
     m = cores[0].marks
     init_end = max(a.marks[INIT] for a in cores)
     cumsum_end = max(a.marks[BSP_CUMSUM] for a in cores)
@@ -102,8 +103,10 @@ def combine_row(run: Run, plan: Schedule, dies: list[Die], starts: list[int]) ->
     """Every result of a combine (plan: schedule.return_schedule), plus `_detail`."""
     ends = [die.end() for die in dies]
     crit = _critical(ends)
-    return _row(run, ends, combine_phases(run, dies[crit], starts[crit]),
-                (0, 0, ends[crit] - starts[crit]), [dies], plan, run.c["return_bytes"],
+    times = combine_phases(run, dies[crit], starts[crit])
+    # the die's launch offset (programs.launch_starts) in its Init
+    times = {**times, "init": times["init"] + starts[crit]}
+    return _row(run, ends, times, (0, 0, ends[crit]), [dies], plan, run.c["return_bytes"],
                 plan.qsteps_max, _return_bound(run, plan), _loads(plan), returned=dies)
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 MASK = (1 << 64) - 1
 
 # Domains of the streams: a die's routing draws, its receivers' sentinel collisions in dispatch
-# and in combine (kernels/rng.py DOMAIN_*; 2 is the popularity table's).
-ROUTING, SENTINEL, COMBINE_SENTINEL = 0, 1, 3
+# and in combine, its launch offset (kernels/rng.py DOMAIN_*; 2 is the popularity table's).
+ROUTING, SENTINEL, COMBINE_SENTINEL, LAUNCH = 0, 1, 3, 4
 
 
 def mix64(x: int) -> int:
