@@ -107,16 +107,17 @@ def combine(p, c, chance, rsched, out, marks_out):
                 p[P_TOPK], sent, delivered, violations, collisions, queued)
 
 
-def working_bytes(ranks, batch, topk, experts, cores, protocol, sync, batch_max, cap):
+def working_bytes(ranks, batch, topk, copies, most, experts, cores, protocol, sync, cap):
     """The bytes combine allocates beside the routing, as numbers or numpy columns: its arrays
     whose sizes grow with the configuration (keep in step with the allocations of
     return_schedule, combine_stages and the stages they run), a die's scratch at its largest
     (every copy a die can receive: each token sends at most min(topk, experts per die) there;
-    its bucket at batch_max tokens, the most a die holds). Left out: what stays under a
+    its bucket at `most` copies, the most a die holds; `copies` on average:
+    ubepsim.model.params.copies_per_die). Left out: what stays under a
     megabyte at every size. Measured against the resident set: bench/bench_memory.py."""
     R, B, K, E, A = (np.asarray(x, dtype=np.int64) for x in (ranks, batch, topk, experts, cores))
-    M = B * K
-    most = R * B * np.minimum(K, E // R)            # the most copies one die returns
+    M = np.asarray(copies)   # a die's copies, on average
+    returned = R * B * np.minimum(K, E // R)        # the most copies one die returns
     own_copy, _ = signal_stores(np.asarray(sync), uses(protocol, SIGNALLED_COPIES))
     # the statuses a die receives: per_dest from every die
     statuses = uses(protocol, RETURN_STATUS) * R * per_dest_of(protocol, E // R)
@@ -126,7 +127,7 @@ def working_bytes(ranks, batch, topk, experts, cores, protocol, sync, batch_max,
             + 16 * R * M                 # receive order (ref_of, src_of), xdest, xslot (int32)
             + 4 * R * statuses + R * R   # statuses (int32), hop classes (int8)
             + 8 * R * A * (N_BUCKETS + N_CMARKS + 8)   # per-AIV state, marks, Init
-            + 8 * 5 * most               # the schedule's per-die scratch, a die's program
+            + 8 * 5 * returned           # the schedule's per-die scratch, a die's program
             # the ingress sort's keys and buffer, at the fullest bucket
-            + 16 * (np.asarray(batch_max) * K * (1 + own_copy) + statuses)
+            + 16 * (np.asarray(most) * (1 + own_copy) + statuses)
             + 12 * R * A * np.asarray(cap))   # the fabric's rings of stores in flight

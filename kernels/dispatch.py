@@ -121,16 +121,16 @@ def dispatch(p, c, chance, sched, out, marks_out):
                violations, collisions, queued)
 
 
-def working_bytes(ranks, batch, topk, experts, cores, protocol, sync, batch_max, cap):
+def working_bytes(ranks, batch, topk, copies, most, experts, cores, protocol, sync, cap):
     """The bytes a dispatch allocates for a configuration, as numbers or numpy
     columns: its arrays whose sizes grow with the configuration (keep in step with the
-    allocations of the stages), a die's scratch at batch_max tokens (the most a die holds),
-    the ingress sort's at their largest (every copy a die can receive sent to one die). Left
+    allocations of the stages), a die's scratch at `most` copies (the most a die holds; `copies`
+    on average: ubepsim.model.params.copies_per_die), the ingress sort's at their largest (every copy a die can receive sent to one die). Left
     out: what stays under a megabyte at every size (per-AIV event state, kind tables, radix
     counts), and the comparison sort's buffers that only absurdly slow profiles need.
     Measured against the resident set: bench/bench_memory.py."""
     R, B, K, E, A = (np.asarray(x, dtype=np.int64) for x in (ranks, batch, topk, experts, cores))
-    M = B * K
+    M = np.asarray(copies)   # a die's copies, on average
     sync = chosen(uses(protocol, SYNC), np.asarray(sync))
     own_copy, own_count = signal_stores(sync, uses(protocol, SIGNALLED_COPIES))
     per_copy, per_count = 1 + own_copy, 1 + own_count
@@ -141,7 +141,7 @@ def working_bytes(ranks, batch, topk, experts, cores, protocol, sync, batch_max,
             + 20 * R * M                # experts_of, copy_ref, the AIV lists (int32)
             + 4 * R * R * G + R * R     # count_signal (int32), hop classes (int8)
             + 8 * R * A * (N_MARKS + 13)   # per-AIV state across passes, marks, Init
-            + 8 * (10 * np.asarray(batch_max) * K + 16 * R + 5 * E)   # per-die scratch,
+            + 8 * (10 * np.asarray(most) + 16 * R + 5 * E)   # per-die scratch,
             # programs, expert tables
             + 16 * bucket               # the ingress sort's keys and buffer
             + 12 * R * A * np.asarray(cap))   # the fabric's rings of stores in flight (cap:

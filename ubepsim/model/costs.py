@@ -15,7 +15,7 @@ from ..kernels.layout import COSTS, COUNT_CHAIN_OPS, EXPERT_SHIFT, INT32, N_HOPS
 from ..kernels.sync import COLLIDES, IN_BLOCK, POLICY, on_copies
 from ..kernels.protocols import (FIXED_SLOTS, HEADER_BYTES, HIDDEN_SPLIT, SIGNALLED_COPIES,
                                  SYNC, TOKEN_PRELOAD, chosen, per_dest_of, uses)
-from .params import CombineDtype, Dtype, Op, combine_bytes, token_bytes
+from .params import CombineDtype, Dtype, Op, combine_bytes, copies_per_die, token_bytes
 from .profile import HOP_CLASSES, Profile
 from .workload import batch_max
 
@@ -59,7 +59,7 @@ def lower(cols: dict[str, np.ndarray], profile: Profile) -> tuple[np.ndarray, np
     v = profile.values
     protocol = np.asarray(cols["protocol"], dtype=np.int64)
     sync = chosen(uses(protocol, SYNC), np.asarray(cols["sync"], dtype=np.int64))
-    m = np.asarray(cols["batch"], dtype=np.int64) * np.asarray(cols["topk"], dtype=np.int64)
+    m = copies_per_die(cols["batch"], cols["topk"])
     xfer, issue = _transfers(v)
     tb, copy_blocks, count_blocks, fused = _blocks(cols, v, protocol, sync)
     out = _dispatch(cols, profile, m, protocol, tb, copy_blocks, count_blocks, xfer)
@@ -325,7 +325,7 @@ class _Chain(NamedTuple):
         e_local = experts / ranks
         protocol = np.asarray(cols["protocol"], dtype=np.int64)
         # every die's copies, as a bound
-        m = batch_max(cols).astype(np.float64) * np.asarray(cols["topk"], dtype=np.float64)
+        m = copies_per_die(batch_max(cols), cols["topk"]).astype(np.float64)
         return cls(c, ranks, experts, np.asarray(cols["cores"], dtype=np.float64), m, e_local,
                    per_dest_of(protocol, e_local),
                    np.where(uses(protocol, FIXED_SLOTS) == 1, experts, ranks),

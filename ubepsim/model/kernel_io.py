@@ -18,7 +18,8 @@ from .costs import lower, time_bound
 from ..errors import InputError
 from ..kernels import layout as k
 from ..kernels.sync import IN_BLOCK, POLICY, REARM
-from .params import GATED, TUNED_CODE, BatchSpread, Op, Routing, Sync, workload_keys
+from .params import (GATED, TUNED_CODE, BatchSpread, Op, Routing, Sync, copies_per_die,
+                     workload_keys)
 from .profile import BUILTIN, Profile, load_profile
 from .result_fields import RESULT_NAMES, RESULTS
 from .traces import trace_routing
@@ -33,8 +34,7 @@ def _bytes_per_rank(res, cols, costs):
     op = np.asarray(cols["op"], dtype=np.int64)
     copy_bytes = np.where(op == Op.combine, 0, costs[:, k.C_TOKEN_BYTES]) + \
         np.where(op == Op.dispatch, 0, costs[:, k.C_RETURN_BYTES])
-    return np.asarray(cols["batch"], dtype=np.int64) * np.asarray(cols["topk"],
-                                                                  dtype=np.int64) * copy_bytes
+    return copies_per_die(cols["batch"], cols["topk"]) * copy_bytes
 
 
 def _max_mean(slot):

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..kernels import combine, dispatch
-from .params import Op
+from .params import Op, copies_per_die
 from .profile import Profile
 from .workload import batch_max
 
@@ -29,10 +29,11 @@ def working_memory(cols: dict[str, np.ndarray], profile: Profile) -> np.ndarray:
     protocol = np.asarray(cols["protocol"], dtype=np.int64)
     sync = np.asarray(cols["sync"], dtype=np.int64)
     op = np.asarray(cols["op"], dtype=np.int64)
-    routing = 4 * np.asarray(cols["ranks"], dtype=np.int64) * np.asarray(cols["batch"]) * \
-        np.asarray(cols["topk"])
-    shape = (cols["ranks"], cols["batch"], cols["topk"], cols["experts"], cols["cores"], protocol,
-             sync, batch_max(cols), profile.blocks_in_flight)
+    copies = copies_per_die(cols["batch"], cols["topk"])
+    routing = 4 * np.asarray(cols["ranks"], dtype=np.int64) * copies
+    shape = (cols["ranks"], cols["batch"], cols["topk"], copies,
+             copies_per_die(batch_max(cols), cols["topk"]), cols["experts"], cols["cores"],
+             protocol, sync, profile.blocks_in_flight)
     first = dispatch.working_bytes(*shape)
     second = combine.working_bytes(*shape)
     return np.where(op == Op.combine, routing, first) + np.where(op == Op.dispatch, 0, second)

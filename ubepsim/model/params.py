@@ -114,6 +114,13 @@ def token_bytes(hidden, dtype):
                      [2 * hidden, hidden + 4 * -(-hidden // 128)], hidden + 4)
 
 
+def copies_per_die(batch, topk):
+    """A die's token copies, batch x topk, as int64 (scalars or numpy columns): at the mean
+    batch, or at workload.batch_max's, the most tokens any die holds. The one place the host
+    multiplies them, so that every bound, estimate and count reads the same number."""
+    return np.asarray(batch, dtype=np.int64) * np.asarray(topk, dtype=np.int64)
+
+
 def combine_bytes(hidden, combine_dtype):
     """Bytes of one returned copy (combine): bf16, or int8 with a bf16 scale per 8 elements
     (CANN's combine quantization: a max per 32-byte block of fp32 values; docs/model.md,
@@ -763,7 +770,7 @@ def _check_sizes(c: dict[str, np.ndarray], fail: Callable) -> None:
     fail("experts", c["experts"] % c["ranks"] != 0, lambda v: f"{v('experts')} is not a multiple "
          f"of ranks ({v('ranks')}); experts are placed experts/ranks per die")
     # store ids are 32-bit in the kernel: a bound far above any superpod's dispatch
-    copies = c["ranks"].astype(np.int64) * c["batch"] * c["topk"]
+    copies = c["ranks"].astype(np.int64) * copies_per_die(c["batch"], c["topk"])
     fail("batch", copies > MAX_COPIES, lambda v: f"ranks x batch x topk = "
          f"{v('ranks') * v('batch') * v('topk')} token copies; at most {MAX_COPIES} are supported")
     fail("topk", c["topk"] > c["experts"], lambda v: f"{v('topk')} exceeds experts "

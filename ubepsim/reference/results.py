@@ -6,6 +6,7 @@ import statistics
 from collections import Counter
 
 from ..kernels.protocols import by_core, v1_phases
+from ..model.params import copies_per_die
 from ..model.profile import HOP_CLASSES
 from ..model.result_fields import PHASE_NAMES, phase_column
 from .schedule import Schedule
@@ -164,7 +165,7 @@ def _row(run: Run, ends: list[int], times: dict[str, int], split: tuple[int, int
              for a in die.cores if a.first_copy >= 0]
     waits = [sum(dies[d].cores[j].wait for dies in kernels) for d in range(R)
              for j in range(run.cores)]
-    bytes_per_rank = cfg.batch * cfg.topk * copy_bytes
+    bytes_per_rank = int(copies_per_die(cfg.batch, cfg.topk)) * copy_bytes
     latency = max(ends)
     out = {
         "latency_us": latency / clock,
