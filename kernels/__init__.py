@@ -6,7 +6,8 @@ mechanism, each stage a function of the same name as the plain-Python twin's
 
 - layout: every code and column shared with the host (parameters P_*, costs C_* from COSTS),
   the results and phases declared once (RESULTS and PHASES, whose slots O_* and time buckets
-  B_* follow from them), store kinds, phase marks and the timeline's phases, bit layouts, the
+  B_* follow from them), the charges (STORE_WORK: what a store costs its AIV and how often;
+  FLOOR: what no op can skip), store kinds, phase marks and the timeline's phases, bit layouts, the
   stages' named results;
 - routing: each die's tokens to their top-k experts (`route_die`, `route`);
 - schedule: hierarchical token-level scheduling, Section 3.3 (`hop_classes`, `walk`,
@@ -25,7 +26,8 @@ mechanism, each stage a function of the same name as the plain-Python twin's
 - fabric: one fabric for every die: the AIVs replaying their programs on their dies' ports, the
   tier links and every destination's ingress port, whose acknowledgements return the senders'
   credits (`fabric`, the event loop, with its queues `ring_push`, `heap_push`, `heap_pop`;
-  `kind_table`, combine's `return_kinds`, `outstanding`, `begin_phase`, `end_phase`, `turn`,
+  `kind_table`, combine's `return_kinds`, each kind's work from layout's charges `store_work`,
+  `preceded_work`, `outstanding`, `begin_phase`, `end_phase`, `turn`,
   `barrier`);
 - polls: a receiver's steps (`poll`, `seen`, `take`, `close_step`, `die_ends`);
 - receive: counts with CalCumSum, Token-Reordering, Section 3.2 (`poll_counts`, `reorder`, and
@@ -34,7 +36,8 @@ mechanism, each stage a function of the same name as the plain-Python twin's
 - reduce: combine's receivers, each token's copies reduced (`reduce_tokens`, and the stage,
   `reduce`);
 - results: the output row (`phases`, `combine_phases`, `reach`, `latency_bound`,
-  `return_bound`, `result_row`, `combine_row`, `layer_row`);
+  `return_bound`, from layout's charges `op_floor`, `store_floor`, `result_row`,
+  `combine_row`, `layer_row`);
 - dispatch, combine: the drivers of one configuration's dispatch and combine, stage by stage
   (`dispatch_stages`, `dispatch`, `new_stores`, `working_bytes`; `combine_stages`, `combine`,
   `new_return_stores`, `working_bytes`);

@@ -14,11 +14,11 @@ slower).
 
 import numpy as np
 
-from .fabric import fabric, kind_table
+from .fabric import fabric, kind_table, preceded_work
 from .jit import njit
-from .layout import (B_CUMSUM, B_SYNC, C_COPY_COUNT, C_COUNT_CHAIN, C_IDS_LOAD, C_INIT,
-                     C_INIT_LOAD, C_LAUNCH_SKEW, C_VCOUNT, C_VECTOR_BYTES, C_VECTOR_OP, N_MARKS,
-                     N_PHASES, N_PORTS, P_CORES, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC,
+from .layout import (B_CUMSUM, B_SYNC, C_COPY_COUNT, C_IDS_LOAD, C_INIT, C_INIT_LOAD,
+                     C_LAUNCH_SKEW, C_VCOUNT, C_VECTOR_BYTES, C_VECTOR_OP, N_MARKS, N_PHASES,
+                     N_PORTS, P_CORES, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC,
                      STO_WIDTH, THEN_NONE, Stores)
 from .programs import (count_programs, init_phase, launch_starts, new_cores,
                        token_programs)
@@ -84,7 +84,7 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     pre = np.empty(2 * cfirst[R] + 2 * R * R * G, np.int32)
     pb = np.zeros((R * A, N_PHASES, 2), np.int64)
     # the send loop's count of each copy's predecessors to its expert (CANN), or none
-    count = (c[C_COUNT_CHAIN] if c[C_COPY_COUNT] else -1, c[C_VECTOR_OP], c[C_VECTOR_BYTES])
+    count = (preceded_work(c) if c[C_COPY_COUNT] else -1, c[C_VECTOR_OP], c[C_VECTOR_BYTES])
     n = 0
     for s in range(R):
         first = pb[s * A:(s + 1) * A, 0]
@@ -99,7 +99,8 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     # and search (each die from its launch)
     init_phase(cores, c[C_INIT] + c[C_IDS_LOAD], c[C_INIT_LOAD], c[C_VCOUNT], C, sched.loads,
                sched.searches, launch_starts(p, c[C_LAUNCH_SKEW], R))
-    sent, queued = fabric(R, c, kind_table(c, fx, EL // G), sched.hops, stores, prog, pre, pb,
+    kinds = kind_table(c, fx, EL // G, m.token_preload)
+    sent, queued = fabric(R, c, kinds, sched.hops, stores, prog, pre, pb,
                           1 if grouped else 2, THEN_NONE if grouped else m.counts_after, C,
                           B_CUMSUM if grouped else B_SYNC, cores, egress_free, ingress_free)
     delivered, violations, collisions, ends = receive(p, c, chance, fx, sched, cores, stores, C,
@@ -123,12 +124,12 @@ def dispatch(p, c, chance, sched, out, marks_out):
 
 def working_bytes(ranks, batch, topk, copies, most, experts, cores, protocol, sync, cap):
     """The bytes a dispatch allocates for a configuration, as numbers or numpy
-    columns: its arrays whose sizes grow with the configuration (keep in step with the
-    allocations of the stages), a die's scratch at `most` copies (the most a die holds; `copies`
-    on average: ubepsim.model.params.copies_per_die), the ingress sort's at their largest (every copy a die can receive sent to one die). Left
-    out: what stays under a megabyte at every size (per-AIV event state, kind tables, radix
-    counts), and the comparison sort's buffers that only absurdly slow profiles need.
-    Measured against the resident set: bench/bench_memory.py."""
+    columns: its arrays whose sizes grow with the configuration (keep in step with the allocations
+    of the stages), a die's scratch at `most` copies (the most a die holds; `copies` on average:
+    ubepsim.model.params.copies_per_die), the ingress sort's at their largest (every copy a die
+    can receive sent to one die). Left out: what stays under a megabyte at every size (per-AIV
+    event state, kind tables, radix counts), and the comparison sort's buffers that only
+    absurdly slow profiles need. Measured against the resident set: bench/bench_memory.py."""
     R, B, K, E, A = (np.asarray(x, dtype=np.int64) for x in (ranks, batch, topk, experts, cores))
     M = np.asarray(copies)   # a die's copies, on average
     sync = chosen(uses(protocol, SYNC), np.asarray(sync))

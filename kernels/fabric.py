@@ -33,18 +33,17 @@ import numpy as np
 
 from .jit import njit, prefetch, u
 from .layout import (CORE_BITS, B_SEND, B_SYNC, C_BLOCKS_IN_FLIGHT, C_COPY_BLOCKS, C_COPY_ISSUE,
-                     C_COPY_VERIFY, C_COUNT_BLOCKS, C_COUNT_CHAIN, C_COUNT_ISSUE, C_DEST_SWITCH,
-                     C_COPY_LOAD, C_COPY_SWITCH, C_LAT_LOCAL, C_NIC_FROM, C_RETURN_QUANT,
-                     C_RETURN_BLOCKS, C_RETURN_ISSUE, C_RETURN_LOAD, C_RETURN_VERIFY,
-                     C_SIGNAL_ISSUE, C_SYNCALL, C_TIER1_DIES, C_VCOUNT, C_COPY_EGRESS,
-                     C_COUNT_EGRESS, C_SIGNAL_EGRESS, C_RETURN_EGRESS, DEST_MASK, K_CHECKSUM,
-                     K_COPY, K_COUNT, K_FLAG, KC_BLOCKS, KC_FENCE, KC_IN, KC_ISSUE, KC_PORT, ARR,
-                     VIS, ACK, KC_PRE, KC_SWITCH, KC_TIER, KC_WIDTH, LOCAL, N_HOPS, N_PORTS,
-                     N_TIERS, NEVER, NIC, S_COPIES, S_END, S_FIRST, S_HEAD, S_LAST, S_MAX_ACK, S_N,
-                     S_OUT, S_PC, S_PHASE, S_SIG, S_STAGE, S_SW, S_T, S_T0, S_WIDTH, S_WORD,
-                     SID_SHIFT, SRC_BITS, STAGE_BOUNDARY, STAGE_CREDITS, STAGE_DONE, STAGE_FENCE,
-                     STAGE_REQUEST, STAGE_WORK, SWITCH_BIT, THEN_FENCE, THEN_ISSUED, THEN_NEXT,
-                     THEN_SYNCALL, DIE_PORT)
+                     C_COUNT_BLOCKS, C_COUNT_ISSUE, C_LAT_LOCAL, C_NIC_FROM, C_RETURN_BLOCKS,
+                     C_RETURN_ISSUE, C_SIGNAL_ISSUE, ADDRESS, MARKED, NEW_DEST, PER_EXPERT,
+                     PRECEDED, W_COPY, W_COUNT, W_RETURN, W_SIGNAL, WORK_ROWS, C_SYNCALL,
+                     C_TIER1_DIES, C_COPY_EGRESS, C_COUNT_EGRESS, C_SIGNAL_EGRESS, C_RETURN_EGRESS,
+                     DEST_MASK, K_CHECKSUM, K_COPY, K_COUNT, K_FLAG, KC_BLOCKS, KC_FENCE, KC_IN,
+                     KC_ISSUE, KC_PORT, ARR, VIS, ACK, KC_PRE, KC_SWITCH, KC_TIER, KC_WIDTH, LOCAL,
+                     N_HOPS, N_PORTS, N_TIERS, NEVER, NIC, S_COPIES, S_END, S_FIRST, S_HEAD,
+                     S_LAST, S_MAX_ACK, S_N, S_OUT, S_PC, S_PHASE, S_SIG, S_STAGE, S_SW, S_T, S_T0,
+                     S_WIDTH, S_WORD, SID_SHIFT, SRC_BITS, STAGE_BOUNDARY, STAGE_CREDITS,
+                     STAGE_DONE, STAGE_FENCE, STAGE_REQUEST, STAGE_WORK, SWITCH_BIT, THEN_FENCE,
+                     THEN_ISSUED, THEN_NEXT, THEN_SYNCALL, DIE_PORT)
 from .sync import syncall
 
 SRC_MASK = (1 << SRC_BITS) - 1
@@ -69,16 +68,14 @@ LINK_SID = LINK_DST + SRC_BITS
 # --- what a store costs, by kind ---------------------------------------------------------------
 
 @njit(inline="always")
-def _set_kind(kc, kind, c, pre, issue, blocks, first, fence, switch):
-    """A kind's row: pre-work cycles, issue cycles, blocks, whether it waits behind a fence, the
-    pre-work a store with the new-destination bit adds; its cost on each port and tier link, the
-    cost columns from `first` (its egress column, layout.STORE_COSTS' order)."""
+def _set_kind(kc, kind, c, issue, blocks, first, fence):
+    """A kind's row, beside its work (store_work): issue cycles, blocks, whether it waits
+    behind a fence; its cost on each port and tier link, the cost columns from `first` (its
+    egress column, layout.STORE_COSTS' order)."""
     row = kind * KC_WIDTH
-    kc[row + KC_PRE] = pre
     kc[row + KC_ISSUE] = issue
     kc[row + KC_BLOCKS] = blocks
     kc[row + KC_FENCE] = fence
-    kc[row + KC_SWITCH] = switch
     # STORE_COSTS: issue, egress, ingress, nic, tier1 ...
     kc[row + KC_PORT + 0] = c[first]
     kc[row + KC_PORT + NIC] = c[first + 2]
@@ -88,39 +85,65 @@ def _set_kind(kc, kind, c, pre, issue, blocks, first, fence, switch):
         kc[row + KC_TIER + k] = c[first + 3 + k]
 
 
+@njit(inline="always")
+def store_work(kc, kind, at, c, EL, marker, preload):
+    """What an AIV pays before a store of `kind`, from the layout.STORE_WORK charges of work
+    kind `at` (layout.W_*): into its row's KC_PRE, the charges of every such store (EACH; per
+    expert counted, EL; dc's marker work where `marker`, sync.Effects.copy_marker); into
+    KC_SWITCH, what a store with the new-destination bit adds (NEW_DEST; ADDRESS where the
+    protocol preloads its tokens, `preload`, else on every copy)."""
+    row = kind * KC_WIDTH
+    for w, col, per in WORK_ROWS:
+        if w == at and per != PRECEDED:   # (PRECEDED: a copy's own, programs.copy_work)
+            x = c[col] * (EL if per == PER_EXPERT else marker if per == MARKED else 1)
+            if per == NEW_DEST or (per == ADDRESS and preload):
+                kc[row + KC_SWITCH] += x
+            else:
+                kc[row + KC_PRE] += x
+
+
+@njit(inline="always")
+def preceded_work(c):
+    """The cycles a copy of CANN's send loop pays for counting the copies before it at its
+    die, beside the count's vector instructions (layout.STORE_WORK's PRECEDED charges)."""
+    x = 0
+    for w, col, per in WORK_ROWS:
+        if w == W_COPY and per == PRECEDED:
+            x += c[col]
+    return x
+
+
 @njit
-def kind_table(c, fx, EL):
-    """The per-kind costs of a store (layout.KC_*): a copy's (dc's marker work, fx:
-    sync.Effects, and its token's load in CANN's send loop), a count message's (per expert of
-    the destination a VectorCount and the vector chain that makes it a count), a signal's (one
-    block; a flag behind sw's fence); a store to a new destination first loads its window
-    address (a copy: unless its send loop does for each)."""
+def kind_table(c, fx, EL, preload):
+    """The per-kind costs of a store (layout.KC_*): a copy's, a count message's (EL experts
+    counted), a signal's (one block; a flag behind sw's fence), their work from
+    layout.STORE_WORK (fx: sync.Effects, whose copy_marker is dc's marker work; preload:
+    protocols.TOKEN_PRELOAD, whose copies load their window address per new destination)."""
     kc = np.zeros(4 * KC_WIDTH, np.int64)
-    switch = c[C_DEST_SWITCH]
-    _set_kind(kc, K_COPY, c, fx.copy_marker * c[C_COPY_VERIFY] + c[C_COPY_LOAD],
-              c[C_COPY_ISSUE], c[C_COPY_BLOCKS], C_COPY_EGRESS, 0, c[C_COPY_SWITCH])
-    _set_kind(kc, K_COUNT, c, EL * (c[C_VCOUNT] + c[C_COUNT_CHAIN]), c[C_COUNT_ISSUE],
-              c[C_COUNT_BLOCKS], C_COUNT_EGRESS, 0, switch)
-    _set_kind(kc, K_FLAG, c, 0, c[C_SIGNAL_ISSUE], 1, C_SIGNAL_EGRESS, fx.fence, switch)
-    _set_kind(kc, K_CHECKSUM, c, 0, c[C_SIGNAL_ISSUE], 1, C_SIGNAL_EGRESS, 0, switch)
+    _set_kind(kc, K_COPY, c, c[C_COPY_ISSUE], c[C_COPY_BLOCKS], C_COPY_EGRESS, 0)
+    store_work(kc, K_COPY, W_COPY, c, EL, fx.copy_marker, preload)
+    _set_kind(kc, K_COUNT, c, c[C_COUNT_ISSUE], c[C_COUNT_BLOCKS], C_COUNT_EGRESS, 0)
+    store_work(kc, K_COUNT, W_COUNT, c, EL, 0, preload)
+    _set_kind(kc, K_FLAG, c, c[C_SIGNAL_ISSUE], 1, C_SIGNAL_EGRESS, fx.fence)
+    _set_kind(kc, K_CHECKSUM, c, c[C_SIGNAL_ISSUE], 1, C_SIGNAL_EGRESS, 0)
+    for kind in (K_FLAG, K_CHECKSUM):
+        store_work(kc, kind, W_SIGNAL, c, EL, 0, preload)
     return kc
 
 
 @njit
 def return_kinds(c, fx, signalled):
-    """The kind table of combine's stores: a returned copy's (its read into UBuf, its
-    quantization under int8 and dc's marker work before it; its own blocks), the signals'
-    (where copies are `signalled`, a flag behind sw's fence; V1's statuses are flags whose
-    fence is their AIV's, before them all); any store to a new destination first loads its
-    window address."""
+    """The kind table of combine's stores: a returned copy's (its own blocks; its work from
+    layout.STORE_WORK: its read into UBuf, its quantization under int8 and dc's marker work),
+    the signals' (where copies are `signalled`, a flag behind sw's fence; V1's statuses are
+    flags whose fence is their AIV's, before them all)."""
     kc = np.zeros(4 * KC_WIDTH, np.int64)
-    switch = c[C_DEST_SWITCH]
-    _set_kind(kc, K_COPY, c, c[C_RETURN_LOAD] + c[C_RETURN_QUANT] + fx.copy_marker *
-              c[C_RETURN_VERIFY], c[C_RETURN_ISSUE], c[C_RETURN_BLOCKS], C_RETURN_EGRESS, 0,
-              switch)
-    _set_kind(kc, K_FLAG, c, 0, c[C_SIGNAL_ISSUE], 1, C_SIGNAL_EGRESS, fx.fence * signalled,
-              switch)
-    _set_kind(kc, K_CHECKSUM, c, 0, c[C_SIGNAL_ISSUE], 1, C_SIGNAL_EGRESS, 0, switch)
+    _set_kind(kc, K_COPY, c, c[C_RETURN_ISSUE], c[C_RETURN_BLOCKS], C_RETURN_EGRESS, 0)
+    store_work(kc, K_COPY, W_RETURN, c, 0, fx.copy_marker, 1)
+    _set_kind(kc, K_FLAG, c, c[C_SIGNAL_ISSUE], 1, C_SIGNAL_EGRESS, fx.fence * signalled)
+    _set_kind(kc, K_CHECKSUM, c, c[C_SIGNAL_ISSUE], 1, C_SIGNAL_EGRESS, 0)
+    for kind in (K_FLAG, K_CHECKSUM):
+        store_work(kc, kind, W_SIGNAL, c, 0, 0, 1)
     return kc
 
 

@@ -201,10 +201,10 @@ COSTS = (
     "dest_switch", "count_chain", "status_poll",
     # the sending AIVs' work on tokens (docs/model.md, "The sending AIVs' work"): every AIV's
     # load of the die's expert ids at Init; a token's load and quantization at Init (per token
-    # a sending AIV loads) or per copy in the send loop; a copy's window address on a new
-    # destination; whether the send loop counts each copy's predecessors to its expert, and
-    # the vector unit's fixed cycles and bytes a cycle that count is priced at
-    "ids_load", "init_load", "copy_load", "copy_switch", "copy_count", "vector_op",
+    # a sending AIV loads) or per copy in the send loop; whether the send loop counts each
+    # copy's predecessors to its expert, and the vector unit's fixed cycles and bytes a cycle
+    # that count is priced at
+    "ids_load", "init_load", "copy_load", "copy_count", "vector_op",
     "vector_bytes",
     "npu_dies", *(f"tier{k + 1}_dies" for k in range(N_TIERS)), "rails", "nic_from",
     *(f"lat_{h}" for h in HOP_CLASSES),
@@ -222,6 +222,66 @@ COSTS = (
 # C_X, cost x's column: kernels/slots.py, generated from this table
 N_COSTS = len(COSTS)
 EXPERT_SHIFT = 10   # expert_copy is in 1/1024 cycles per copy
+
+# --- What a store costs its AIV, and what no op can skip: declared once --------------------------
+# A charge: a cost column, where it is paid, and how often. Before issuing a store, its AIV pays
+# the STORE_WORK charges of the store's kind (W_*: a dispatched copy, a count message, a signal,
+# a copy combine returns), each as often as `per` says:
+# EACH store;
+# PER_EXPERT it counts (a count message: per expert of its share of the destination's, a
+#   VectorCount and the vector chain that turns it into a count, CANN's CalTokenSendExpertCnt);
+# MARKED where the Data-as-Flag variant marks each copy (dc's marker work, sync.Effects);
+# NEW_DEST where the store goes to another die than its AIV's store before it (the first one
+#   included): it first loads that die's window address (the program word's new-destination
+#   bit, SWITCH_BIT);
+# ADDRESS: as NEW_DEST, but on every copy where the send loop loads each copy's window address
+#   whatever the store before it (CANN's: a protocol without protocols.TOKEN_PRELOAD);
+# PRECEDED: each copy with copies before it at its die, where the send loop counts those to its
+#   expert (CANN's, `copy_count`: beside the count's vector instructions over them, which
+#   programs.count_cycles prices by the copy's index).
+# Its issue and its way through the fabric are STORE_COSTS'. The kernel's kind tables
+# (fabric.kind_table, return_kinds), the twin's programs (ubepsim.reference.programs.store_work)
+# and the host's time bound (ubepsim.model.costs.time_bound) read these rows; so do the latency
+# lower bounds (results.latency_bound, return_bound and the twin's), with FLOOR.
+W_COPY, W_COUNT, W_SIGNAL, W_RETURN = range(4)
+WORK_KINDS = ("copy", "count", "signal", "return")   # W_X's name; a cost's <kind>_ prefix
+EACH, PER_EXPERT, MARKED, NEW_DEST, ADDRESS, PRECEDED = range(6)
+Charge = namedtuple("Charge", ("at", "cost", "per"))
+STORE_WORK = (
+    Charge("copy", "copy_load", EACH),         # CANN's send loop: the token's load, quantization
+    Charge("copy", "copy_verify", MARKED),
+    Charge("copy", "dest_switch", ADDRESS),
+    Charge("copy", "count_chain", PRECEDED),
+    Charge("count", "vcount", PER_EXPERT),
+    Charge("count", "count_chain", PER_EXPERT),
+    Charge("count", "dest_switch", NEW_DEST),
+    Charge("signal", "dest_switch", NEW_DEST),
+    Charge("return", "return_load", EACH),     # the expert's output read into UBuf
+    Charge("return", "return_quant", EACH),    # int8: its quantization
+    Charge("return", "return_verify", MARKED),
+    Charge("return", "dest_switch", NEW_DEST),
+)
+# What an op pays at the least on its way to its end (the latency lower bounds), beside its last
+# copy's own store and `reach`: at Init, and after the copy is visible, ONCE or per copy of the
+# token reduced last (TOPK). The store's own: its EACH charges and its first window address
+# (every AIV's first store goes to a new destination: NEW_DEST, ADDRESS), each once, and its
+# issue.
+ONCE, TOPK = 0, 1
+FLOOR = (
+    Charge("dispatch", "init", ONCE),
+    Charge("dispatch", "ids_load", ONCE),
+    Charge("dispatch", "init_load", ONCE),      # UBEP: a token's load at Init
+    Charge("dispatch", "local_copy", ONCE),     # the last copy reordered
+    Charge("combine", "init", ONCE),
+    Charge("combine", "reduce_copy", TOPK),     # the last token's reduction: its copies
+    Charge("combine", "reduce_token", ONCE),    # ... and itself
+)
+# The kernel's view of both tables: integer rows (where: a W_ kind or an op code; the cost's
+# column; per), frozen as constants at compile time; and each work kind's issue column.
+WORK_ROWS = tuple((WORK_KINDS.index(w.at), COSTS.index(w.cost), w.per) for w in STORE_WORK)
+FLOOR_ROWS = tuple((("dispatch", "combine").index(f.at), COSTS.index(f.cost), f.per)
+                   for f in FLOOR)
+WORK_ISSUE = tuple(COSTS.index(f"{kind}_issue") for kind in WORK_KINDS)
 
 # Egress requests are ordered by (time, AIV): both packed in one key, the AIV in the low bits
 # (one more index than the AIVs: a die's own wait for its SyncAll).

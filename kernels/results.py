@@ -8,18 +8,17 @@ from .jit import njit
 from .routing import most_copies
 from .protocols import by_core, v1_phases
 from .schedule import busiest
-from .layout import (C_COPY_EGRESS, C_COPY_INGRESS, C_COPY_ISSUE, C_EXPERT, C_INIT, C_COPY_LOAD,
-                     C_IDS_LOAD, C_INIT_LOAD, C_LAT_LOCAL, C_LOCAL_COPY, C_RETURN_QUANT,
-                     C_REDUCE_COPY, C_REDUCE_TOKEN, C_RETURN_EGRESS, C_RETURN_INGRESS,
-                     C_RETURN_ISSUE, C_RETURN_LOAD, C_SYNCALL, CMARK_BSP_SYNC, CMARK_INIT,
-                     MARK_BSP_CUMSUM, MARK_BSP_SYNC_CUMSUM, MARK_BSP_SYNC_SENT,
-                     MARK_BSP_SYNC_VERIFIED, MARK_INIT, MARK_START, N_BUCKETS, N_HOPS, NEVER,
-                     O_BOUND, O_COMBINE, O_COPIES_HOP0, O_COPIES_TOTAL, O_DELIVERED,
-                     O_INGRESS_QUEUE, O_DISPATCH, O_EXPERT, O_LATENCY, O_LATENCY_MEAN, O_PHASE0,
-                     O_PHASE_CUMSUM, O_PHASE_INIT, O_PHASE_REDUCE, O_PHASE_REORDER, O_PHASE_SEND,
-                     O_PHASE_SYNC, O_QSEARCH_STEPS, O_SEND_MAX_CORE, O_SEND_MEAN_CORE,
-                     O_SEND_SPREAD_CORE, O_SENT, O_SENTINEL_COLLISIONS, O_VIOLATIONS, O_WAIT,
-                     O_SLOWEST_DIE, O_MEDIAN_DIE, O_RECV_MAX, O_SEND_MAX)
+from .layout import (ADDRESS, C_COPY_EGRESS, C_COPY_INGRESS, C_EXPERT, C_LAT_LOCAL,
+                     C_RETURN_EGRESS, C_RETURN_INGRESS, C_SYNCALL, CMARK_BSP_SYNC, CMARK_INIT,
+                     COMBINE, DISPATCH, EACH, FLOOR_ROWS, MARK_BSP_CUMSUM, MARK_BSP_SYNC_CUMSUM,
+                     MARK_BSP_SYNC_SENT, MARK_BSP_SYNC_VERIFIED, MARK_INIT, MARK_START, N_BUCKETS,
+                     N_HOPS, NEVER, NEW_DEST, O_BOUND, O_COMBINE, O_COPIES_HOP0, O_COPIES_TOTAL,
+                     O_DELIVERED, O_INGRESS_QUEUE, O_DISPATCH, O_EXPERT, O_LATENCY, O_LATENCY_MEAN,
+                     O_PHASE0, O_PHASE_CUMSUM, O_PHASE_INIT, O_PHASE_REDUCE, O_PHASE_REORDER,
+                     O_PHASE_SEND, O_PHASE_SYNC, O_QSEARCH_STEPS, O_SEND_MAX_CORE,
+                     O_SEND_MEAN_CORE, O_SEND_SPREAD_CORE, O_SENT, O_SENTINEL_COLLISIONS,
+                     O_VIOLATIONS, O_WAIT, O_SLOWEST_DIE, O_MEDIAN_DIE, O_RECV_MAX, O_SEND_MAX,
+                     TOPK, W_COPY, W_RETURN, WORK_ISSUE, WORK_ROWS)
 
 
 @njit(inline="always")
@@ -111,25 +110,46 @@ def reach(c, copies_hop, egress_max, ingress_max, egress, ingress):
     return r
 
 
+@njit(inline="always")
+def op_floor(c, op, K):
+    """What every configuration of `op` (DISPATCH, COMBINE) pays at the least on its way to its
+    end beside its last copy's store and `reach`: its layout.FLOOR charges (TOPK's K times)."""
+    x = 0
+    for at, col, per in FLOOR_ROWS:
+        if at == op:
+            x += c[col] * (K if per == TOPK else 1)
+    return x
+
+
+@njit(inline="always")
+def store_floor(c, at):
+    """What a store of work kind `at` (layout.W_*) costs its AIV at the least: its STORE_WORK
+    charges every such store pays (EACH) and its AIV's first window address (NEW_DEST,
+    ADDRESS), each once, and its issue."""
+    x = c[WORK_ISSUE[at]]
+    for w, col, per in WORK_ROWS:
+        if w == at and (per == EACH or per == NEW_DEST or per == ADDRESS):
+            x += c[col]
+    return x
+
+
 @njit
 def latency_bound(c, copies_hop, egress_max, ingress_max):
     """A dispatch latency no configuration can beat, in cycles: no copy is requested before
-    Init (with its expert ids, and under UBEP a token's load), its token's load under CANN's
-    send loop and its issue, then `reach`, and the last is reordered by a local copy."""
-    return c[C_INIT] + c[C_IDS_LOAD] + c[C_INIT_LOAD] + c[C_COPY_LOAD] + c[C_COPY_ISSUE] + \
-        reach(c, copies_hop, egress_max, ingress_max, c[C_COPY_EGRESS], c[C_COPY_INGRESS]) + \
-        c[C_LOCAL_COPY]
+    Init and its store's own work (op_floor, store_floor), then `reach`, and the last is
+    reordered."""
+    return op_floor(c, DISPATCH, 1) + store_floor(c, W_COPY) + \
+        reach(c, copies_hop, egress_max, ingress_max, c[C_COPY_EGRESS], c[C_COPY_INGRESS])
 
 
 @njit
 def return_bound(c, copies_hop, egress_max, ingress_max, K):
     """A combine latency no configuration can beat, in cycles: no returned copy is stored
-    before Init, its read into UBuf, its quantization and its issue, then `reach`; the token
-    whose copy is visible last is reduced after it, its K copies and itself (the smallest part
-    of a split token)."""
-    return c[C_INIT] + c[C_RETURN_LOAD] + c[C_RETURN_QUANT] + c[C_RETURN_ISSUE] + \
-        reach(c, copies_hop, egress_max, ingress_max, c[C_RETURN_EGRESS], c[C_RETURN_INGRESS]) + \
-        K * c[C_REDUCE_COPY] + c[C_REDUCE_TOKEN]
+    before Init and its store's own work (its read into UBuf, its quantization, its issue),
+    then `reach`; the token whose copy is visible last is reduced after it, its K copies and
+    itself (the smallest part of a split token)."""
+    return op_floor(c, COMBINE, K) + store_floor(c, W_RETURN) + \
+        reach(c, copies_hop, egress_max, ingress_max, c[C_RETURN_EGRESS], c[C_RETURN_INGRESS])
 
 
 @njit(inline="always")
@@ -274,8 +294,8 @@ def layer_row(out, dcores, dends, sched, ccores, ends, starts, experts, rsched, 
     # the die that starts its combine last does so after the dispatch could end and its
     # experts' least time, and then runs at least its Init and a token's reduction
     first = latency_bound(c, sched.copies_hop, sched.max_out * c[C_COPY_EGRESS],
-                          sched.max_in * c[C_COPY_INGRESS]) + c[C_EXPERT] + c[C_INIT] + \
-        K * c[C_REDUCE_COPY] + c[C_REDUCE_TOKEN]
+                          sched.max_in * c[C_COPY_INGRESS]) + c[C_EXPERT] + \
+        op_floor(c, COMBINE, K)
     # a die takes in and sends, over both ops, its received copies and its own
     most = max(busiest(sched.ecnt, ends.shape[0]), most_copies(sched.cfirst))
     write_row(out, ends, acc, dcores.wait.size, sched.copies_hop,

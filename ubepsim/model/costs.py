@@ -11,7 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..kernels.layout import COSTS, COUNT_CHAIN_OPS, EXPERT_SHIFT, INT32, N_HOPS, N_TIERS
+from ..kernels.layout import (COSTS, COUNT_CHAIN_OPS, EXPERT_SHIFT, INT32, N_HOPS, N_TIERS,
+                              PER_EXPERT, PRECEDED, STORE_WORK)
 from ..kernels.sync import COLLIDES, IN_BLOCK, POLICY, on_copies
 from ..kernels.protocols import (FIXED_SLOTS, HEADER_BYTES, HIDDEN_SPLIT, SIGNALLED_COPIES,
                                  SYNC, TOKEN_PRELOAD, chosen, per_dest_of, uses)
@@ -125,10 +126,10 @@ def _dispatch(cols, profile: Profile, m, protocol, tb, copy_blocks, count_blocks
         "local_copy": xfer(tb, v["core_copy_gbps"]),
         "ids_load": xfer(INT32 * m, v["core_copy_gbps"]),
         "init_load": np.where(preload, token, 0),
-        # CANN's send loop, per copy: the token's load and quantization, and the destination
-        # window's address (GetWindAddrByRankId) whatever the store before it
-        "copy_load": np.where(preload, 0, token + v["dest_switch_cycles"]),
-        "copy_switch": np.where(preload, v["dest_switch_cycles"], 0),
+        # CANN's send loop, per copy: the token's load and quantization (and the destination
+        # window's address, GetWindAddrByRankId, whatever the store before it: layout.STORE_WORK
+        # charges dest_switch per copy there)
+        "copy_load": np.where(preload, 0, token),
         "copy_count": np.where(preload, 0, 1),
         "vector_op": np.full_like(m, v["vector_op_cycles"]),
         "vector_bytes": np.full_like(m, v["vector_bytes"]),
@@ -145,8 +146,9 @@ def _dispatch(cols, profile: Profile, m, protocol, tb, copy_blocks, count_blocks
         "timeout": np.full_like(m, profile.cycles(v["sentinel_timeout_ns"])),
         "npu_dies": np.full_like(m, v["npu_dies"]),
         "rails": np.full_like(m, v["rails"]),
-        # per new destination, per expert counted, per source's status read (docs/model.md,
-        # "Costs per destination and per source")
+        # per window address loaded, per expert counted, per source's status read
+        # (docs/model.md, "Costs per destination and per source"; how often each store pays
+        # them: layout.STORE_WORK)
         "dest_switch": np.full_like(m, v["dest_switch_cycles"]),
         "count_chain": np.full_like(m, v["count_chain_cycles"]),
         "status_poll": np.full_like(m, v["status_poll_cycles"]),
@@ -280,7 +282,8 @@ def time_bound(cols: dict[str, np.ndarray], costs: np.ndarray) -> np.ndarray:
     plus a sentinel timeout on a collision). On one fabric a chain may run through any die:
     an AIV waits for an acknowledgement from any destination's ingress port, which waited for
     stores from every die. So the sending side's chain is at most every die's sending work
-    (Init; per copy its work and issue and at most one signal's; per destination its count
+    (Init; per copy its work, each of its layout.STORE_WORK charges once, its issue and at most
+    one signal's; per destination its count
     message and at most one signal; bsp's first SyncAll) and every store's way through the
     fabric (its ports, the tier links, its hop), added up. A receiver then polls at most
     every copy, each source's counts and the offsets, with the work after each, then bsp's two
@@ -332,6 +335,15 @@ class _Chain(NamedTuple):
                    np.max([c[f"lat_{h}"] for h in HOP_CLASSES], axis=0),
                    np.log2(experts) + 3, c["poll"] + c["timeout"])
 
+    def work(self, at: str) -> np.ndarray:
+        """The most an AIV pays before one store of work kind `at` (layout.STORE_WORK): each
+        charge once, per expert of a count message's share, PRECEDED's where the send loop
+        counts (copy_count)."""
+        c = self.c
+        return sum(c[w.cost] * (self.e_local / self.messages if w.per == PER_EXPERT else
+                                c["copy_count"] if w.per == PRECEDED else 1)
+                   for w in STORE_WORK if w.at == at)
+
     def way(self, kind: str) -> np.ndarray:
         """A store's way through the fabric: both its ports (or the NIC's), every tier link
         twice, its hop."""
@@ -344,15 +356,14 @@ def _dispatch_chain(k: _Chain) -> np.ndarray:
     """Dispatch's longest chain: every die's sending work, every store's way through the
     fabric, then a receiver's polls and work."""
     c, ranks, m, messages, poll = k.c, k.ranks, k.m, k.messages, k.poll
-    signal = c["signal_issue"]
-    # CANN's count of a copy's predecessors is over at most m ids
-    count = c["count_chain"] + COUNT_CHAIN_OPS * (c["vector_op"] + INT32 * m / c["vector_bytes"] +
-                                                  1)
+    signal = k.work("signal") + c["signal_issue"]
+    # CANN's count of a copy's predecessors: its vector instructions over at most m ids (its
+    # fixed cycles are a STORE_WORK charge)
+    count = COUNT_CHAIN_OPS * (c["vector_op"] + INT32 * m / c["vector_bytes"] + 1)
     sending = k.cores * (c["init"] + c["ids_load"] + k.search * c["vcount"]) + \
-        m * (c["init_load"] + c["copy_load"] + c["copy_count"] * count + c["dest_switch"] +
-             c["copy_verify"] + c["copy_issue"] + signal) + \
-        ranks * (k.e_local * (c["vcount"] + c["count_chain"]) +
-                 messages * (c["dest_switch"] + c["count_issue"] + signal)) + c["syncall"]
+        m * (c["init_load"] + k.work("copy") + c["copy_count"] * count + c["copy_issue"] +
+             signal) + \
+        ranks * messages * (k.work("count") + c["count_issue"] + signal) + c["syncall"]
     fabric = ranks * (m * (k.way("copy") + k.way("signal")) +
                       ranks * messages * (k.way("count") + k.way("signal")))
     receiving = ranks * m * (poll + c["copy_verify"] + c["copy_reset"] + c["local_copy"]) + \
@@ -369,10 +380,9 @@ def _combine_chain(k: _Chain) -> np.ndarray:
     die's returns through the fabric; its reducers poll each of its M copies and the statuses,
     reduce each copy and token (the last part of a split one is the largest), a SyncAll."""
     c, ranks, m, messages, poll = k.c, k.ranks, k.m, k.messages, k.poll
-    signal = c["signal_issue"]
-    returning = k.cores * (c["init"] + k.search * c["vcount"]) + ranks * m * (
-        c["dest_switch"] + c["return_verify"] + c["return_load"] + c["return_quant"] +
-        c["return_issue"] + signal) + ranks * messages * (c["dest_switch"] + signal)
+    signal = k.work("signal") + c["signal_issue"]
+    returning = k.cores * (c["init"] + k.search * c["vcount"]) + \
+        ranks * m * (k.work("return") + c["return_issue"] + signal) + ranks * messages * signal
     returned = ranks * (ranks * m * (k.way("return") + k.way("signal")) +
                         ranks * messages * k.way("signal"))
     reducing = m * (poll + c["return_verify"] + c["return_reset"] + c["reduce_copy_last"]) + \

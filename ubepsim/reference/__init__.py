@@ -3,14 +3,15 @@
 The Numba kernels (ubepsim.kernels) must agree with it exactly, cycle for cycle; the tests
 compare them on hundreds of random small configurations. Nothing here is shared with the kernels
 except the lowering of parameters to cycle costs (ubepsim.model.costs), the popularity weights
-(ubepsim.model.workload), each protocol's table of mechanisms (kernels/protocols, plain Python)
-and the names of the results, phases and ports (declared in kernels/layout.py; the results'
-read through ubepsim.model.result_fields): the generator, routing, schedules, search, egress
-arbitration, ingress queues, polls and phases are written again, the obvious way (a heap of
-events, a loop per poll). Each stage is a function of the same name as the kernel's, in a module
-of the same name (docs/model.md's table names each pair): the drivers `dispatch.dispatch`,
-`combine.combine` and `layer.layer` (with `layer.simulate`, one configuration of any op), and
-the stages they run.
+(ubepsim.model.workload), each protocol's table of mechanisms (kernels/protocols, plain Python),
+the table of charges (what a store costs its AIV and how often, and what no op can skip:
+kernels/layout.py STORE_WORK, FLOOR) and the names of the results, phases and ports (declared in
+kernels/layout.py; the results' read through ubepsim.model.result_fields): the generator,
+routing, schedules, search, egress arbitration, ingress queues, polls and phases are written
+again, the obvious way (a heap of events, a loop per poll). Each stage is a function of the same
+name as the kernel's, in a module of the same name (docs/model.md's table names each pair): the
+drivers `dispatch.dispatch`, `combine.combine` and `layer.layer` (with `layer.simulate`, one
+configuration of any op), and the stages they run.
 
 The model in short:
 - Each die's AIVs run instruction streams. A store occupies its AIV for its issue cost, then

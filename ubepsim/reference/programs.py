@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..kernels.layout import ADDRESS, MARKED, NEW_DEST, PER_EXPERT, PRECEDED, STORE_WORK
 from .rng import LAUNCH, stream, unit
 from .schedule import DieSchedule
 from .state import CHECKSUM, COPY, COUNT, FLAG, INIT, RETURN, Die, Run, Store, share
@@ -56,11 +57,30 @@ def init_phase(run: Run, plan: DieSchedule, die: Die, first: int,
         a.mark(INIT)
 
 
+def store_work(run: Run, at: str, marker: bool = False, experts: int = 0) -> tuple[int, int]:
+    """What an AIV pays before a store of work kind `at` (layout.WORK_KINDS), from its
+    layout.STORE_WORK charges: (the work before every such store: EACH, per expert it counts,
+    dc's marker work where `marker`; what a store to a new destination adds: NEW_DEST, and
+    ADDRESS where the protocol preloads its tokens, CANN's send loop paying it per copy)."""
+    work = switch = 0
+    for w in STORE_WORK:
+        if w.at != at or w.per == PRECEDED:   # (PRECEDED: a copy's own, count_cycles)
+            continue
+        x = run.c[w.cost] * (experts if w.per == PER_EXPERT else
+                             int(marker) if w.per == MARKED else 1)
+        if w.per == NEW_DEST or (w.per == ADDRESS and run.mech.token_preload):
+            switch += x
+        else:
+            work += x
+    return work, switch
+
+
 def count_cycles(c: dict, n: int) -> int:
-    """CANN's CalTokenSendExpertCnt over n expert ids: its fixed cycles and five vector
-    instructions over n int32 (Duplicate, Sub, Abs, Mins, ReduceSum), at the vector unit's
-    bytes a cycle."""
-    return c["count_chain"] + 5 * (c["vector_op"] + -(-4 * n // c["vector_bytes"]))
+    """CANN's CalTokenSendExpertCnt over n expert ids: its fixed cycles (layout.STORE_WORK's
+    PRECEDED charges) and five vector instructions over n int32 (Duplicate, Sub, Abs, Mins,
+    ReduceSum), at the vector unit's bytes a cycle."""
+    fixed = sum(c[w.cost] for w in STORE_WORK if w.at == "copy" and w.per == PRECEDED)
+    return fixed + 5 * (c["vector_op"] + -(-4 * n // c["vector_bytes"]))
 
 
 def signal(policy: DataAsFlag, st: Store, last_to_dest: bool) -> Entry | None:
@@ -117,8 +137,8 @@ def count_program(run: Run, s: int, plan: DieSchedule, die: Die, j: int, share_:
         die.count_signal[q] = st
         # per expert it counts: its VectorCount and the vector chain that turns it into a
         # count (CANN's CalTokenSendExpertCnt)
-        prog.append(Entry(st, run.e_local // run.per_dest * (run.c["vcount"] +
-                                                           run.c["count_chain"]), False, bucket))
+        prog.append(Entry(st, store_work(run, "count", experts=run.e_local // run.per_dest)[0],
+                          False, bucket))
         sig = signal(run.count_sync, st, True)
         if sig:
             prog.append(sig)
@@ -130,14 +150,13 @@ def mark_switch(run: Run, prog: list[Entry]) -> list[Entry]:
     """The program with each store to a new destination marked by its address chain (the
     kernel's new-destination bit, whose cycles its kind table holds): a store to another die
     than the store before it in the program (the first store included) first loads that die's
-    window address, two dependent scalar loads (CANN's GetWindAddrByRankId), dest_switch
-    cycles more of work before it; a dispatched copy copy_switch cycles (none where CANN's
-    send loop loads the address for every copy: in its copy_load)."""
+    window address, two dependent scalar loads (CANN's GetWindAddrByRankId), the work its
+    kind's STORE_WORK charges add there (store_work; none for a copy of CANN's send loop,
+    which loads the address for every copy)."""
     out, last = [], None
     for e in prog:
         if e.store.dst != last:
-            chain = "copy_switch" if e.store.costs == COPY else "dest_switch"
-            e = e._replace(work=e.work + run.c[chain])
+            e = e._replace(work=e.work + store_work(run, e.store.costs)[1])
             last = e.store.dst
         out.append(e)
     return out
@@ -149,10 +168,8 @@ def token_programs(run: Run, s: int, plan: DieSchedule, die: Die,
     dc's marker work and (CANN's send loop) its token's load before it; or (combine) every AIV,
     each returned copy with its read into UBuf, its quantization (int8) and the marker work
     before it."""
-    c, first = run.c, (0 if combine else run.cumsum_cores)
-    marker = c["return_verify" if combine else "copy_verify"] \
-        if run.copy_sync.marker_work_per_copy else 0
-    work = c["return_load"] + c["return_quant"] + marker if combine else c["copy_load"] + marker
+    first = 0 if combine else run.cumsum_cores
+    work = store_work(run, RETURN if combine else "copy", run.copy_sync.marker_work_per_copy)[0]
     return {first + j: mark_switch(run, token_program(run, s, plan, die, first + j, j, work,
                                                       RETURN if combine else "copy"))
             for j in range(run.cores - first)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 
+from ..kernels.layout import ADDRESS, EACH, FLOOR, NEW_DEST, STORE_WORK, TOPK
 from ..kernels.protocols import by_core, v1_phases
 from ..model.params import copies_per_die
 from ..model.profile import HOP_CLASSES
@@ -70,24 +71,37 @@ def reach(c: dict, copy_counts: list[int], egress_max: int, ingress_max: int, eg
     return max(times)
 
 
+def op_floor(c: dict, op: str, topk: int = 1) -> int:
+    """What every configuration of `op` (dispatch, combine) pays at the least on its way to
+    its end beside its last copy's store and reach(): its layout.FLOOR charges (TOPK's topk
+    times)."""
+    return sum(c[f.cost] * (topk if f.per == TOPK else 1) for f in FLOOR if f.at == op)
+
+
+def store_floor(c: dict, at: str) -> int:
+    """What a store of work kind `at` costs its AIV at the least: its STORE_WORK charges every
+    such store pays (EACH) and its AIV's first window address (NEW_DEST, ADDRESS), each once,
+    and its issue."""
+    return c[f"{at}_issue"] + sum(c[w.cost] for w in STORE_WORK
+                                  if w.at == at and w.per in (EACH, NEW_DEST, ADDRESS))
+
+
 def latency_bound(c: dict, copy_counts: list[int], egress_max: int, ingress_max: int) -> int:
     """A dispatch latency no configuration can beat, in cycles: no copy is requested before Init
-    (with its expert ids, and under UBEP a token's load), its token's load under CANN's send
-    loop and its issue, then reach(), then a local copy reorders the last."""
-    return c["init"] + c["ids_load"] + c["init_load"] + c["copy_load"] + c["copy_issue"] + \
-        reach(c, copy_counts, egress_max, ingress_max, c["copy_egress"], c["copy_ingress"]) + \
-        c["local_copy"]
+    and its store's own work (op_floor, store_floor), then reach(), and the last is
+    reordered."""
+    return op_floor(c, "dispatch") + store_floor(c, "copy") + \
+        reach(c, copy_counts, egress_max, ingress_max, c["copy_egress"], c["copy_ingress"])
 
 
 def return_bound(c: dict, copy_counts: list[int], egress_max: int, ingress_max: int,
                  topk: int) -> int:
     """A combine latency no configuration can beat, in cycles: no returned copy is stored
-    before Init, its read into UBuf, its quantization and its issue, then reach(); the token
-    whose copy is visible last is reduced after it, its copies and itself (the smallest part of
-    a split token)."""
-    return c["init"] + c["return_load"] + c["return_quant"] + c["return_issue"] + \
-        reach(c, copy_counts, egress_max, ingress_max, c["return_egress"],
-              c["return_ingress"]) + topk * c["reduce_copy"] + c["reduce_token"]
+    before Init and its store's own work (its read into UBuf, its quantization, its issue),
+    then reach(); the token whose copy is visible last is reduced after it, its copies and
+    itself (the smallest part of a split token)."""
+    return op_floor(c, "combine", topk) + store_floor(c, "return") + \
+        reach(c, copy_counts, egress_max, ingress_max, c["return_egress"], c["return_ingress"])
 
 
 def result_row(run: Run, plan: Schedule, dies: list[Die]) -> dict:
@@ -125,8 +139,8 @@ def layer_row(run: Run, plan: Schedule, dispatched: list[Die], returns: Schedule
     # the die that starts its combine last does so after the dispatch could end and its
     # experts' least time, and then runs at least its Init and a token's reduction
     first = latency_bound(c, plan.copies_hop, plan.max_out * c["copy_egress"],
-                          plan.max_in * c["copy_ingress"]) + c["expert"] + c["init"] + \
-        run.cfg.topk * c["reduce_copy"] + c["reduce_token"]
+                          plan.max_in * c["copy_ingress"]) + c["expert"] + \
+        op_floor(c, "combine", run.cfg.topk)
     return _row(run, ends, times,
                 (dispatched[crit].end(), experts[crit], ends[crit] - starts[crit]),
                 [dispatched, combined], plan, c["token_bytes"] + c["return_bytes"],
