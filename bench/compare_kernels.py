@@ -37,7 +37,7 @@ from bench_sweep import MILLION, PER_SETTING, stratified_sample  # noqa: E402
 
 from ubepsim.kernels import dispatch as ours  # noqa: E402
 from ubepsim.kernels import layout as our_layout  # noqa: E402
-from ubepsim.kernels.layout import COSTS, N_OUT  # noqa: E402
+from ubepsim.kernels.layout import COSTS, N_OUT, OUTPUTS  # noqa: E402
 from ubepsim.model import kernel_io
 from ubepsim.model import memory  # noqa: E402
 from ubepsim.sweep.grid import load_grid  # noqa: E402
@@ -74,13 +74,21 @@ def load_kernels(directory: Path):
 PER_SOURCE_COSTS = ("dest_switch", "count_chain", "status_poll")
 
 
-def cost_columns(dispatch) -> list[int]:
-    """Our cost matrix's columns in the order another kernel reads them: its layout.COSTS, or
-    for a checkout without kernels/layout.py ours less the per-source costs."""
+def their_costs(dispatch, costs: np.ndarray) -> np.ndarray:
+    """Our cost matrix as another kernel reads it: the columns of its layout.COSTS, or for a
+    checkout without kernels/layout.py ours less the per-source costs. A checkout from before
+    the table of charges (layout.STORE_WORK) priced a copy's window address into copy_load
+    (every copy of CANN's send loop) and copy_switch (per new destination elsewhere): both are
+    made from ours."""
     layout = sys.modules.get(dispatch.__name__.rsplit(".", 1)[0] + ".layout")
     names = layout.COSTS if layout is not None else [n for n in COSTS
                                                      if n not in PER_SOURCE_COSTS]
-    return [COSTS.index(n) for n in names]
+    col = {n: costs[:, i] for i, n in enumerate(COSTS)}
+    if "copy_switch" in names:
+        counted = col["copy_count"]           # 1 where the send loop loads per copy
+        col = {**col, "copy_load": col["copy_load"] + counted * col["dest_switch"],
+               "copy_switch": (1 - counted) * col["dest_switch"]}
+    return np.stack([col[n] for n in names], axis=1)
 
 
 def batch_kernel(dispatch):
@@ -97,6 +105,10 @@ def batch_kernel(dispatch):
             return getattr(dispatch, name)
     raise SystemExit(f"{dispatch.__file__} has no batch kernel (simulate_batch)")
 
+
+# The output slots only the host's invariant checks read (layout.OUTPUTS): a change to the
+# latency bound shows here, apart from the rows.
+INVARIANT_SLOTS = ("sent", "delivered", "violations", "bound")
 
 # Output slots renamed when the results came to be declared once (kernels/layout.py RESULTS):
 # another checkout's slot names, as ours name the same result.
@@ -168,9 +180,8 @@ def main() -> None:
     # a kernel from before tokens per die takes no batches (the sample's are all equal)
     takes = {side: len(shared) if "batch_values" in inspect.signature(k).parameters else 2
              for side, k in kernels.items()}
-    inputs = {side: (params[order], costs[order][:, cols], chances[order],
-                     *shared[:takes[side]])
-              for side, cols in (("A", list(range(len(COSTS)))), ("B", cost_columns(theirs)))}
+    inputs = {side: (params[order], cols, chances[order], *shared[:takes[side]])
+              for side, cols in (("A", costs[order]), ("B", their_costs(theirs, costs[order])))}
     outs = {side: np.zeros((sample.height, n)) for side, n in
             (("A", N_OUT), ("B", getattr(sys.modules.get(theirs.__name__.rsplit(".", 1)[0]
                                                          + ".layout"), "N_OUT", N_OUT)))}
@@ -189,12 +200,20 @@ def main() -> None:
     print(f"B / A: best {min(times['B']) / min(times['A']):.3f}, "
           f"median {statistics.median(times['B']) / statistics.median(times['A']):.3f}")
     a, b = common_slots(theirs)
-    differ = np.flatnonzero((outs["A"][:, a] != outs["B"][:, b]).any(axis=1))
+    # the results, and apart the invariants' counts and bound (only the host's checks read them)
+    checks = [OUTPUTS.index(n) for n in INVARIANT_SLOTS]
+    results = [i for i, x in enumerate(a) if x not in checks]
+    differ = np.flatnonzero((outs["A"][:, a][:, results] != outs["B"][:, b][:, results])
+                            .any(axis=1))
     if len(differ):
         print(f"rows differ: {len(differ):,} of {sample.height:,} (first: sample row "
               f"{differ[0]}, {sample.row(int(differ[0]), named=True)})")
     else:
         print("rows identical")
+    for i, x in enumerate(a):
+        n = int((outs["A"][:, x] != outs["B"][:, b[i]]).sum()) if x in checks else 0
+        if n:
+            print(f"  the invariants' {OUTPUTS[x]} differs in {n:,} rows")
 
 
 if __name__ == "__main__":

@@ -6,12 +6,12 @@ CANN's V1 combine, `ubep` the paper's three ideas on the return path."""
 
 import numpy as np
 
-from .fabric import fabric, return_kinds
+from .fabric import fabric, fabric_bytes, return_kinds
 from .jit import njit
-from .layout import (B_SYNC, C_INIT, C_LAUNCH_SKEW, C_VCOUNT, N_BUCKETS, N_CMARKS, N_MARKS,
+from .layout import (B_SYNC, C_INIT, C_LAUNCH_SKEW, C_VCOUNT, N_CMARKS, N_MARKS,
                      N_PHASES, N_PORTS, P_CORES, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC, P_TOPK,
                      THEN_NONE, STO_WIDTH, Stores)
-from .programs import (init_phase, launch_starts, new_cores, status_programs,
+from .programs import (cores_bytes, init_phase, launch_starts, new_cores, status_programs,
                        token_programs)
 from .protocols import (RETURN_STATUS, SIGNALLED_COPIES, STATUS_SYNC, mechanisms, per_dest,
                         per_dest_of, uses, v1_phases)
@@ -107,27 +107,27 @@ def combine(p, c, chance, rsched, out, marks_out):
                 p[P_TOPK], sent, delivered, violations, collisions, queued)
 
 
-def working_bytes(ranks, batch, topk, copies, most, experts, cores, protocol, sync, cap):
-    """The bytes combine allocates beside the routing, as numbers or numpy columns: its arrays
-    whose sizes grow with the configuration (keep in step with the allocations of
-    return_schedule, combine_stages and the stages they run), a die's scratch at its largest
-    (every copy a die can receive: each token sends at most min(topk, experts per die) there;
-    its bucket at `most` copies, the most a die holds; `copies` on average:
-    ubepsim.model.params.copies_per_die). Left out: what stays under a
-    megabyte at every size. Measured against the resident set: bench/bench_memory.py."""
+def working_bytes(ranks, batch, topk, copies, most, experts, cores, protocol, sync, cap, links):
+    """The bytes combine allocates beside the routing, as numbers or numpy columns (as
+    dispatch.working_bytes, whose arguments it takes): its arrays whose sizes grow with the
+    configuration, each term beside the allocation it counts (keep them in step;
+    tests/test_memory.py holds the sum to the resident set). The return schedule's per-die
+    scratch is sized for the most copies a die can receive (each token sends at most
+    min(topk, experts per die) there); a die gets back at most `most` copies."""
     R, B, K, E, A = (np.asarray(x, dtype=np.int64) for x in (ranks, batch, topk, experts, cores))
-    M = np.asarray(copies)   # a die's copies, on average
+    N = R * np.asarray(copies)           # every die's copies, each returned
     returned = R * B * np.minimum(K, E // R)        # the most copies one die returns
     own_copy, _ = signal_stores(np.asarray(sync), uses(protocol, SIGNALLED_COPIES))
-    # the statuses a die receives: per_dest from every die
-    statuses = uses(protocol, RETURN_STATUS) * R * per_dest_of(protocol, E // R)
-    per_die = M * (1 + own_copy) + statuses     # a die's bucket, on average
-    return (16 * R * per_die             # Stores.arr, Stores.vis
-            + 8 * R * M                  # copy_ref (int32 pairs)
-            + 16 * R * M                 # receive order (ref_of, src_of), xdest, xslot (int32)
-            + 4 * R * statuses + R * R   # statuses (int32), hop classes (int8)
-            + 8 * R * A * (N_BUCKETS + N_CMARKS + 8)   # per-AIV state, marks, Init
-            + 8 * 5 * returned           # the schedule's per-die scratch, a die's program
-            # the ingress sort's keys and buffer, at the fullest bucket
-            + 16 * (np.asarray(most) * (1 + own_copy) + statuses)
-            + 12 * R * A * np.asarray(cap))   # the fabric's rings of stores in flight
+    # the statuses: per_dest from every die to every die
+    statuses = uses(protocol, RETURN_STATUS) * R * R * per_dest_of(protocol, E // R)
+    stores = N * (1 + own_copy) + statuses      # new_return_stores
+    # the most one ingress port's heap holds: every copy a die can get back, and its statuses
+    bucket = np.asarray(most) * (1 + own_copy) + statuses // R
+    return (8 * STO_WIDTH * stores      # Stores.sto
+            + 12 * stores               # prog (int64), pre (int32): a word a store
+            + 24 * N                    # receive order (ref_of, src_of), xdest, xslot, copy_ref
+            + 4 * statuses + R * R      # count_signal (int32), hop classes (int8)
+            + cores_bytes(R, A, N_CMARKS) + 16 * R * A   # the schedule's aoff, searches
+            + 8 * (3 * returned + 16 * R + 4 * E)   # the schedule's per-die scratch, per-die
+            # and per-expert tables
+            + fabric_bytes(R, A, np.asarray(cap), bucket + np.asarray(links) * stores))

@@ -14,16 +14,16 @@ slower).
 
 import numpy as np
 
-from .fabric import fabric, kind_table, preceded_work
+from .fabric import fabric, fabric_bytes, kind_table, preceded_work
 from .jit import njit
 from .layout import (B_CUMSUM, B_SYNC, C_COPY_COUNT, C_IDS_LOAD, C_INIT, C_INIT_LOAD,
                      C_LAUNCH_SKEW, C_VCOUNT, C_VECTOR_BYTES, C_VECTOR_OP, N_MARKS, N_PHASES,
                      N_PORTS, P_CORES, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC,
                      STO_WIDTH, THEN_NONE, Stores)
-from .programs import (count_programs, init_phase, launch_starts, new_cores,
+from .programs import (cores_bytes, count_programs, init_phase, launch_starts, new_cores,
                        token_programs)
-from .protocols import (SIGNALLED_COPIES, SYNC, by_core, chosen, jit_chosen, mechanisms,
-                        per_dest, per_dest_of, uses)
+from .protocols import (FIXED_SLOTS, SIGNALLED_COPIES, SYNC, by_core, chosen, jit_chosen,
+                        mechanisms, per_dest, per_dest_of, uses)
 from .receive import receive
 from .results import put_marks, result_row
 from .sync import NO_SIGNAL, effects, signal_stores
@@ -122,28 +122,30 @@ def dispatch(p, c, chance, sched, out, marks_out):
                violations, collisions, queued)
 
 
-def working_bytes(ranks, batch, topk, copies, most, experts, cores, protocol, sync, cap):
-    """The bytes a dispatch allocates for a configuration, as numbers or numpy
-    columns: its arrays whose sizes grow with the configuration (keep in step with the allocations
-    of the stages), a die's scratch at `most` copies (the most a die holds; `copies` on average:
-    ubepsim.model.params.copies_per_die), the ingress sort's at their largest (every copy a die
-    can receive sent to one die). Left out: what stays under a megabyte at every size (per-AIV
-    event state, kind tables, radix counts), and the comparison sort's buffers that only
-    absurdly slow profiles need. Measured against the resident set: bench/bench_memory.py."""
-    R, B, K, E, A = (np.asarray(x, dtype=np.int64) for x in (ranks, batch, topk, experts, cores))
-    M = np.asarray(copies)   # a die's copies, on average
+def working_bytes(ranks, batch, topk, copies, most, experts, cores, protocol, sync, cap, links):
+    """The bytes a dispatch allocates for a configuration, as numbers or numpy columns: its
+    arrays whose sizes grow with the configuration, each term beside the allocation it counts
+    (keep them in step; tests/test_memory.py holds the sum to the resident set): `copies` a
+    die's copies on average, `most` at the most any die holds (ubepsim.model.params.
+    copies_per_die), `cap` blocks_in_flight, `links` 1 where tier links queue. What the kernel
+    allocates but may never touch counts as far as it can be filled (a page never touched is
+    never resident): the program's room for a second word a store, the heaps' entries beyond a
+    port's fullest queue. Left out: what stays under a megabyte at every size."""
+    R, E, A = (np.asarray(x, dtype=np.int64) for x in (ranks, experts, cores))
+    N = R * np.asarray(copies)           # every die's copies
     sync = chosen(uses(protocol, SYNC), np.asarray(sync))
     own_copy, own_count = signal_stores(sync, uses(protocol, SIGNALLED_COPIES))
-    per_copy, per_count = 1 + own_copy, 1 + own_count
-    G = per_dest_of(protocol, E // R)
-    stores = R * M * per_copy + R * R * G * per_count              # new_stores
-    bucket = R * B * np.minimum(K, E // R) * per_copy + R * G * per_count   # one die's stores
-    return (16 * stores                 # Stores.arr, Stores.vis
-            + 20 * R * M                # experts_of, copy_ref, the AIV lists (int32)
-            + 4 * R * R * G + R * R     # count_signal (int32), hop classes (int8)
-            + 8 * R * A * (N_MARKS + 13)   # per-AIV state across passes, marks, Init
-            + 8 * (10 * np.asarray(most) + 16 * R + 5 * E)   # per-die scratch,
-            # programs, expert tables
-            + 16 * bucket               # the ingress sort's keys and buffer
-            + 12 * R * A * np.asarray(cap))   # the fabric's rings of stores in flight (cap:
-            # blocks_in_flight slots a core, an ack and a block count each)
+    counts = R * R * per_dest_of(protocol, E // R)              # count messages
+    stores = N * (1 + own_copy) + counts * (1 + own_count)      # new_stores
+    # the most one ingress port's heap holds: every copy a die can receive, and its counts
+    bucket = R * np.asarray(batch) * np.minimum(topk, E // R) * (1 + own_copy) + \
+        counts // R * (1 + own_count)
+    return (8 * STO_WIDTH * stores      # Stores.sto
+            + 12 * stores               # prog (int64), pre (int32): a word a store (room for two)
+            + 24 * N                    # experts_of, xdest, xslot, xcopy, copy_ref (int32)
+            + 4 * N * uses(protocol, FIXED_SLOTS)   # pair_receive's sources (int32)
+            + 4 * counts + R * R        # count_signal (int32), hop classes (int8)
+            + cores_bytes(R, A, N_MARKS) + 24 * R * A   # the schedule's aoff, loads, searches
+            + 8 * (5 * np.asarray(most) + 16 * R + 6 * E)   # the schedule's per-die scratch,
+            # per-die and per-expert tables
+            + fabric_bytes(R, A, np.asarray(cap), bucket + np.asarray(links) * stores))

@@ -458,6 +458,15 @@ def fabric_state(R, A, c, kc, hops, n_stores):
         tier_dies=tier_dies, cap=cap, qsize=qsize, qmask=qsize - 1, ahead=ahead)
 
 
+def fabric_bytes(R, A, cap, queued):
+    """What fabric_state's arrays take for R dies of A AIVs, as numbers or numpy columns (the
+    host's memory estimate, ubepsim.model.memory): per AIV its state row and its ring of `cap`
+    in-flight slots, per die its two event rings (of at most 2A slots), and the entries of the
+    ports' and links' heaps that can be filled at once (`queued`: they are sized for every
+    store, but a page no entry reaches is never resident)."""
+    return 8 * R * A * (S_WIDTH + cap + 4) + 16 * queued
+
+
 @njit
 def first_events(f, pb, t_core):
     """Every AIV's first event: its clock after Init, where its first phase begins."""

@@ -14,8 +14,8 @@ import numpy as np
 from . import rng
 from .jit import njit, u
 from .layout import (B_INIT, COUNT_CHAIN_OPS, DEST_MASK, INT32, K_CHECKSUM, K_COPY, K_COUNT,
-                     K_FLAG, MARK_INIT, MARK_START, N_BUCKETS, P_SEED, P_WKEY, SID_SHIFT,
-                     SWITCH_BIT, Cores)
+                     K_FLAG, MARK_INIT, MARK_START, N_BUCKETS, N_PHASES, P_SEED, P_WKEY,
+                     SID_SHIFT, SWITCH_BIT, Cores)
 from .sync import NO_SIGNAL
 
 
@@ -66,6 +66,12 @@ def launch_starts(p, skew, R):
     for d in range(R):
         starts[d] -= first
     return starts
+
+
+def cores_bytes(R, A, n_marks):
+    """What new_cores allocates, and a driver's program bounds beside it (pb: N_PHASES pairs
+    per AIV), as numbers or numpy columns (the host's memory estimate)."""
+    return 8 * R * A * (5 + N_BUCKETS + n_marks + 2 * N_PHASES)
 
 
 @njit(inline="always")

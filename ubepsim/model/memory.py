@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..kernels import combine, dispatch
+from .costs import tier_links
 from .params import Op, copies_per_die
 from .profile import Profile
 from .workload import batch_max
@@ -33,7 +34,7 @@ def working_memory(cols: dict[str, np.ndarray], profile: Profile) -> np.ndarray:
     routing = 4 * np.asarray(cols["ranks"], dtype=np.int64) * copies
     shape = (cols["ranks"], cols["batch"], cols["topk"], copies,
              copies_per_die(batch_max(cols), cols["topk"]), cols["experts"], cols["cores"],
-             protocol, sync, profile.blocks_in_flight)
+             protocol, sync, profile.blocks_in_flight, int(any(tier_links(profile))))
     first = dispatch.working_bytes(*shape)
     second = combine.working_bytes(*shape)
     return np.where(op == Op.combine, routing, first) + np.where(op == Op.dispatch, 0, second)
