@@ -72,7 +72,7 @@ def tiny_grid(tmp_path: Path) -> Path:
 class KernelRows:
     """The kernel's rows by their inputs, so that a configuration the session has simulated is
     not simulated again: `ubepsim validate` runs some 11,000 configurations a profile, and the
-    suite runs it five times (JSON and text, three profiles) and the documented commands run
+    suite runs it four times (JSON and text, two profiles) and the documented commands run
     some of its configurations again (`tune --sms` on Table 4's DeepEP workload).
 
     Inside `shared()`, layer.simulate_batch gives each row from this store if it was computed
