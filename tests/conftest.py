@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -17,7 +19,52 @@ from click.testing import CliRunner
 # rows are compared across thread counts everywhere; read when Numba is first imported, below.
 os.environ.setdefault("NUMBA_NUM_THREADS", "2")
 
+import numba  # noqa: E402
+
 from ubepsim.cli import main  # noqa: E402
+
+# The suite runs on two workers (`-n 2` in pyproject.toml), a group of tests at a time, each
+# module a group of its own so that its module-scoped fixtures run once. The modules whose
+# fixtures run longest come first, so that the workers start one each: every documented
+# command (test_docs.py), then `validate` on three profiles (test_validate.py).
+# test_query.py joins test_docs.py's group: both sweep the ready combine grid, and the second
+# sweep finds the first's tuned CalCumSum groups in the process (ubepsim.model.groups' cache).
+FIRST = ("test_docs.py", "test_query.py", "test_validate.py")
+GROUP = {"test_query.py": "test_docs.py"}
+
+# One configuration of each op, each run in a process of its own: the kernels' first compile.
+WARM_UP = ("import sys, ubepsim; "
+           "ubepsim.simulate({'ranks': 4, 'experts': 8, 'batch': 4, 'op': sys.argv[1]})")
+
+
+@pytest.hookimpl(tryfirst=True)   # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(GROUP.get(item.path.name, item.path.name)))
+    # stable: FIRST's modules in that order, then the others as collected
+    items.sort(key=lambda item: FIRST.index(item.path.name) if item.path.name in FIRST
+               else len(FIRST))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    """Before the workers start: compile the three batch kernels (dispatch, combine, layer), each
+    in a process of its own, side by side. From an empty cache each takes the better part of a
+    minute of one core; left to the tests, each worker would compile the same kernels at once.
+    Compiled here they are on disk (Numba's cache) when the first test asks for them, and every
+    worker loads them. Nothing is asserted here: a kernel that does not compile fails its tests."""
+    config = session.config
+    if (hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
+            or config.option.collectonly or numba.config.DISABLE_JIT):
+        return
+    procs = [subprocess.Popen([sys.executable, "-c", WARM_UP, op], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)
+             for op in ("dispatch", "combine", "layer")]
+    for proc in procs:
+        _, err = proc.communicate()
+        if proc.returncode:
+            print(f"warm-up of the kernels failed:\n{err.decode()}", file=sys.stderr)
+
 
 # Small enough to simulate in well under a second, varied enough to exercise every mode.
 TINY_GRID = """\
