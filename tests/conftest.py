@@ -25,11 +25,13 @@ from ubepsim.cli import main  # noqa: E402
 
 # The suite runs on two workers (`-n 2` in pyproject.toml), a module at a time, so that a
 # module's fixtures run once. The modules whose fixtures run longest come first, so that the
-# workers start one each: every documented command (test_docs.py), then `validate` on two
-# profiles (test_validate.py). (Not --dist loadgroup, which could keep test_query.py's sweep of
-# the ready combine grid beside test_docs.py's: pytest-xdist 3.8 cannot name a group's tests
-# under pytest 9.2, and runs them anywhere.)
-FIRST = ("test_docs.py", "test_validate.py")
+# workers start one each: the documented commands (test_docs.py, and sweeps.md's in
+# test_docs_sweeps.py), then `validate` on two profiles (test_validate.py), which the first
+# worker to be nearly done takes (pytest-xdist hands a worker more once two of its tests are
+# left: so in the first two modules the tests that use the documented run, `ran`, go first).
+# (Not --dist loadgroup, which could keep test_query.py's sweep of the ready combine grid
+# beside sweeps.md's: pytest-xdist 3.8 cannot name a group's tests under pytest 9.2.)
+FIRST = ("test_docs.py", "test_docs_sweeps.py", "test_validate.py")
 
 # One configuration of each op, each run in a process of its own: the kernels' first compile.
 WARM_UP = ("import sys, ubepsim; "
@@ -38,8 +40,8 @@ WARM_UP = ("import sys, ubepsim; "
 
 def pytest_collection_modifyitems(items):
     # stable: FIRST's modules in that order, then the others as collected
-    items.sort(key=lambda item: FIRST.index(item.path.name) if item.path.name in FIRST
-               else len(FIRST))
+    items.sort(key=lambda item: (FIRST.index(item.path.name) if item.path.name in FIRST
+                                 else len(FIRST), "ran" not in item.fixturenames))
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -9,7 +9,6 @@ import re
 import shlex
 from pathlib import Path
 
-import polars as pl
 import pytest
 
 from conftest import run_cli
@@ -146,8 +145,14 @@ def test_every_documented_command_takes_its_flags(doc, args):
     assert code == 0 and out.startswith("Usage:"), err
 
 
-@pytest.fixture(scope="module")
-def workspace(tmp_path_factory):
+# The documented commands and Python blocks run in two parts, each in a working directory of
+# its own, each in documentation order: sweeps.md's (its queries and its Python read only what
+# its own commands write) in tests/test_docs_sweeps.py, the other documents' here, so that the
+# suite's two workers run them side by side.
+APART = ("sweeps.md",)
+
+
+def make_workspace(tmp_path_factory) -> Path:
     """A working directory with the repository's sweeps/, as the documentation assumes, and
     the measurement files fitting.md shows."""
     root = tmp_path_factory.mktemp("documented")
@@ -159,28 +164,37 @@ def workspace(tmp_path_factory):
     return root
 
 
-@pytest.fixture(scope="module")
-def ran(workspace, kernel_rows):
-    """Every documented command that is not SLOW, run as written in documentation order,
-    then every Python block: {block: its variables}. A configuration is simulated once in the
-    session (conftest.KernelRows): README's `tune --sms` runs some of tune.md's, which
-    `validate`'s DeepEP points run too."""
+def run_documented(docs, workspace: Path, kernel_rows) -> dict:
+    """Every command of `docs` (names) that is not SLOW, run as written in documentation order,
+    then every Python block of theirs: {block: its variables}. A configuration is simulated
+    once in the process (conftest.KernelRows): README's `tune --sms` runs some of tune.md's,
+    which `validate`'s DeepEP points run too."""
     with kernel_rows.shared(), pytest.MonkeyPatch.context() as mp:
         mp.chdir(workspace)
         for doc, args in documented_commands():
-            if not any(" ".join(args).startswith(s) for s in SLOW):
+            if doc in docs and not any(" ".join(args).startswith(s) for s in SLOW):
                 code, _, err = run_cli(*args)
                 assert code == 0, f"{doc}: ubepsim {' '.join(args)}: {err}"
         scopes = {}
         for doc, block in python_blocks():
-            scope: dict = {}
-            exec(block, scope)   # the documentation's own code
-            scopes[block] = scope
+            if doc in docs:
+                scope: dict = {}
+                exec(block, scope)   # the documentation's own code
+                scopes[block] = scope
     return scopes
 
 
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory, kernel_rows):
+    """The documents but APART, run: {Python block: its variables}."""
+    return run_documented({d.name for d in DOCS} - set(APART), make_workspace(tmp_path_factory),
+                          kernel_rows)
+
+
 def test_every_documented_python_block_runs(ran):
-    assert len(ran) == len(python_blocks()) >= 5
+    # (APART's blocks: tests/test_docs_sweeps.py)
+    assert len(ran) == len([b for d, b in python_blocks() if d not in APART]) >= 1
+    assert len(python_blocks()) >= 5
 
 
 def test_the_readme_python_gives_rows_a_frame_and_a_timeline(ran):
@@ -188,28 +202,3 @@ def test_the_readme_python_gives_rows_a_frame_and_a_timeline(ran):
     assert scope["row"]["ranks"] == 64 and scope["row"]["latency_us"] > 0
     assert scope["frame"].height == 18
     assert scope["tl"]["phase"].n_unique() > 1
-
-
-def test_a_third_tier_costs_nothing_within_a_pod_and_latency_beyond(ran):
-    """sweeps.md's "Another fabric": 64-die pods under a third tier change nothing at 64 ranks,
-    and beyond cost CANN EP far more than UBEP."""
-    (scope,) = [s for block, s in ran.items() if "three_tier_us" in block]
-    cost = scope["cost"]
-    assert sorted(set(cost["ranks"])) == [64, 128, 256]
-    assert (cost.filter(pl.col("ranks") == 64)["cost_pct"] == 0).all()
-    beyond = cost.filter(pl.col("ranks") > 64)
-    bsp = beyond.filter(pl.col("protocol") == "bsp")["cost_pct"]
-    ubep = beyond.filter(pl.col("protocol") == "ubep")["cost_pct"]
-    # CANN EP pays the third tier's latency; UBEP's pipelined sending hides most of it
-    assert (bsp > 5).all() and (ubep.abs() < bsp).all()
-
-
-def test_the_round_trip_query_gives_each_op_per_protocol_and_ranks(ran):
-    """sweeps.md's combine query: every protocol and rank count of the ready grid, each op's
-    latency, a layer longer than its dispatch (it runs one, then its experts and combine)."""
-    (scope,) = [s for block, s in ran.items() if "results/combine" in block]
-    frame = scope["answer"]
-    assert frame.select("protocol", "ranks").rows() == [
-        (p, r) for p in ("bsp", "ubep") for r in (16, 32, 64, 128)]
-    assert frame.null_count().sum_horizontal().item() == 0
-    assert (frame["layer_us"] > frame["dispatch_us"]).all()
