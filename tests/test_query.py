@@ -174,8 +174,9 @@ def test_a_partial_sweep_with_a_stray_file_gives_both_warnings(tmp_path):
     ("SELECT regexp_like(protocol, '(') FROM results", "regex parse error: unclosed group"),
     ("SELECT * FROM read_parquet('/etc/passwd')", "parquet"),
     ("SELECT * FROM read_parquet('/no/such/file.parquet')", "/no/such/file.parquet"),
-    ("INSERT INTO results VALUES (1)", "statement type is not supported"),
-    ("DROP TABLE results", "returns no columns; give a SELECT"),
+    ("INSERT INTO results VALUES (1)", "INSERT changes a table; a query only reads"),
+    ("  delete FROM results", "DELETE changes a table; a query only reads"),
+    ("DROP TABLE results", "DROP changes a table; a query only reads: give a SELECT"),
 ])
 def test_a_mistake_in_the_sql_exits_2_with_one_line(dataset, sql, fragment):
     code, stdout, stderr = run_cli("query", dataset, sql)

@@ -14,6 +14,10 @@ from ..files import check_out, replacing
 OUT_FORMATS = (".parquet", ".csv")
 
 
+# SQL statements that write: refused before any work
+WRITES = ("INSERT", "UPDATE", "DELETE", "MERGE", "CREATE", "DROP", "ALTER", "TRUNCATE", "COPY")
+
+
 @cli.command()
 @click.argument("dataset")
 @click.argument("sql")
@@ -35,6 +39,12 @@ def query(dataset: str, sql: str, out: str | None, rows: int) -> None:
         raise InputError("--rows", f"must be at least 1, or -1 for all, got {rows}")
     if out is not None:
         check_out(Path(out), OUT_FORMATS)
+    # A query reads. Refused here, not left to Polars, whose SQL takes more statements from one
+    # release to the next (2.2 runs INSERT into its in-memory table): one message whatever its
+    # version
+    verb = sql.split(None, 1)[0].upper() if sql.strip() else ""
+    if verb in WRITES:
+        raise InputError("SQL", f"{verb} changes a table; a query only reads: give a SELECT")
     results = scan(dataset)
     warn_about(dataset)
     try:
@@ -44,7 +54,7 @@ def query(dataset: str, sql: str, out: str | None, rows: int) -> None:
     # bug, rightly an internal error.
     except (pl.exceptions.PolarsError, OSError) as e:
         raise InputError("SQL", _one_line(e)) from None
-    if answer.width == 0:   # DROP TABLE and the like: nothing to print or write
+    if answer.width == 0:   # an answer without columns: nothing to print or write
         raise InputError("SQL", "returns no columns; give a SELECT")
     if out is None:
         # never squeezed: a wide answer is read by scrolling, with its column names whole
