@@ -139,9 +139,11 @@ def simulate_batch(params, costs, chances, cdf_values, trace_values, batch_value
     ops = params[:, P_OP]
     for op, kernel in BATCH.items():
         rows = np.flatnonzero(ops == op)
+        if not rows.size:       # an op no row runs is not compiled (an empty batch runs none)
+            continue
         if rows.size == params.shape[0]:
             kernel(params, costs, chances, cdf_values, trace_values, batch_values, out, marks)
-        elif rows.size:
+        else:
             part = np.zeros((rows.size, out.shape[1]))
             kernel(params[rows], costs[rows], chances[rows], cdf_values, trace_values,
                    batch_values, part, marks)

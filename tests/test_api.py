@@ -92,3 +92,22 @@ def test_no_configurations_give_an_empty_frame_with_every_column():
     frame = ubepsim.simulate_many([])
     assert frame.height == 0
     assert frame.columns == ubepsim.simulate_many(CONFIGS[:1]).columns
+
+
+def test_only_the_ops_a_batch_runs_are_called(monkeypatch):
+    """Each op's batch kernel compiles when first called: an empty batch calls none (it used
+    to call all three, a minute's compile for no row), a dispatch-only batch dispatch's alone."""
+    import numpy as np
+    from ubepsim.kernels import layer
+    from ubepsim.kernels.layout import DISPATCH, N_OUT
+    from ubepsim.model.kernel_io import prepare
+    from ubepsim.model.params import make_config
+    from ubepsim.model.profile import load_profile
+    called = []
+    monkeypatch.setattr(layer, "BATCH", {op: (lambda *a, op=op: called.append(op))
+                                         for op in layer.BATCH})
+    assert ubepsim.simulate_many([]).height == 0 and called == []
+    profile = load_profile()
+    inputs = prepare(make_config(CONFIGS[1], profile.cores).columns(), profile)
+    layer.simulate_batch(*inputs, np.zeros((1, N_OUT)))
+    assert called == [DISPATCH]
