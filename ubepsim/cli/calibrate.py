@@ -97,6 +97,16 @@ def calibrate(measurements: str | None, keys: str | None, profile_spec: str, out
         _cross_validate(crossval.file_specs(measurements, fit_keys, profile_spec,
                                             max_evaluations), threads, crossval.summary)
         return
+    _fit_file(measurements, fit_keys, profile_spec, out, threads, max_evaluations)
+
+
+def _fit_file(measurements: str, fit_keys: list[str], profile_spec: str, out: Path | None,
+              threads: int | None, max_evaluations: int) -> None:
+    """Fit `fit_keys` to a measurement file from `profile_spec` and write the profile to `out`
+    (calibrated.toml by default), printing each point."""
+    from ..fit import calibrate as cal
+    from ..model.profile import load_profile
+
     target = out or Path("calibrated.toml")
     check_out(target, (".toml",))
     profile = load_profile(profile_spec, key="--profile")
