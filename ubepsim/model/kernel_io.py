@@ -116,7 +116,6 @@ def prepare(cols: dict[str, np.ndarray], profile: Profile):
             np.concatenate(trace_parts).astype(np.int64), np.concatenate(batch_parts))
 
 
-
 def check_machine(cols: dict[str, np.ndarray], profile: Profile,
                   source: str | None = None) -> None:
     """An InputError for the first configuration with more ranks than the profile's machine
