@@ -19,10 +19,10 @@ from .jit import njit
 from .layout import (B_CUMSUM, B_SYNC, C_COPY_COUNT, C_IDS_LOAD, C_INIT, C_INIT_LOAD,
                      C_LAUNCH_SKEW, C_VCOUNT, C_VECTOR_BYTES, C_VECTOR_OP, N_MARKS, N_PHASES,
                      N_PORTS, P_CORES, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SYNC,
-                     STO_WIDTH, THEN_NONE, Stores)
+                     RECEIVE_GROUP, RECEIVE_SLOTS, STO_WIDTH, THEN_NONE, Stores)
 from .programs import (cores_bytes, count_programs, init_phase, launch_starts, new_cores,
                        token_programs)
-from .protocols import (FIXED_SLOTS, SIGNALLED_COPIES, SYNC, by_core, chosen, jit_chosen,
+from .protocols import (RECEIVE, SIGNALLED_COPIES, SYNC, by_core, chosen, jit_chosen,
                         mechanisms, per_dest, per_dest_of, uses)
 from .receive import receive
 from .results import put_marks, result_row
@@ -64,7 +64,7 @@ def dispatch_stages(p, c, chance, sched, egress_free, ingress_free, marks_out):
     R, E, A = p[P_RANKS], p[P_EXPERTS], p[P_CORES]
     m = mechanisms(p[P_PROTOCOL])      # the protocol and its Data-as-Flag variant, decoded once
     fx = effects(jit_chosen(m.sync, p[P_SYNC]), m.signalled_copies)
-    grouped = m.count_group == 1
+    grouped = m.receive == RECEIVE_GROUP
     C = p[P_CUMSUM] if grouped else 0
     EL = E // R
     G = per_dest(m, EL)
@@ -143,7 +143,7 @@ def working_bytes(ranks, batch, topk, copies, most, experts, cores, protocol, sy
     return (8 * STO_WIDTH * stores      # Stores.sto
             + 12 * stores               # prog (int64), pre (int32): a word a store (room for two)
             + 24 * N                    # experts_of, xdest, xslot, xcopy, copy_ref (int32)
-            + 4 * N * uses(protocol, FIXED_SLOTS)   # pair_receive's sources (int32)
+            + 4 * N * (uses(protocol, RECEIVE) == RECEIVE_SLOTS)   # pair_receive's sources
             + 4 * counts + R * R        # count_signal (int32), hop classes (int8)
             + cores_bytes(R, A, N_MARKS) + 24 * R * A   # the schedule's aoff, loads, searches
             + 8 * (5 * np.asarray(most) + 16 * R + 6 * E)   # the schedule's per-die scratch,

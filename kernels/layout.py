@@ -108,24 +108,6 @@ O_COPIES_HOP0 = OUTPUTS.index(f"copies_{HOP_CLASSES[0]}")   # then one per hop c
 O_PHASE0 = OUTPUTS.index(f"phase_{PHASES[0].name}")          # then one per phase, in order
 
 # --- Timelines ---------------------------------------------------------------------------------
-# Phase marks: each AIV's clock at the boundaries of its phases, appended in this order (the
-# timeline's intervals, named by the TIMELINE tables below). Every AIV starts at 0 and ends
-# Init.
-MARK_START, MARK_INIT = 0, 1
-# A bsp AIV then (paper Figure 2): Token-Sending, SyncAll, SendFlag & Count, Flag verification,
-# SyncAll, CalCumSum, SyncAll, Token-Reordering. A ubep AIV has fewer marks: sending and
-# polling (its counts', or the offsets and then Token-Reordering).
-(MARK_BSP_SENT, MARK_BSP_SYNC_SENT, MARK_BSP_COUNTED, MARK_BSP_VERIFIED, MARK_BSP_SYNC_VERIFIED,
- MARK_BSP_CUMSUM, MARK_BSP_SYNC_CUMSUM, MARK_BSP_REORDERED) = range(2, 10)
-N_MARKS = MARK_BSP_REORDERED + 1
-# Combine's marks, in an array of their own (a layer's timeline puts them after dispatch's):
-# start (the die's combine start), Init, Token-Sending; a bsp AIV then its fence and statuses,
-# its status polls, the SyncAll and the reduction (CANN's V1); a ubep AIV its reduction.
-CMARK_START, CMARK_INIT, CMARK_SENT = 0, 1, 2
-CMARK_BSP_STATUS, CMARK_BSP_POLLED, CMARK_BSP_SYNC, CMARK_BSP_REDUCED = 3, 4, 5, 6
-CMARK_UBEP_REDUCED = 3
-N_CMARKS = CMARK_BSP_REDUCED + 1
-
 # The timeline's phases (`ubepsim run --timeline`), declared once: what each is (the docs
 # generator lists them), in order of first appearance (the plots' colours follow it); then
 # each AIV's phases in order, phase x running from its mark x to mark x + 1: under dispatch by
@@ -178,6 +160,24 @@ COMBINE_TIMELINE = {"statuses": ("init", "send", "status_send", "status_poll", "
                                  "reduce"),
                     "direct": ("init", "send", "reduce")}
 LAYER_GAP = "expert"
+
+
+def ends(timeline, step):
+    """The marks at which each `step` of a timeline ends (its phase x ends at mark x + 1)."""
+    return tuple(x + 1 for x, s in enumerate(timeline) if s == step)
+
+
+# Phase marks, named by the step they end: each AIV's clock at the boundaries of its phases,
+# appended as its steps end, in its timeline's order (a combine's in an array of their own, which
+# a layer's timeline puts after dispatch's). Every AIV starts at MARK_START (its die's launch,
+# or its combine's start) and ends Init at MARK_INIT; the marks a result reads are where CANN's
+# steps end among every AIV's (the SyncAlls, CalCumSum; V1's SyncAll).
+MARK_START, MARK_INIT = 0, 1
+N_MARKS = 1 + max(map(len, DISPATCH_TIMELINE.values()))
+N_CMARKS = 1 + max(map(len, COMBINE_TIMELINE.values()))
+SYNCALL_MARKS = ends(DISPATCH_TIMELINE["bsp"], "syncall")
+CUMSUM_MARK, = ends(DISPATCH_TIMELINE["bsp"], "cumsum")
+V1_SYNCALL_MARK, = ends(COMBINE_TIMELINE["statuses"], "syncall")
 
 # Columns of the parameter matrix (ubepsim.model.kernel_io.prepare builds it).
 # P_BATCHES: where the row's tokens per die start in the batches array, or EQUAL_BATCHES (every
@@ -320,6 +320,14 @@ THEN_NONE, THEN_SYNCALL, THEN_FENCE, THEN_ISSUED, THEN_NEXT = range(5)
 # A protocol's mechanism whose value is a parameter's code may instead read the configuration's
 # parameter (kernels/protocols).
 READ = -1
+# How a dispatch's receivers place the copies they take (protocols.RECEIVE): each value runs
+# its own steps (protocols.RECEIVE_ROLES names each one's AIV roles, whose timelines list them).
+# RECEIVE_CUMSUM, every AIV: the counts polled (Flag verification), SyncAll, CalCumSum, SyncAll,
+# Token-Reordering (CANN EP); RECEIVE_GROUP, a CalCumSum group of cores polls the counts with
+# partial prefix sums and publishes the offsets, which the token group polls before reordering
+# (UBEP); RECEIVE_SLOTS, every AIV takes a share of the (local expert, source) pairs, polls each
+# pair's count and copies its copies out of fixed slots (DeepEP).
+RECEIVE_CUMSUM, RECEIVE_GROUP, RECEIVE_SLOTS = range(3)
 N_PHASES = 2
 # Per-kind costs of a store: a row of the kind table per kind. The table is flat, so that the
 # event loop indexes it with a constant stride (a power of two) rather than a runtime shape.

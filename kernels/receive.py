@@ -10,7 +10,7 @@ from . import rng
 from .jit import njit, u
 from .layout import (B_CUMSUM, B_REORDER, C_COPY_RESET, C_COPY_VERIFY, C_COUNT_RESET,
                      C_COUNT_VERIFY, C_LOCAL_COPY, C_POLL, C_PREFIX, C_STATUS_POLL, C_TIMEOUT,
-                     P_SEED, P_WKEY, VIS)
+                     P_SEED, P_WKEY, RECEIVE_GROUP, RECEIVE_SLOTS, VIS)
 from .polls import close_step, die_ends, poll, seen, take
 from .protocols import per_dest
 from .protocols.bsp import bsp_cumsum
@@ -87,7 +87,7 @@ def reorder(p, cores, stores, ecnt, c, fx, chance, first_core, m, offsets):
         for j in range(n_reorder):
             a = first_core + j
             t = t_core[d, a]
-            if m.count_group:
+            if m.receive == RECEIVE_GROUP:
                 t2p = poll(t, offsets[d], period, inv_period)
                 bucket[d, a, B_CUMSUM] += t2p - t
                 wait[d, a] += t2p - t
@@ -121,22 +121,23 @@ def reorder(p, cores, stores, ecnt, c, fx, chance, first_core, m, offsets):
 
 @njit(inline="always")
 def receive(p, c, chance, fx, sched, cores, stores, C, m):
-    """Every die's receivers (m: protocols.Mechanisms): count polls, then a count group's
-    offsets or CANN's SyncAll-CalCumSum-SyncAll, then Token-Reordering. A die's receivers touch
-    nothing of another's, so each step runs over every die before the next. chance: the sentinel
+    """Every die's receivers (m: protocols.Mechanisms), by the steps m.receive runs
+    (layout.RECEIVE_*): fixed slots' pairs; or the counts polled, then a count group's offsets
+    or CANN's SyncAll-CalCumSum-SyncAll, then Token-Reordering. A die's receivers touch nothing
+    of another's, so each step runs over every die before the next. chance: the sentinel
     collision chances (copy, count message). Returns (delivered, violations, collisions, ends):
     ends[d] is when die d's last AIV is done."""
     t_core = cores.t
     R, A = t_core.shape
     EL = (sched.ecnt.shape[0] - 1) // R
-    if m.fixed_slots:
+    if m.receive == RECEIVE_SLOTS:
         delivered, violations, collisions = pair_receive(p, cores, stores, sched, c, fx,
                                                          chance[1], m.ordered,
                                                          per_dest(m, EL))
         return delivered, violations, collisions, die_ends(t_core)
     # polling every source's counts: by the count group, with its partial prefix sum per
     # source; or by every AIV (CANN's Flag verification)
-    grouped = m.count_group == 1
+    grouped = m.receive == RECEIVE_GROUP
     collisions = poll_counts(p, cores, stores, c, fx, chance[1], C if grouped else A,
                              c[C_PREFIX] * EL if grouped else 0, 1)
     if grouped:

@@ -9,16 +9,15 @@ from .routing import most_copies
 from .protocols import by_core, v1_phases
 from .schedule import busiest
 from .layout import (ADDRESS, C_COPY_EGRESS, C_COPY_INGRESS, C_EXPERT, C_LAT_LOCAL,
-                     C_RETURN_EGRESS, C_RETURN_INGRESS, C_SYNCALL, CMARK_BSP_SYNC, CMARK_INIT,
-                     COMBINE, DISPATCH, EACH, FLOOR_ROWS, MARK_BSP_CUMSUM, MARK_BSP_SYNC_CUMSUM,
-                     MARK_BSP_SYNC_SENT, MARK_BSP_SYNC_VERIFIED, MARK_INIT, MARK_START, N_BUCKETS,
+                     C_RETURN_EGRESS, C_RETURN_INGRESS, C_SYNCALL, COMBINE, CUMSUM_MARK, DISPATCH,
+                     EACH, FLOOR_ROWS, MARK_INIT, MARK_START, N_BUCKETS,
                      N_HOPS, NEVER, NEW_DEST, O_BOUND, O_COMBINE, O_COPIES_HOP0, O_COPIES_TOTAL,
                      O_DELIVERED, O_INGRESS_QUEUE, O_DISPATCH, O_EXPERT, O_LATENCY, O_LATENCY_MEAN,
                      O_PHASE0, O_PHASE_CUMSUM, O_PHASE_INIT, O_PHASE_REDUCE, O_PHASE_REORDER,
                      O_PHASE_SEND, O_PHASE_SYNC, O_QSEARCH_STEPS, O_SEND_MAX_CORE,
                      O_SEND_MEAN_CORE, O_SEND_SPREAD_CORE, O_SENT, O_SENTINEL_COLLISIONS,
                      O_VIOLATIONS, O_WAIT, O_SLOWEST_DIE, O_MEDIAN_DIE, O_RECV_MAX, O_SEND_MAX,
-                     TOPK, W_COPY, W_RETURN, WORK_ISSUE, WORK_ROWS)
+                     SYNCALL_MARKS, TOPK, V1_SYNCALL_MARK, W_COPY, W_RETURN, WORK_ISSUE, WORK_ROWS)
 
 
 @njit(inline="always")
@@ -52,10 +51,13 @@ def phases(out, cores, crit, latency, by_core, c):
     cumsum_end = 0
     for a in range(A):
         init_end = max(init_end, marks[crit, a, MARK_INIT])
-        cumsum_end = max(cumsum_end, marks[crit, a, MARK_BSP_CUMSUM])
-    send_end = marks[crit, 0, MARK_BSP_SYNC_SENT] - c[C_SYNCALL]
-    verified = marks[crit, 0, MARK_BSP_SYNC_VERIFIED]
-    summed = marks[crit, 0, MARK_BSP_SYNC_CUMSUM]
+        cumsum_end = max(cumsum_end, marks[crit, a, CUMSUM_MARK])
+    # the SyncAlls after sending, after the count polls and after CalCumSum: every AIV's ends
+    # the same
+    after_send, after_polls, after_cumsum = SYNCALL_MARKS
+    send_end = marks[crit, 0, after_send] - c[C_SYNCALL]
+    verified = marks[crit, 0, after_polls]
+    summed = marks[crit, 0, after_cumsum]
     out[O_PHASE_INIT] = init_end
     out[O_PHASE_SEND] = send_end - init_end
     out[O_PHASE_SYNC] = (verified - send_end) + (summed - cumsum_end)
@@ -82,11 +84,11 @@ def combine_phases(out, cores, crit, start, end, v1):
     init_end = 0
     send_end = 0
     for a in range(t_core.shape[1]):
-        init_end = max(init_end, marks[crit, a, CMARK_INIT])
+        init_end = max(init_end, marks[crit, a, MARK_INIT])
         if first_copy[crit, a] >= 0:     # (an AIV that sent nothing holds no ack of its own)
             send_end = max(send_end, last_copy_ack[crit, a])
     send_end = max(send_end, init_end)
-    synced = marks[crit, 0, CMARK_BSP_SYNC]
+    synced = marks[crit, 0, V1_SYNCALL_MARK]
     out[O_PHASE_INIT] += init_end - start
     out[O_PHASE_SEND] += send_end - init_end
     out[O_PHASE_SYNC] += synced - send_end

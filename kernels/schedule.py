@@ -23,7 +23,7 @@ from .routing import most_copies
 from .protocols import jit_chosen, mechanisms
 from .layout import (BALANCED, C_NPU_DIES, C_RAILS, C_TIER1_DIES, EXPERT_BLOCK, HOMOGENIZED, N_HOPS,
                      N_TIERS, P_CORES, P_CUMSUM, P_EXPERTS, P_PROTOCOL, P_RANKS, P_SCHEDULE,
-                     P_TOPK, TOKEN_ORDER, Schedule)
+                     P_TOPK, RECEIVE_GROUP, TOKEN_ORDER, Schedule)
 
 
 @njit
@@ -327,7 +327,7 @@ def schedule(p, c, experts_of, cfirst):
     R, K, E, A = p[P_RANKS], p[P_TOPK], p[P_EXPERTS], p[P_CORES]
     m = mechanisms(p[P_PROTOCOL])
     sched = jit_chosen(m.deal, p[P_SCHEDULE])
-    NS = A - (p[P_CUMSUM] if m.count_group else 0)
+    NS = A - (p[P_CUMSUM] if m.receive == RECEIVE_GROUP else 0)
     M = most_copies(cfirst)             # the per-die scratch's size
     EL = E // R
     # tables, so that the per-copy passes divide nothing: each expert's die, each copy's token

@@ -21,7 +21,6 @@ from ubepsim.model.costs import COST_INDEX, lower
 from ubepsim.model.params import Op, make_config
 from ubepsim.model.profile import load_profile
 from ubepsim.reference import state
-from ubepsim.reference.state import INIT
 
 # ports no store waits for and a window no AIV fills (as tests/test_mechanisms.py's FREE): an
 # AIV's first phase is its own work and issues, nothing else
@@ -108,7 +107,8 @@ def _first_phase_moves(cfg, cost, base, raised) -> tuple[bool, bool]:
             moved = [st for st in after if st["core"] == a][:len(mine)]
             paid = np.cumsum(_paid(cost, run, mine)).tolist()
             # from the end of its Init, which a cost may lengthen too (vcount: the search)
-            init = raised["_detail"]["marks"][d][a][INIT] - base["_detail"]["marks"][d][a][INIT]
+            init = raised["_detail"]["marks"][d][a][layout.MARK_INIT] - \
+                base["_detail"]["marks"][d][a][layout.MARK_INIT]
             got = [(y["issue_end"] - x["issue_end"] - init) / DELTA for x, y in zip(mine, moved)]
             assert got == paid, (cfg, d, a)
             paid_any |= bool(paid and paid[-1])

@@ -21,7 +21,7 @@ from test_twin import PROTOCOLS, ROUTINGS
 # boundaries (a layer's dispatch's, then its combine's) are the twin's
 from test_twin import (test_kernel_and_twin_check_the_same_bound,  # noqa: F401
                        test_no_time_passes_the_time_bound, test_timeline_marks_match_the_twin)
-from ubepsim.reference.state import C_BSP_POLLED, C_BSP_STATUS, C_BSP_SYNCALL, C_SENT, INIT
+from ubepsim.kernels import layout
 from ubepsim.model import api
 from ubepsim.model.result_fields import PHASE_NAMES, RESULTS, phase_column
 from ubepsim.model.workload import config_batches
@@ -186,12 +186,13 @@ def test_bsp_combine_phases_follow_v1(configs, twins):
     for i, (cfg, prof) in enumerate(configs):
         if cfg.op.name != "combine" or cfg.protocol.name != "bsp":
             continue
+        steps = layout.COMBINE_TIMELINE["statuses"]
+        assert steps == ("init", "send", "status_send", "status_poll", "syncall", "reduce")
         for die in twins(i)["_detail"]["marks"]:
-            assert len({m[C_BSP_SYNCALL] for m in die}) == 1
+            assert len({m[layout.V1_SYNCALL_MARK] for m in die}) == 1
             for m in die:
-                assert len(m) == 7
-                assert m[0] <= m[INIT] <= m[C_SENT] <= m[C_BSP_STATUS] <= m[C_BSP_POLLED] \
-                    <= m[C_BSP_SYNCALL] <= m[-1]
+                assert len(m) == 1 + len(steps)
+                assert m == sorted(m)
 
 
 def test_unfenced_statuses_keep_every_phase_a_time():

@@ -91,6 +91,23 @@ def test_the_model_names_every_parameter_that_is_not_always_read():
     assert sorted(named) == sorted(GATED)
 
 
+def test_the_protocols_table_holds_the_registry():
+    """docs/model.md's table of mechanisms names each of protocols.Mechanisms once, in order,
+    and an enum's cell names the value each protocol's module gives it."""
+    from ubepsim.kernels import layout, protocols
+
+    text = (ROOT / "docs" / "model.md").read_text()
+    table = text.split("| mechanism | what it does |")[1].split("\n\n")[0]
+    header, _, *lines = table.splitlines()
+    assert [c.strip() for c in header.strip("|").split("|")] == \
+        [f"`{name}`" for name in protocols.NAMES]
+    rows = [[c.strip() for c in row.strip("|").split("|")] for row in lines]
+    assert [row[0].strip("`") for row in rows] == [f.upper() for f in protocols.Mechanisms._fields]
+    names = {getattr(layout, n): n for n in ("RECEIVE_CUMSUM", "RECEIVE_GROUP", "RECEIVE_SLOTS")}
+    row = next(r for r in rows if r[0] == "`RECEIVE`")
+    assert row[2:] == [f"`{names[protocols.of(p).receive]}`" for p in range(len(protocols.NAMES))]
+
+
 def test_the_mechanism_table_names_tests_that_exist():
     rows = _mechanisms()
     assert len(rows) >= 20

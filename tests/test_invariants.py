@@ -24,7 +24,7 @@ import pytest
 
 from ubepsim.kernels import layer
 from ubepsim.kernels.layout import (K_COPY, K_FLAG, N_OUT, O_BOUND, O_COPIES_TOTAL, O_DELIVERED,
-                                    O_LATENCY, O_SENT, O_VIOLATIONS, P_SEED)
+                                    O_LATENCY, O_SENT, O_VIOLATIONS, P_SEED, RECEIVE_CUMSUM)
 from ubepsim.model import kernel_io, api
 from ubepsim.model.params import NAMES, make_config, polars_dtype
 from ubepsim.model.profile import load_profile
@@ -121,7 +121,7 @@ def unpolled(args):
     SyncAlls, or without waiting for them behind their counts or statuses (ordered): reorder's
     mechanisms, pair_receive's and reduce_tokens' flags."""
     if "m" in args:
-        args["m"] = args["m"]._replace(count_group=0, signalled_copies=0)
+        args["m"] = args["m"]._replace(receive=RECEIVE_CUMSUM, signalled_copies=0)
     else:
         args["signalled"] = args["ordered"] = 0
 

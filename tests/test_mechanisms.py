@@ -501,7 +501,8 @@ def test_each_protocol_module_names_every_mechanism_and_only_those():
     assert len(protocols.PROTOCOLS) == len(protocols.NAMES) == len(set(protocols.NAMES))
     # a count per expert is polled per (expert, source) pair: only the fixed slots' receive does
     table = protocols.MECHANISMS
-    assert (table[table[:, protocols.PER_EXPERT] == 1, protocols.FIXED_SLOTS] == 1).all()
+    assert (table[table[:, protocols.PER_EXPERT] == 1, protocols.RECEIVE]
+            == layout.RECEIVE_SLOTS).all()
     for module in protocols.PROTOCOLS:
         assert list(module.MECHANISMS) == list(protocols.Mechanisms._fields), module.__name__
         row = protocols.of(protocols.NAMES.index(module.__name__.rsplit(".", 1)[1]))

@@ -49,10 +49,17 @@ def test_each_op_has_its_phases():
 
 
 def test_the_timeline_tables_name_every_mark_interval():
-    """An AIV's phase x runs from its mark x to x + 1: bsp's dispatch and V1's combine use
-    every mark, ubep's roles fewer; every phase written is described, and only those."""
-    assert len(layout.DISPATCH_TIMELINE["bsp"]) + 1 == layout.N_MARKS
-    assert len(layout.COMBINE_TIMELINE["statuses"]) + 1 == layout.N_CMARKS
+    """An AIV's phase x runs from its mark x to x + 1: every timeline starts with Init, which
+    ends at MARK_INIT; the roles each RECEIVE value runs are the dispatch timelines, each once,
+    and RETURN_STATUS's steps are combine's; every phase written is described, and only
+    those."""
+    from ubepsim.kernels import protocols
+
+    for timeline in (*layout.DISPATCH_TIMELINE.values(), *layout.COMBINE_TIMELINE.values()):
+        assert layout.ends(timeline, "init") == (layout.MARK_INIT,)
+    roles = [r for named in protocols.RECEIVE_ROLES.values() for r in named]
+    assert sorted(roles) == sorted(layout.DISPATCH_TIMELINE)
+    assert sorted(protocols.RETURN_STATUS_STEPS) == sorted(layout.COMBINE_TIMELINE)
     assert len(layout.DISPATCH_TIMELINE["token"]) < len(layout.DISPATCH_TIMELINE["bsp"])
     written = {p for table in (layout.DISPATCH_TIMELINE, layout.COMBINE_TIMELINE)
                for phases in table.values() for p in phases} | {layout.LAYER_GAP}

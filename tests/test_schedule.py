@@ -151,7 +151,7 @@ def test_quaternary_search_takes_four_to_five_steps_at_typical_expert_counts():
 @given(st.integers(0, 10**12), st.integers(0, 10**12), st.integers(1, 5000))
 def test_closed_form_poll_equals_polling_loop(t, visible, period):
     visible = t + (visible - t) % (2000 * period) - 1000 * period   # huge times, near t
-    core = Core()
+    core = Core(())
     core.t = t
     poll(core, visible, period, "sync")
     assert kernel_poll(t, visible, period, 1.0 / period) == core.t

@@ -190,11 +190,11 @@ def test_homogenized_deal(m, n):
 @given(clocks=st.lists(st.integers(0, 10**6), min_size=1, max_size=16),
        ready=st.integers(0, 10**6), cost=st.integers(0, 10**4))
 def test_syncall(clocks, ready, cost):
-    cores_t = [Core() for _ in clocks]
+    cores_t = [Core(("init", "syncall")) for _ in clocks]
     for a, t in zip(cores_t, clocks):
         a.t = t
-        a.marks = [0, t]   # START and INIT ended: the barrier ends phase 2
-    t_sync.syncall(cores_t, max([ready] + clocks), cost, 2)
+        a.marks = [0, t]   # START and INIT ended: the barrier ends mark 2
+    t_sync.syncall(cores_t, max([ready] + clocks), cost)
     A = len(clocks)
     k = layout.Cores(np.array([clocks], np.int64), np.zeros((1, A, layout.N_BUCKETS), np.int64),
                     np.zeros((1, A), np.int64), np.full((1, A), -1, np.int64),

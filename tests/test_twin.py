@@ -17,11 +17,9 @@ import pytest
 from ubepsim import reference
 from ubepsim.errors import InputError
 from ubepsim.kernels import layer, layout
-from ubepsim.kernels.layout import NIC
+from ubepsim.kernels.layout import DISPATCH_TIMELINE, NIC, ends
 from ubepsim.paper import cm384
-from ubepsim.reference.state import (BSP_COUNTS_SENT, BSP_CUMSUM, BSP_SENT, BSP_SYNCALL_1,
-                                    BSP_SYNCALL_2, BSP_SYNCALL_3, BSP_VERIFIED, COPY,
-                                    FIXED_RECEIVED, UBEP_COUNTS, UBEP_OFFSETS, UBEP_SENT)
+from ubepsim.reference.state import COPY
 from ubepsim.model import kernel_io, api
 from ubepsim.model.costs import time_bound
 from ubepsim.model.params import config_columns, make_config
@@ -450,6 +448,14 @@ def test_ports_serve_one_store_at_a_time_and_credits_return_in_issue_order(confi
                 free[st["port"]] = st["visible"]
 
 
+BSP = DISPATCH_TIMELINE["bsp"]
+
+
+def _at(role, step, n=0):
+    """The mark that ends the n-th `step` of a dispatch role's timeline."""
+    return ends(DISPATCH_TIMELINE[role], step)[n]
+
+
 def _fixed_slots_wait(cfg, d):
     """deepep_ll: the counts wait for the die's last copy issued (one local latency later), not
     its acknowledgement; each AIV's pairs are received after their counts are visible (pair
@@ -458,16 +464,17 @@ def _fixed_slots_wait(cfg, d):
     c, R, A = d["costs"], cfg.ranks, cfg.cores
     EL = cfg.experts // R
     for dst, marks in enumerate(d["marks"]):
-        sent = max(m[BSP_SENT] for m in marks)
-        assert all(m[BSP_SYNCALL_1] >= sent + c["lat_local"] for m in marks)
-        assert all(m[BSP_SYNCALL_1] == marks[0][BSP_SYNCALL_1] for m in marks)
+        sent = max(m[_at("fixed", "send")] for m in marks)
+        barrier = _at("fixed", "finish_counter")
+        assert all(m[barrier] >= sent + c["lat_local"] for m in marks)
+        assert all(m[barrier] == marks[0][barrier] for m in marks)
         for j in range(A):
             pairs = {(q % R, dst * EL + q // R) for q in range(j * EL * R // A,
                                                               (j + 1) * EL * R // A)}
             counts = [st["visible"] for s, ref in pairs for st in d["stores"][s]
                       if st["dst"] == dst and st["kind"] == "count" and st["ref"] == ref]
             assert len(counts) == len(pairs)     # each pair's own count message
-            assert marks[j][FIXED_RECEIVED] >= max(counts, default=0)
+            assert marks[j][_at("fixed", "pair_receive")] >= max(counts, default=0)
 
 
 def test_no_phase_ends_before_what_it_waits_for(configs, twins):
@@ -484,7 +491,8 @@ def test_no_phase_ends_before_what_it_waits_for(configs, twins):
         ubep = cfg.protocol.name == "ubep"
         C = cfg.cumsum_cores if ubep else A      # the AIVs that count
         # the marks ending the count polls and the sending of the count messages
-        polled, sent = (UBEP_COUNTS, UBEP_SENT) if ubep else (BSP_VERIFIED, BSP_COUNTS_SENT)
+        role = "cumsum" if ubep else "bsp"
+        polled, sent = _at(role, "count_poll"), _at(role, "count_send")
         # when die `dst` can see source s's counts: its last count-related store to dst
         seen = [[max(st["visible"] for st in d["stores"][s] if st["dst"] == dst
                      and _count_related(st, cfg)) for s in range(R)] for dst in range(R)]
@@ -499,16 +507,17 @@ def test_no_phase_ends_before_what_it_waits_for(configs, twins):
                 dests = range(j * R // C, (j + 1) * R // C)
                 assert marks[j][sent] - marks[j][sent - 1] >= len(dests) * each
             if ubep:
-                offsets = max(marks[j][UBEP_COUNTS] for j in range(C)) + c["signal_issue"] + \
+                offsets = max(marks[j][polled] for j in range(C)) + c["signal_issue"] + \
                     c["lat_local"]
-                assert all(marks[a][UBEP_OFFSETS] >= offsets for a in range(C, A))
+                assert all(marks[a][_at("token", "offset_poll")] >= offsets for a in range(C, A))
             else:
                 # (a die without tokens sends no copies)
                 acks = max((st["ack"] for st in d["stores"][dst] if st["kind"] == "copy"),
                            default=0)
-                for x, after in ((BSP_SYNCALL_1, acks),
-                                 (BSP_SYNCALL_2, max(m[BSP_VERIFIED] for m in marks)),
-                                 (BSP_SYNCALL_3, max(m[BSP_CUMSUM] for m in marks))):
+                for x, after in ((_at("bsp", "syncall", 0), acks),
+                                 (_at("bsp", "syncall", 1), max(m[polled] for m in marks)),
+                                 (_at("bsp", "syncall", 2),
+                                  max(m[_at("bsp", "cumsum")] for m in marks))):
                     assert all(m[x] >= after + c["syncall"] for m in marks), (i, dst, x)
 
 
@@ -545,7 +554,7 @@ def test_waiting_covers_every_poll_and_barrier(configs, twins):
         for marks, die_waits in zip(d["marks"], d["waits"]):
             for a, (m, w) in enumerate(zip(marks, die_waits)):
                 if cfg.protocol.name == "bsp":
-                    assert w >= (m[BSP_SYNCALL_1] - m[BSP_SENT]) + \
-                        (m[BSP_SYNCALL_2] - m[BSP_VERIFIED]) + (m[BSP_SYNCALL_3] - m[BSP_CUMSUM])
+                    # each SyncAll, from the end of the step before it
+                    assert w >= sum(m[x] - m[x - 1] for x in ends(BSP, "syncall"))
                 elif a >= cfg.cumsum_cores:
-                    assert w >= m[UBEP_OFFSETS] - m[UBEP_SENT]
+                    assert w >= m[_at("token", "offset_poll")] - m[_at("token", "send")]

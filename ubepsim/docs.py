@@ -17,9 +17,9 @@ import tomllib
 from importlib import resources
 from pathlib import Path
 
+from .kernels import protocols
 from .kernels.layout import (COMBINE_TIMELINE, COUNT, DISPATCH_TIMELINE, LAYER_GAP,
                              TIMELINE_PHASES)
-from .model.api import combine_shape
 from .model.params import (PARAMS, STATED_DEFAULT, TUNED, TUNED_COLUMN, TUNED_HELP, Config, Op,
                            Protocol)
 from .model.profile import (BUILTIN, FIELDS, HOP_CLASSES, MAX_GBPS, MAX_LATENCY_NS,
@@ -100,7 +100,7 @@ def _timeline() -> list[str]:
     combine_roles = {Protocol.bsp: "`bsp`", Protocol.ubep: "`token`, and in a layer `cumsum`",
                      Protocol.deepep_ll: "`fixed`"}
     for protocol in Protocol:
-        phases = COMBINE_TIMELINE[combine_shape(protocol)]
+        phases = COMBINE_TIMELINE[protocols.combine_steps(protocol)]
         rows.append(f"| combine | {combine_roles[protocol]} | {', '.join(phases)} |")
     rows.append(f"| layer | each | its dispatch role's, then {LAYER_GAP}, then combine's |")
     rows += ["", "| phase | the core's work |", "|---|---|"]

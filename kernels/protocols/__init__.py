@@ -16,31 +16,34 @@ from collections import namedtuple
 import numpy as np
 
 from ..jit import njit
-from ..layout import READ, SW, THEN_FENCE, THEN_SYNCALL
+from ..layout import (READ, RECEIVE_CUMSUM, RECEIVE_GROUP, RECEIVE_SLOTS, SW, THEN_FENCE,
+                      THEN_SYNCALL)
 from . import bsp, deepep_ll, ubep
 
 # READ (kernels/layout.py): a column whose value is a parameter's code may instead read the
 # configuration's parameter.
 
 # The mechanisms, one column each. Dispatch:
-# COUNT_GROUP: the count messages come from a group of cores of their own (`cumsum_cores`, UBEP's
-#   CalCumSum group, paper Fig. 5(b)) beside the token cores, in one phase with them: the group
-#   polls the sources' counts with a partial prefix sum each, then publishes the offsets with
-#   one local store, which the token cores poll before their Token-Reordering. Without it every
-#   core sends the counts after the token phase (COUNTS_AFTER), then receives (FIXED_SLOTS).
+# RECEIVE: how the receivers place the copies, and so which steps they run (layout: RECEIVE_*;
+#   RECEIVE_ROLES below). RECEIVE_GROUP: the count messages come from a group of cores of their
+#   own (`cumsum_cores`, UBEP's CalCumSum group, paper Fig. 5(b)) beside the token cores, in one
+#   phase with them: the group polls the sources' counts with a partial prefix sum each, then
+#   publishes the offsets with one local store, which the token cores poll before their
+#   Token-Reordering. Otherwise every core sends the counts after the token phase
+#   (COUNTS_AFTER), then receives: RECEIVE_SLOTS, each (local expert, source) pair's copies
+#   land in slots of their own, so no prefix sum places them: every core takes a share of the
+#   pairs, polls each pair's count and copies its copies out (DeepEP's receive);
+#   RECEIVE_CUMSUM, every core polls its share of the counts, then SyncAll, CalCumSum,
+#   SyncAll, Token-Reordering (CANN EP).
 # COUNTS_AFTER: without a count group, what the counts wait for: THEN_SYNCALL, a SyncAll once
 #   every store of the die was acknowledged (CANN EP, Fig. 2); THEN_ISSUED, every core's last
 #   copy issued (DeepEP: each expert's count follows a finish counter its senders add to after
 #   each put; modelled die-wide, the counters being read one local latency after the last).
-# FIXED_SLOTS: each (local expert, source) pair's copies land in slots of its own, so no prefix
-#   sum places them: every core takes a share of the pairs, polls each pair's count and copies
-#   its copies out (DeepEP's receive). Without it, without a count group: every core polls its
-#   share of the counts, then SyncAll, CalCumSum, SyncAll, Token-Reordering (CANN EP).
 # PER_EXPERT: a die signals each destination per expert, not once: in dispatch a count message
 #   per (destination, local expert), each one expert's count, from the core that owns the
 #   expert (cores share them as q = destination x experts-per-die + expert: DeepEP's responsible
 #   warp group per expert), each polled by its (expert, source) pair's receiver (so only with
-#   FIXED_SLOTS); in combine a status per (destination, own local expert), the receivers
+#   RECEIVE_SLOTS); in combine a status per (destination, own local expert), the receivers
 #   polling every source's. Else one count message per destination carries its experts' counts,
 #   and one status per destination.
 # SIGNALLED_COPIES: each token copy signals its own arrival by the configuration's Data-as-Flag
@@ -76,11 +79,10 @@ from . import bsp, deepep_ll, ubep
 #   (V1's PipeBarrier); THEN_NEXT, nothing (DeepEP: the flag follows the copies on their QP).
 # HIDDEN_SPLIT: where a die holds fewer tokens than cores, the cores split each token's hidden
 #   dimension in the reduction (V1's reduce split; ubepsim.model.costs prices it).
-(COUNT_GROUP, COUNTS_AFTER, FIXED_SLOTS, PER_EXPERT, SIGNALLED_COPIES, ORDERED, SYNC,
- TOKEN_PRELOAD, DEAL, HEADER_BYTES, EXPERT_CORES, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER,
- HIDDEN_SPLIT) = range(15)
+(RECEIVE, COUNTS_AFTER, PER_EXPERT, SIGNALLED_COPIES, ORDERED, SYNC, TOKEN_PRELOAD, DEAL,
+ HEADER_BYTES, EXPERT_CORES, RETURN_DEAL, RETURN_STATUS, STATUS_AFTER, HIDDEN_SPLIT) = range(14)
 Mechanisms = namedtuple("Mechanisms", (
-    "count_group", "counts_after", "fixed_slots", "per_expert", "signalled_copies",
+    "receive", "counts_after", "per_expert", "signalled_copies",
     "ordered", "sync", "token_preload", "deal", "header_bytes", "expert_cores", "return_deal",
     "return_status", "status_after", "hidden_split"))
 
@@ -92,6 +94,13 @@ MECHANISMS = np.array([[p.MECHANISMS[f] for f in Mechanisms._fields] for p in PR
                       np.int64)
 # (V1's statuses are flags behind their core's fence, never verified or re-armed: sw)
 STATUS_SYNC = SW
+# The steps each mechanism's value runs, as the roles of a die's AIVs, in core order: each role's
+# steps are its timeline (layout.DISPATCH_TIMELINE; a count group's `cumsum_cores` AIVs come
+# first). A combine's AIVs all take the last role's (UBEP's token group), and their steps follow
+# RETURN_STATUS (layout.COMBINE_TIMELINE: CANN's V1 and DeepEP's statuses, or direct).
+RECEIVE_ROLES = {RECEIVE_CUMSUM: ("bsp",), RECEIVE_GROUP: ("cumsum", "token"),
+                 RECEIVE_SLOTS: ("fixed",)}
+RETURN_STATUS_STEPS = ("direct", "statuses")
 
 
 @njit
@@ -99,14 +108,14 @@ def mechanisms(protocol):
     """A protocol's MECHANISMS row, as the stages read it (see Mechanisms)."""
     r = MECHANISMS[protocol]
     return Mechanisms(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11],
-                      r[12], r[13], r[14])
+                      r[12], r[13])
 
 
 @njit(inline="always")
 def per_dest(m, EL):
     """The count messages (dispatch) or statuses (combine) a die sends each destination:
     PER_EXPERT, one per expert (EL of them); else one. (A count per expert is polled per
-    (expert, source) pair, so PER_EXPERT goes with FIXED_SLOTS: tests/test_mechanisms.py.)"""
+    (expert, source) pair, so PER_EXPERT goes with RECEIVE_SLOTS: tests/test_mechanisms.py.)"""
     return EL if m.per_expert else 1
 
 
@@ -128,6 +137,20 @@ def by_core(m):
     """Whether a dispatch's phases on the critical path are its last AIV's own time buckets:
     wherever no SyncAll splits the die's AIVs into phases they share (CANN EP's)."""
     return m.counts_after != THEN_SYNCALL
+
+
+def roles(protocol, cores: int, cumsum_cores: int, combine: bool) -> list[tuple[int, str]]:
+    """(AIVs, role) of a die, in core order (RECEIVE_ROLES): in a dispatch its receive's roles,
+    a count group's `cumsum_cores` AIVs first; in a combine every AIV takes the last role."""
+    named = RECEIVE_ROLES[int(uses(protocol, RECEIVE))]
+    if combine or len(named) == 1:
+        return [(cores, named[-1])]
+    return [(cumsum_cores, named[0]), (cores - cumsum_cores, named[1])]
+
+
+def combine_steps(protocol) -> str:
+    """Which of layout.COMBINE_TIMELINE a protocol's combine runs (RETURN_STATUS_STEPS)."""
+    return RETURN_STATUS_STEPS[int(uses(protocol, RETURN_STATUS))]
 
 
 def of(protocol) -> Mechanisms:

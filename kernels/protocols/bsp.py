@@ -1,18 +1,17 @@
 """bsp: CANN EP's MoE dispatch and combine, the paper's baseline (Figures 2 and 5(a)): every
 core (AIV) runs every phase, SyncAll between phases; its combine is CANN's V1. Beside its
 mechanisms, the code it alone runs: CalCumSum between two SyncAlls (`bsp_cumsum`), which its
-receive (kernels/receive.py) calls without a count group or fixed slots."""
+receive (kernels/receive.py) calls where RECEIVE says RECEIVE_CUMSUM."""
 
 from ..jit import njit
-from ..layout import (B_CUMSUM, C_PREFIX, C_SYNCALL, EXPERT_BLOCK, READ, THEN_FENCE,
-                      THEN_SYNCALL)
+from ..layout import (B_CUMSUM, C_PREFIX, C_SYNCALL, EXPERT_BLOCK, READ, RECEIVE_CUMSUM,
+                      THEN_FENCE, THEN_SYNCALL)
 from ..sync import syncall
 
 # The mechanisms it uses (kernels/protocols: what each means), each with its source.
 MECHANISMS = {
-    "count_group": 0,                  # every AIV counts, sends and polls (Fig. 2's phases)
+    "receive": RECEIVE_CUMSUM,         # Flag verification, SyncAll, CalCumSum, SyncAll (Fig. 2)
     "counts_after": THEN_SYNCALL,      # SyncAll before SendFlag & Count (Fig. 2; Section 2.3)
-    "fixed_slots": 0,                  # SyncAll, CalCumSum, SyncAll place the copies (Fig. 2)
     "per_expert": 0,                   # a count message and a status per destination
     "signalled_copies": 0,             # what is polled is the counts, behind the SyncAll
     "ordered": 0,                      # ordered by the barrier, not by a queue
@@ -30,8 +29,8 @@ MECHANISMS = {
 
 @njit(inline="always")
 def bsp_cumsum(cores, c, entries):
-    """Without a count group (CANN EP), on every die: SyncAll, CalCumSum over the `entries` counts
-    (ranks x experts per die) split evenly over every AIV, SyncAll."""
+    """RECEIVE_CUMSUM's middle (CANN EP), on every die: SyncAll, CalCumSum over the `entries`
+    counts (ranks x experts per die) split evenly over every AIV, SyncAll."""
     t_core, bucket, wait = cores.t, cores.bucket, cores.wait
     marks, nmarks = cores.marks, cores.nmarks
     R, A = t_core.shape

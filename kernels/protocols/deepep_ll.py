@@ -3,22 +3,21 @@
 copies on the expert's queue pair, fixed slots per (local expert, source); the combine's puts
 with a flag per expert behind them, a grid sync, then each token reduced (docs/model.md,
 "DeepEP's low-latency kernels"). Beside its mechanisms, the code it alone runs: the fixed slots'
-receive (`pair_receive`), which kernels/receive.py calls where FIXED_SLOTS says."""
+receive (`pair_receive`), which kernels/receive.py calls where RECEIVE says RECEIVE_SLOTS."""
 
 import numpy as np
 
 from .. import rng
 from ..jit import njit, u
 from ..layout import (B_REORDER, BALANCED, C_COUNT_RESET, C_COUNT_VERIFY, C_LOCAL_COPY,
-                      C_POLL, C_STATUS_POLL, C_TIMEOUT, P_SEED, P_WKEY, SP, THEN_ISSUED, THEN_NEXT,
-                      TOKEN_ORDER, VIS)
+                      C_POLL, C_STATUS_POLL, C_TIMEOUT, P_SEED, P_WKEY, RECEIVE_SLOTS, SP,
+                      THEN_ISSUED, THEN_NEXT, TOKEN_ORDER, VIS)
 from ..polls import close_step, poll, seen, take
 
 # The mechanisms it uses (kernels/protocols: what each means), each with its source line.
 MECHANISMS = {
-    "count_group": 0,             # no count group: every warp group sends and receives
+    "receive": RECEIVE_SLOTS,     # L143 slot = atomicAdd(expert's counter); L266-290 receive
     "counts_after": THEN_ISSUED,  # L164 finish counter += 1 per put; L217 count once all issued
-    "fixed_slots": 1,             # L143 slot = atomicAdd(expert's counter); L266-290 receive
     "per_expert": 1,              # L217-221 a count per (expert, rank); L440 a flag per expert
     "signalled_copies": 0,        # L266 the receiver spins on the count alone
     "ordered": 1,                 # L154 puts and L221 the count on the expert's QP, in order
@@ -36,7 +35,7 @@ MECHANISMS = {
 
 @njit   # compiled apart: inlined, its loops grew the dispatch function and slowed the others'
 def pair_receive(p, cores, stores, sched, c, fx, chance, ordered, G):
-    """Fixed slots (protocols.FIXED_SLOTS, DeepEP's receive): on every die, each AIV takes an
+    """Fixed slots (layout.RECEIVE_SLOTS, DeepEP's receive): on every die, each AIV takes an
     equal contiguous share of the (local expert, source) pairs, pair q = e * ranks + s (DeepEP's
     responsible expert index); per pair it polls the source's count message (of G a die sends
     it: the pair's own where there is one per expert), reads it out and checks it as the

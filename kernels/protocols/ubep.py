@@ -6,13 +6,12 @@ receive (kernels/receive.py) calls after the group's polls."""
 import numpy as np
 
 from ..jit import njit
-from ..layout import C_LAT_LOCAL, C_SIGNAL_ISSUE, READ
+from ..layout import C_LAT_LOCAL, C_SIGNAL_ISSUE, READ, RECEIVE_GROUP
 
 # The mechanisms it uses (kernels/protocols: what each means), each with its source.
 MECHANISMS = {
-    "count_group": 1,          # the CalCumSum group: `cumsum_cores` cores (Fig. 5(b), Section 3.1)
+    "receive": RECEIVE_GROUP,  # the CalCumSum group, `cumsum_cores` (Fig. 5(b), Section 3.1)
     "counts_after": 0,         # the group counts beside the token group, in one phase
-    "fixed_slots": 0,          # the group's prefix sums place the copies (Section 3.2)
     "per_expert": 0,           # a count message per destination
     "signalled_copies": 1,     # each copy is its own flag, polled before it is taken (Section 3.4)
     "ordered": 0,              # each copy's signal is polled, in any order

@@ -195,31 +195,20 @@ def timeline_phases(config: Config, role: str) -> list[tuple[str, int, int]]:
     kernels/layout.py declares them (DISPATCH_TIMELINE, LAYER_GAP, COMBINE_TIMELINE)."""
     out = []
     dispatch = k.DISPATCH_TIMELINE[role]
+    combine = k.COMBINE_TIMELINE[protocols.combine_steps(config.protocol)]
     if config.op is not Op.combine:
         out += [(p, x, x + 1) for x, p in enumerate(dispatch)]
     if config.op is Op.layer:
         out.append((k.LAYER_GAP, len(dispatch), k.N_MARKS))
     if config.op is not Op.dispatch:
-        out += [(p, k.N_MARKS + x, k.N_MARKS + x + 1)
-                for x, p in enumerate(k.COMBINE_TIMELINE[combine_shape(config.protocol)])]
+        out += [(p, k.N_MARKS + x, k.N_MARKS + x + 1) for x, p in enumerate(combine)]
     return out
 
 
-def combine_shape(protocol) -> str:
-    """Which of layout.COMBINE_TIMELINE a protocol's combine runs."""
-    return "statuses" if protocols.uses(protocol, protocols.RETURN_STATUS) else "direct"
-
-
 def _roles(config: Config) -> list[tuple[int, str]]:
-    """(cores, role) of a die, in core order: its dispatch role (combine: bsp, fixed or
-    token)."""
-    if protocols.uses(config.protocol, protocols.FIXED_SLOTS):
-        return [(config.cores, "fixed")]
-    if not protocols.uses(config.protocol, protocols.COUNT_GROUP):
-        return [(config.cores, "bsp")]
-    if config.op is Op.combine:
-        return [(config.cores, "token")]
-    return [(config.cumsum_cores, "cumsum"), (config.cores - config.cumsum_cores, "token")]
+    """(cores, role) of a die, in core order: its dispatch roles (combine: the last one's)."""
+    return protocols.roles(config.protocol, config.cores, config.cumsum_cores,
+                           config.op is Op.combine)
 
 
 def timeline_bytes(config: Config) -> int:

@@ -12,10 +12,10 @@ from typing import NamedTuple
 import numpy as np
 
 from ..kernels.layout import (COSTS, COUNT_CHAIN_OPS, EXPERT_SHIFT, INT32, N_HOPS, N_TIERS,
-                              PER_EXPERT, PRECEDED, STORE_WORK)
+                              PER_EXPERT, PRECEDED, RECEIVE_SLOTS, STORE_WORK)
 from ..kernels.sync import COLLIDES, IN_BLOCK, POLICY, on_copies
-from ..kernels.protocols import (FIXED_SLOTS, HEADER_BYTES, HIDDEN_SPLIT, SIGNALLED_COPIES,
-                                 SYNC, TOKEN_PRELOAD, chosen, per_dest_of, uses)
+from ..kernels.protocols import (HEADER_BYTES, HIDDEN_SPLIT, RECEIVE, SIGNALLED_COPIES, SYNC,
+                                 TOKEN_PRELOAD, chosen, per_dest_of, uses)
 from .params import CombineDtype, Dtype, Op, combine_bytes, copies_per_die, token_bytes
 from .profile import HOP_CLASSES, Profile
 from .workload import batch_max
@@ -331,7 +331,7 @@ class _Chain(NamedTuple):
         m = copies_per_die(batch_max(cols), cols["topk"]).astype(np.float64)
         return cls(c, ranks, experts, np.asarray(cols["cores"], dtype=np.float64), m, e_local,
                    per_dest_of(protocol, e_local),
-                   np.where(uses(protocol, FIXED_SLOTS) == 1, experts, ranks),
+                   np.where(uses(protocol, RECEIVE) == RECEIVE_SLOTS, experts, ranks),
                    np.max([c[f"lat_{h}"] for h in HOP_CLASSES], axis=0),
                    np.log2(experts) + 3, c["poll"] + c["timeout"])
 

@@ -31,6 +31,7 @@ import polars as pl
 
 from ..errors import InputError
 from ..kernels import protocols
+from ..kernels.layout import RECEIVE_GROUP
 from . import routings
 from .traces import check_trace_file
 
@@ -325,9 +326,9 @@ DRAWN = tuple(r for r in Routing if r is not Routing.trace)
 # stream, simulated once in a sweep. (A trace file is never ignored: giving one without
 # routing = trace is an error.) Combine has no CalCumSum group and reads no dispatch dtype;
 # bsp's combine is CANN's V1, whose split and signals are its own (docs/model.md, "Combine").
-def _using(mechanism: int) -> tuple[Protocol, ...]:
-    """The protocols that use a mechanism (kernels/protocols.py)."""
-    return tuple(p for p in Protocol if protocols.uses(p, mechanism) == 1)
+def _using(mechanism: int, value: int = 1) -> tuple[Protocol, ...]:
+    """The protocols that use a mechanism (kernels/protocols.py), or its given value."""
+    return tuple(p for p in Protocol if protocols.uses(p, mechanism) == value)
 
 
 def _reading(mechanism: int) -> tuple[Protocol, ...]:
@@ -336,7 +337,8 @@ def _reading(mechanism: int) -> tuple[Protocol, ...]:
 
 
 GATED: dict[str, Gate] = {
-    "cumsum_cores": _gate({"protocol": _using(protocols.COUNT_GROUP), "op": WITH_DISPATCH}),
+    "cumsum_cores": _gate({"protocol": _using(protocols.RECEIVE, RECEIVE_GROUP),
+                            "op": WITH_DISPATCH}),
     # a generator's parameters: its signature's (routings.py)
     **{name: _gate({"routing": tuple(Routing[r] for r in readers)})
        for name, readers in routings.readers().items()},

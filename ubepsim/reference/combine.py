@@ -10,7 +10,7 @@ from .fabric import Phase, fabric
 from .programs import init_phase, status_programs, token_programs
 from .reduce import reduce
 from .schedule import Schedule
-from .state import C_BSP_STATUS, C_SENT, Die, Run
+from .state import Die, Run
 from .sync import POLICY
 
 # CANN's V1 status: a flag behind its AIV's fence, read out, never re-armed or verified
@@ -32,11 +32,11 @@ def combine(run: Run, plan: Schedule, starts: list[int],
         if run.mech.return_status:
             # V1's SetStatus: behind PipeBarrier<PIPE_ALL>, each AIV's status to each
             # destination it owns
-            phases.append([Phase(copies, C_SENT,
+            phases.append([Phase(copies, "send",
                                  "fence" if run.mech.status_after == THEN_FENCE else "next"),
-                           Phase(status_programs(run, d, dealt, die), C_BSP_STATUS)])
+                           Phase(status_programs(run, d, dealt, die), "status_send")])
         else:
-            phases.append([Phase(copies, C_SENT)])
+            phases.append([Phase(copies, "send")])
     fabric(run, dies, phases)
     # each source's copies come back: its copy i as (the store carrying it, the store polled)
     returned = [dict() for _ in range(run.ranks)]

@@ -39,17 +39,21 @@ ARRIVAL = 2   # (destination die, port, source die): a store reaches an ingress 
 
 @dataclass
 class Phase:
-    """What a die's AIVs run in one phase: each AIV's program (programs[core]), the mark that
-    ends it, and what comes between it and the next phase: "syncall" (the die's AIVs meet once
-    every store of the die was acknowledged), "issued" (they meet once each issued its last
-    store, one local latency later: DeepEP's finish counters), "fence" (each AIV waits for its
-    own stores) or "next" (each AIV goes straight on, its stores in flight keeping their
-    credits)."""
+    """What a die's AIVs run in one phase: each AIV's program (programs[core]), the step it
+    ends (a count group's AIVs: `group_step`), and what comes between it and the next phase, a
+    step of its own: "syncall" (the die's AIVs meet once every store of the die was
+    acknowledged), "finish_counter" (they meet once each issued its last store, one local
+    latency later: DeepEP's finish counters), "fence" (each AIV waits for its own stores) or
+    "next" (each AIV goes straight on, its stores in flight keeping their credits)."""
 
     programs: dict[int, list[Entry]]
-    mark: int
+    step: str
     then: str | None = None
-    then_mark: int | None = None   # the mark the barrier ends
+    group_step: str | None = None
+
+    def step_of(self, core: int, group: int) -> str:
+        """The step AIV `core` ends, of a die whose first `group` AIVs are its count group."""
+        return self.group_step if self.group_step is not None and core < group else self.step
 
 
 class Sender:
@@ -149,12 +153,12 @@ class Fabric:
         die = self.dies[s]
         a = die.cores[sender.core]
         phase = self.phases[s][sender.phase]
-        a.mark(phase.mark)
+        a.mark(phase.step_of(sender.core, self.run.cumsum_cores))
         if phase.then == "fence":
             self.fence(sender)
         elif phase.then == "next":
             self.begin_phase(sender, drained=False)
-        elif phase.then in ("syncall", "issued"):
+        elif phase.then in ("syncall", "finish_counter"):
             self.done[s] += 1
             if self.done[s] == self.run.cores:
                 self.barrier(s, acked=phase.then == "syncall")
@@ -179,7 +183,7 @@ class Fabric:
             return
         ready = max([a.t for a in die.cores] + [x.ack for x in issued])
         syncall(die.cores, ready, self.run.c["syncall" if acked else "lat_local"],
-                self.phases[s][self.senders[s][0].phase].then_mark)
+                "syncall" if acked else "finish_counter")
         self.done[s] = 0
         for sender in self.senders[s]:
             self.begin_phase(sender, drained=acked)

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from ..kernels.layout import ADDRESS, MARKED, NEW_DEST, PER_EXPERT, PRECEDED, STORE_WORK
 from .rng import LAUNCH, stream, unit
 from .schedule import DieSchedule
-from .state import CHECKSUM, COPY, COUNT, FLAG, INIT, RETURN, Die, Run, Store, share
+from .state import CHECKSUM, COPY, COUNT, FLAG, RETURN, Die, Run, Store, share
 from .sync import DataAsFlag
 
 
@@ -51,10 +51,10 @@ def init_phase(run: Run, plan: DieSchedule, die: Die, first: int,
         steps = plan.steps[j]
         search = 0 if steps is None else (steps + 1) * c["vcount"]
         a.spend("init", setup + search + plan.loads[j] * (0 if combine else c["init_load"]))
-        a.mark(INIT)
+        a.mark("init")
     for a in die.cores[:first]:
         a.spend("init", setup)
-        a.mark(INIT)
+        a.mark("init")
 
 
 def store_work(run: Run, at: str, marker: bool = False, experts: int = 0) -> tuple[int, int]:

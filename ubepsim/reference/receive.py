@@ -5,18 +5,19 @@ polls themselves are polls.py's."""
 from __future__ import annotations
 
 from .polls import poll, seen
-from .state import COPY, UBEP_OFFSETS, Core, Die, Run, share
+from ..kernels.layout import RECEIVE_GROUP
+from .state import COPY, Core, Die, Run, share
 from .sync import DataAsFlag
 
 
-def poll_counts(run: Run, dies: list[Die], d: int, group: list[Core], mark: int,
+def poll_counts(run: Run, dies: list[Die], d: int, group: list[Core], step: str,
                 policy: DataAsFlag, chance: float, prefix: int) -> None:
     """Flag verification (bsp, every AIV) / the CalCumSum group's polls (ubep) / CANN's V1
     combine's status polls (WaitDispatch): each AIV of the group takes its share of the
     sources' signals, run.per_dest from each (x = source x per_dest + e); for each, it polls
     the store signalling those counts (that status), reads it out, verifies and re-arms it as
     `policy` says (collisions at `chance`), and adds `prefix` cycles of partial prefix sum
-    (ubep's CalCumSum). Then it ends its phase `mark`."""
+    (ubep's CalCumSum). Then it ends its step `step` (count_poll, status_poll)."""
     c, G = run.c, run.per_dest
     for j, a in enumerate(group):
         for x in share(j, len(group), run.ranks * G):
@@ -30,7 +31,7 @@ def poll_counts(run: Run, dies: list[Die], d: int, group: list[Core], mark: int,
             if policy.rearm_sentinel:
                 a.spend("sync", c["count_reset"])
             a.spend("cumsum", prefix)
-        a.mark(mark)
+        a.mark(step)
 
 
 def received(dies: list[Die], d: int) -> list[tuple[int, int]]:
@@ -40,10 +41,9 @@ def received(dies: list[Die], d: int) -> list[tuple[int, int]]:
     return sorted(got, key=lambda si: (dies[si[0]].copies[si[1]][2], si[0], si[1]))
 
 
-def reorder(run: Run, dies: list[Die], d: int, group: list[Core], offsets: int | None,
-            mark: int) -> None:
+def reorder(run: Run, dies: list[Die], d: int, group: list[Core], offsets: int | None) -> None:
     """Token-Reordering: each AIV of the group copies its equal contiguous share of the copies
-    die d received (in output order) to their places, then ends its phase `mark`.
+    die d received (in output order) to their places, then ends its step, reorder.
 
     After a count group an AIV first polls for the offsets (published at `offsets`) and, before each
     copy, polls the store signalling it, verifying it as run.copy_sync says; it re-arms each
@@ -53,9 +53,9 @@ def reorder(run: Run, dies: list[Die], d: int, group: list[Core], offsets: int |
     die = dies[d]
     got = received(dies, d)
     for j, a in enumerate(group):
-        if run.mech.count_group:
+        if run.mech.receive == RECEIVE_GROUP:
             poll(a, offsets, c["poll"], "cumsum")
-            a.mark(UBEP_OFFSETS)
+            a.mark("offset_poll")
         for x in share(j, len(group), len(got)):
             s, i = got[x]
             if run.mech.signalled_copies:
@@ -70,4 +70,4 @@ def reorder(run: Run, dies: list[Die], d: int, group: list[Core], offsets: int |
             if policy.rearm_sentinel:
                 a.spend("reorder", c["copy_reset"])
             die.take((s, i), data, d)
-        a.mark(mark)
+        a.mark("reorder")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .polls import poll, seen
 from .receive import poll_counts
-from .state import C_BSP_POLLED, C_BSP_REDUCED, C_BSP_SYNCALL, C_UBEP_REDUCED, Die, Run, share
+from .state import Die, Run, share
 from .sync import DataAsFlag, syncall
 
 
@@ -17,8 +17,8 @@ def reduce(run: Run, dies: list[Die], s: int, returned: dict, status: DataAsFlag
     signalling it)."""
     die = dies[s]
     if run.mech.return_status:
-        poll_counts(run, dies, s, die.cores, C_BSP_POLLED, status, 0.0, 0)
-        syncall(die.cores, max(a.t for a in die.cores), run.c["syncall"], C_BSP_SYNCALL)
+        poll_counts(run, dies, s, die.cores, "status_poll", status, 0.0, 0)
+        syncall(die.cores, max(a.t for a in die.cores), run.c["syncall"])
     reduce_tokens(run, die, s, returned)
 
 
@@ -62,4 +62,4 @@ def reduce_tokens(run: Run, die: Die, s: int, returned: dict) -> None:
             a.spend("reduce", K * (c["reduce_copy" + suffix]
                                    + (c["return_reset"] if policy.rearm_sentinel else 0))
                     + c["reduce_token" + suffix])
-        a.mark(C_BSP_REDUCED if run.mech.return_status else C_UBEP_REDUCED)
+        a.mark("reduce")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 
-from ..kernels.layout import ADDRESS, EACH, FLOOR, NEW_DEST, STORE_WORK, TOPK
+from ..kernels.layout import (ADDRESS, CUMSUM_MARK, EACH, FLOOR, MARK_INIT, MARK_START, NEW_DEST,
+                              STORE_WORK, SYNCALL_MARKS, TOPK, V1_SYNCALL_MARK)
 from ..kernels.protocols import by_core, v1_phases
 from ..model.params import copies_per_die
 from ..model.profile import HOP_CLASSES
 from ..model.result_fields import PHASE_NAMES, phase_column
 from .schedule import Schedule
-from .state import (BSP_CUMSUM, BSP_SYNCALL_1, BSP_SYNCALL_2, BSP_SYNCALL_3, C_BSP_SYNCALL, COPY,
-                    INIT, START, Die, Run, Store)
+from .state import COPY, Die, Run, Store
 
 
 def phases(run: Run, die: Die) -> dict[str, int]:
@@ -26,15 +26,15 @@ def phases(run: Run, die: Die) -> dict[str, int]:
     if by_core.py_func(run.mech):
         # the last AIV's buckets, its die's launch offset (programs.launch_starts) in Init
         last = cores[max(range(len(cores)), key=lambda j: (cores[j].t, -j))]
-        return {**last.buckets, "init": last.buckets["init"] + last.marks[START]}
-    m = cores[0].marks
-    init_end = max(a.marks[INIT] for a in cores)
-    cumsum_end = max(a.marks[BSP_CUMSUM] for a in cores)
-    send_end = m[BSP_SYNCALL_1] - run.c["syncall"]
+        return {**last.buckets, "init": last.buckets["init"] + last.marks[MARK_START]}
+    # the SyncAlls after sending, after the count polls and after CalCumSum
+    sent, verified, summed = (cores[0].marks[x] for x in SYNCALL_MARKS)
+    init_end = max(a.marks[MARK_INIT] for a in cores)
+    cumsum_end = max(a.marks[CUMSUM_MARK] for a in cores)
+    send_end = sent - run.c["syncall"]
     return {"init": init_end, "send": send_end - init_end,
-            "sync": (m[BSP_SYNCALL_2] - send_end) + (m[BSP_SYNCALL_3] - cumsum_end),
-            "cumsum": cumsum_end - m[BSP_SYNCALL_2], "reorder": die.end() - m[BSP_SYNCALL_3],
-            "reduce": 0}
+            "sync": (verified - send_end) + (summed - cumsum_end),
+            "cumsum": cumsum_end - verified, "reorder": die.end() - summed, "reduce": 0}
 
 
 def combine_phases(run: Run, die: Die, start: int) -> dict[str, int]:
@@ -49,9 +49,9 @@ def combine_phases(run: Run, die: Die, start: int) -> dict[str, int]:
     if not v1_phases.py_func(run.mech):
         last = max(range(len(cores)), key=lambda j: (cores[j].t, -j))
         return cores[last].buckets
-    init_end = max(a.marks[INIT] for a in cores)
+    init_end = max(a.marks[MARK_INIT] for a in cores)
     send_end = max([init_end] + [a.last_copy_ack for a in cores])
-    synced = cores[0].marks[C_BSP_SYNCALL]
+    synced = cores[0].marks[V1_SYNCALL_MARK]
     return {"init": init_end - start, "send": send_end - init_end, "sync": synced - send_end,
             "cumsum": 0, "reorder": 0, "reduce": die.end() - synced}
 

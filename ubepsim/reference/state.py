@@ -1,5 +1,5 @@
-"""What the twin's stages share: one configuration lowered (`Run`), a die, an AIV, a store, the
-names of the phase marks, and how work is shared out."""
+"""What the twin's stages share: one configuration lowered (`Run`), a die, an AIV, a store, and
+how work is shared out."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 
 from ..kernels import protocols
-from ..kernels.layout import N_PORTS, N_TIERS
+from ..kernels.layout import (COMBINE_TIMELINE, DISPATCH_TIMELINE, N_PORTS, N_TIERS,
+                              RECEIVE_GROUP)
 from ..kernels.protocols import Mechanisms
 from ..model.costs import COST_INDEX, lower
 from ..model.params import Config
@@ -22,28 +23,6 @@ from .sync import POLICY, UNSIGNALLED, DataAsFlag
 COPY, FLAG, COUNT, CHECKSUM = "copy", "flag", "count", "checksum"
 COST_NAME = {COPY: "copy", COUNT: "count", FLAG: "signal", CHECKSUM: "signal"}
 RETURN = "return"
-
-# Phase marks: Core.marks[m] is the time the AIV ended its phase m (the kernel's timeline).
-START, INIT = 0, 1
-# bsp, every AIV (Figure 2): Token-Sending, SyncAll, SendFlag & Count, Flag verification,
-# SyncAll, CalCumSum, SyncAll, Token-Reordering
-(BSP_SENT, BSP_SYNCALL_1, BSP_COUNTS_SENT, BSP_VERIFIED, BSP_SYNCALL_2, BSP_CUMSUM,
- BSP_SYNCALL_3, BSP_REORDERED) = range(2, 10)
-# ubep (Figure 5(b)): both groups end sending at UBEP_SENT; then the CalCumSum group polls and
-# sums the counts (UBEP_COUNTS, its last mark) while the token group waits for the offsets
-# (UBEP_OFFSETS, the same place in its marks) and reorders (UBEP_REORDERED)
-UBEP_SENT, UBEP_COUNTS, UBEP_REORDERED = 2, 3, 4
-UBEP_OFFSETS = UBEP_COUNTS
-# fixed slots (DeepEP), every AIV: Token-Sending, the finish counters' barrier, the counts, the
-# pairs received (each pair's count polled, its copies copied out)
-FIXED_RECEIVED = 5
-# Combine's marks (an AIV's combine starts at its die's start, START): Init, Token-Sending;
-# bsp (CANN's V1) its fence and statuses, its status polls, the SyncAll, the reduction; ubep its
-# reduction
-C_SENT = 2
-C_BSP_STATUS, C_BSP_POLLED, C_BSP_SYNCALL, C_BSP_REDUCED = 3, 4, 5, 6
-C_UBEP_REDUCED = 3
-
 
 def share(j: int, parts: int, total: int) -> range:
     """The j-th of `parts` contiguous shares of range(total), their sizes at most one apart."""
@@ -81,7 +60,7 @@ class Run:
         if cfg.tuned:
             raise ValueError("the twin runs a stated CalCumSum group; give it the tuned one's "
                              "size (ubepsim.model.groups.resolve_config)")
-        cumsum_cores = cfg.cumsum_cores if mech.count_group else 0
+        cumsum_cores = cfg.cumsum_cores if mech.receive == RECEIVE_GROUP else 0
         sync = POLICY[protocols.chosen(mech.sync, cfg.sync)]
         return cls(cfg=cfg, c=c, q_copy=float(chances[0, 0]), q_count=float(chances[0, 1]),
                    q_return=float(chances[0, 2]),
@@ -121,16 +100,18 @@ class Store:
 
 
 class Core:
-    """One AIV's clock, the stores it issued, its time per bucket and its phase marks."""
+    """One AIV's clock, the stores it issued, its time per bucket and its phase marks: when each
+    step of its timeline (`steps`, kernels/layout.py's) ended."""
 
-    def __init__(self, start: int = 0):
+    def __init__(self, steps: tuple[str, ...], start: int = 0):
+        self.steps = steps
         self.t = start
         self.issued: list[Store] = []               # every store it issued, in order
         self.in_flight: deque[Store] = deque()      # those whose credits are out, in order
         self.in_flight_blocks = 0
         self.buckets = dict.fromkeys(PHASE_NAMES, 0)   # spent by name: a phase undeclared fails
         self.wait = 0
-        self.marks: list[int] = [start]   # START
+        self.marks: list[int] = [start]   # MARK_START
         self.first_copy = -1
         self.last_copy_ack = -1
 
@@ -140,9 +121,9 @@ class Core:
         if waiting:
             self.wait += cycles
 
-    def mark(self, m: int) -> None:
-        """End phase m now: phases end in order, each once."""
-        assert len(self.marks) == m, (self.marks, m)
+    def mark(self, step: str) -> None:
+        """End step `step` now: the steps end in their timeline's order, each once."""
+        assert self.steps[len(self.marks) - 1] == step, (self.steps, self.marks, step)
         self.marks.append(self.t)
 
 
@@ -153,7 +134,12 @@ class Die:
 
     def __init__(self, run: Run, die: int, copies: list, start: int = 0,
                  ports: tuple[list[int], list[int]] | None = None, combine: bool = False):
-        self.cores = [Core(start) for _ in range(run.cores)]
+        # each AIV's steps: its role's in dispatch, the protocol's combine's
+        returns = COMBINE_TIMELINE[protocols.combine_steps(run.cfg.protocol)]
+        self.cores = [Core(returns if combine else DISPATCH_TIMELINE[role], start)
+                      for n, role in protocols.roles(run.cfg.protocol, run.cores,
+                                                     run.cumsum_cores, combine)
+                      for _ in range(n)]
         self.copies = copies                 # dispatch: (token, k, expert), in (token, k) order;
                                              # combine: its returned copies, in receive order
         self.stores: list[Store] = []        # in the order its egress ports served them

@@ -58,10 +58,11 @@ POLICY: dict[Sync, DataAsFlag] = {
 UNSIGNALLED = DataAsFlag(**dict.fromkeys(EFFECTS, False))
 
 
-def syncall(cores: list, ready: int, cost: int, mark: int) -> None:
+def syncall(cores: list, ready: int, cost: int, step: str = "syncall") -> None:
     """SyncAll: every AIV of the die waits, idle, until `cost` cycles after `ready` (when the
-    last of them is ready), which ends its phase `mark`."""
+    last of them is ready), which ends its step `step` (a SyncAll; DeepEP's finish counters
+    are a barrier of the same form)."""
     barrier = ready + cost
     for a in cores:
         a.spend("sync", barrier - a.t, waiting=True)
-        a.mark(mark)
+        a.mark(step)

@@ -7,12 +7,12 @@ from ..receive import received
 from ..state import Die, Run, share
 
 
-def pair_receive(run: Run, dies: list[Die], d: int, mark: int) -> None:
+def pair_receive(run: Run, dies: list[Die], d: int) -> None:
     """Fixed slots (DeepEP's receive): each AIV of die d takes its equal contiguous share of
     the (local expert, source) pairs, pair q = expert * ranks + source; per pair it polls the
     source's count message (verified and re-armed as run.count_sync says), then copies the
     pair's copies out of their slots, each once it is there where the count came behind them
-    on their queue (ORDERED). Then it ends its phase `mark`."""
+    on their queue (ORDERED). Then it ends its step, pair_receive."""
     c, policy = run.c, run.count_sync
     die = dies[d]
     R, EL = run.ranks, run.e_local
@@ -36,4 +36,4 @@ def pair_receive(run: Run, dies: list[Die], d: int, mark: int) -> None:
                     die.violations += 1
                 a.spend("reorder", c["local_copy"])
                 die.take((s, i), data, d)
-        a.mark(mark)
+        a.mark("pair_receive")
