@@ -1,4 +1,4 @@
-"""The `ubepsim` command: one root group, one thin module per command.
+"""The `ubepsim` command: one root group (group.py), one thin module per command.
 
 `main` runs click with standalone_mode=False so that every usage error and every InputError
 (bad parameter, grid, profile or trace; configurations the machine's memory cannot hold) exits
@@ -15,17 +15,7 @@ import sys
 import click
 
 from ..errors import InputError, renamed
-from ..version import __version__
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-             no_args_is_help=True)
-# the code's version (the one datasets record), not the install's metadata, which an editable
-# install keeps from the day it was made
-@click.version_option(version=__version__, prog_name="ubepsim")
-def cli() -> None:
-    """Cycle-approximate simulator of MoE expert-parallel dispatch and combine on superpods (BSP /
-    UBEP), and of DeepEP's low-latency kernels on GPU clusters."""
+from .group import cli
 
 
 def _register() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from . import cli
+from .group import cli
 from .options import CheckFailed, WORKERS, check_threads, split_list, workers_option
 from ..errors import InputError
 from ..files import check_out, write_text

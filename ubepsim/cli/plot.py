@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from . import cli
+from .group import cli
 from .options import warn_about
 from ..errors import InputError
 from ..sweep.plot import KINDS, TIMELINE_KINDS

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from . import cli
+from .group import cli
 from .options import warn_about
 from ..errors import InputError
 from ..files import check_out, replacing

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from . import cli
+from .group import cli
 from .options import config_from_flags, model_options
 from ..files import check_out, write_parquet
 from ..model.params import GATED, NAMES, PARAM_BY_NAME, TUNED, TUNED_COLUMN, Config, Op

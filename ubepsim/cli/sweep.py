@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from . import cli
+from .group import cli
 from .options import WORKERS, check_threads, workers_option
 from ..errors import InputError
 

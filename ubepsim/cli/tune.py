@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from . import cli
+from .group import cli
 from .options import (WORKERS, check_threads, list_values, model_options, parse_value,
                       workers_option)
 from ..errors import InputError

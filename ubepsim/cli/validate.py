@@ -7,7 +7,7 @@ import textwrap
 
 import click
 
-from . import cli
+from .group import cli
 from .options import CheckFailed, WORKERS, check_threads, workers_option
 
 
