@@ -270,7 +270,7 @@ def test_a_sweeps_failed_row_names_its_configuration(python_kernels, monkeypatch
     """Through simulate_table, a sweep's path, the configuration of a row the kernel did not
     finish is named by its parameters: its index in the batch tells a user nothing."""
     monkeypatch.setattr(*abandoned(python_kernels, "ubep"))
-    monkeypatch.setattr(api, "layer", python_kernels.layer)
+    monkeypatch.setattr(kernel_io, "layer", python_kernels.layer)   # run_batch's
     seeds = (0, 1, 0)
     points = pl.DataFrame([config("ubep", s).as_dict() for s in seeds],
                           schema={n: polars_dtype(n) for n in NAMES})

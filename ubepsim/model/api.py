@@ -29,10 +29,10 @@ import polars as pl
 
 from . import groups, memory
 from ..errors import InputError
-from .kernel_io import KernelFailure, kernel_order, prepare, result_columns
+from .kernel_io import KernelFailure, admit, prepare, result_columns, run_batch
 from ..kernels import layer, protocols
 from ..kernels import layout as k
-from .params import (ENUMS, LATER_NAMES, NAMES, PARAM_BY_NAME, PARAMS, SCHEMA, TUNED_COLUMN,
+from .params import (LATER_NAMES, NAMES, PARAM_BY_NAME, PARAMS, SCHEMA, TUNED_COLUMN,
                      Config, Op, columns, config_frame, default_sync, make_config, stable_id)
 from .profile import Profile, load_profile
 from .result_fields import RESULTS
@@ -49,30 +49,10 @@ def simulate_columns(cols: dict[str, np.ndarray], profile: Profile, threads: int
     and whether it was tuned (TUNED_COLUMN).
     Refuses (InputError) configurations that could not fit in memory together, unless the
     caller has checked that already (a sweep, once for its whole grid)."""
-    import numba
-
-    if threads is not None:
-        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-    if not memory_checked and len(cols["ranks"]):
-        need = memory.working_memory(cols, profile)
-        top = np.argsort(need)[::-1][:numba.get_num_threads()]   # at most one per thread
-        memory.check_memory(need[top], _named(cols, int(top[0])), memory.available_memory())
+    admit(cols, profile, threads, memory_checked)
     cols, tuned = groups.resolve(cols, profile, threads, memory_checked=True)
-    memory.keep_freed_memory()
-    params, costs, chances, *shared = prepare(cols, profile)
-    order = kernel_order(params)
-    done = np.zeros((len(params), k.N_OUT))
-    layer.simulate_batch(params[order], costs[order], chances[order], *shared, done)
-    out = np.empty_like(done)
-    out[order] = done
-    return {**result_columns(out, cols, costs, profile),
+    return {**run_batch(cols, profile, memory_checked=True),
             "cumsum_cores": cols["cumsum_cores"], TUNED_COLUMN: tuned}
-
-
-def _named(cols: dict[str, np.ndarray], i: int) -> dict[str, Any]:
-    """Row i of configurations' columns, an enum by its name (as a message names it)."""
-    return {n: ENUMS[n](int(cols[n][i])).name if n in ENUMS else np.asarray(cols[n])[i]
-            for n in NAMES}
 
 
 def simulate_table(points: pl.DataFrame, profile: Profile, threads: int | None = None,

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .kernel_io import run_batch
 from .params import GATED, NAMES, TUNED_CODE, Config, as_words, recorded_value
 from .profile import Profile
 
@@ -51,12 +52,10 @@ def group_latencies(cols: dict[str, np.ndarray], sizes: Sequence[int], profile: 
     """The latency of each configuration of `cols` (columns of configurations that read
     cumsum_cores; its own cumsum_cores aside) at each group size of `sizes`: a (configurations,
     sizes) array, simulated as one batch of the parallel kernel."""
-    from .api import simulate_columns
-
     n, m = len(cols["ranks"]), len(sizes)
     points = {name: np.repeat(np.asarray(v), m) for name, v in cols.items()}
     points["cumsum_cores"] = np.tile(np.asarray(sizes, dtype=np.int64), n)
-    return simulate_columns(points, profile, threads, memory_checked)["latency_us"].reshape(n, m)
+    return run_batch(points, profile, threads, memory_checked)["latency_us"].reshape(n, m)
 
 
 def pick(per_seed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -5,6 +5,7 @@
     check_time_bound(...)       configurations whose times the kernel's event keys cannot hold
     kernel_order(params)        the order in which the batch kernel takes the rows
     result_columns(out, ...)    the kernel's output rows, checked, as result columns
+    run_batch(cols, profile)    configurations whose groups are stated, through all of the above
 
 `cols` are configurations' columns as the model computes on them (params.columns: canonical,
 enums as their codes); the result columns are the fields of result_fields.
@@ -14,12 +15,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from typing import Any
+
+from . import memory
 from .costs import lower, time_bound
 from ..errors import InputError
+from ..kernels import layer
 from ..kernels import layout as k
 from ..kernels.sync import IN_BLOCK, POLICY, REARM
-from .params import (GATED, TUNED_CODE, BatchSpread, Op, Routing, Sync, copies_per_die,
-                     workload_keys)
+from .params import (ENUMS, GATED, NAMES, TUNED_CODE, BatchSpread, Op, Routing, Sync,
+                     copies_per_die, workload_keys)
 from .profile import BUILTIN, Profile, load_profile
 from .result_fields import RESULT_NAMES, RESULTS
 from .traces import trace_routing
@@ -214,3 +219,40 @@ def result_columns(out: np.ndarray, cols: dict[str, np.ndarray], costs: np.ndarr
     for name, compute in HOST_RESULTS.items():
         res[name] = compute(res, cols, costs)
     return {name: res[name] for name in RESULT_NAMES}
+
+
+def run_batch(cols: dict[str, np.ndarray], profile: Profile, threads: int | None = None,
+              memory_checked: bool = False) -> dict[str, np.ndarray]:
+    """Result columns for configurations' columns whose CalCumSum groups are stated (a tuned
+    one resolved first: ubepsim.model.groups), through the parallel batch kernel on `threads`
+    threads (None: as set). Refuses (InputError) configurations that could not fit in memory
+    together, unless the caller has checked that already (a sweep, once for its whole grid)."""
+    admit(cols, profile, threads, memory_checked)
+    memory.keep_freed_memory()
+    params, costs, chances, *shared = prepare(cols, profile)
+    order = kernel_order(params)
+    done = np.zeros((len(params), k.N_OUT))
+    layer.simulate_batch(params[order], costs[order], chances[order], *shared, done)
+    out = np.empty_like(done)
+    out[order] = done
+    return result_columns(out, cols, costs, profile)
+
+
+def admit(cols: dict[str, np.ndarray], profile: Profile, threads: int | None = None,
+          memory_checked: bool = False) -> None:
+    """Sets the kernel's threads (None: as they are) and, unless `memory_checked`, refuses
+    (InputError) configurations of which one per thread could not fit in memory together."""
+    import numba
+
+    if threads is not None:
+        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    if not memory_checked and len(cols["ranks"]):
+        need = memory.working_memory(cols, profile)
+        top = np.argsort(need)[::-1][:numba.get_num_threads()]   # at most one per thread
+        memory.check_memory(need[top], _named(cols, int(top[0])), memory.available_memory())
+
+
+def _named(cols: dict[str, np.ndarray], i: int) -> dict[str, Any]:
+    """Row i of configurations' columns, an enum by its name (as a message names it)."""
+    return {n: ENUMS[n](int(cols[n][i])).name if n in ENUMS else np.asarray(cols[n])[i]
+            for n in NAMES}
