@@ -45,10 +45,10 @@ DEEPEP_LL = {"batch": 128, "topk": 8, "hidden": 7168, "dtype": "fp8", "protocol"
              "experts": DEEPEP_EXPERTS, "cores": 3 * -(-DEEPEP_EXPERTS // 3)}
 
 # Figure 3(b): the Token-Sending phase's efficiency by AIV count, relative to 8 AIVs, the same
-# work. The paper states no setup: ours is Table 4's at 16 ranks, every AIV of the die sending,
-# as CANN EP does. Cross-validation (`ubepsim calibrate --paper --cv`) chose 16 over 128 (its
-# default EP size) and 64: Table 4 left out is at most 16.5% off with it, 20.8% at 128, 19.3%
-# at 64.
+# work. The paper states no setup: ours is Table 4's CANN EP at 16 ranks, where CANN's expert
+# split gives 16 AIVs an expert each and leaves the others waiting at the SyncAlls (the paper:
+# "the extra cores spend most of their time waiting at barriers"). Cross-validation (`ubepsim
+# calibrate --paper --cv`) chose 16 over 64 and 128 (docs/calibration.md, "Cross-validation").
 FIG3B_EFFICIENCY = {8: 1.000, 16: 0.767, 24: 0.576, 32: 0.456, 48: 0.311}
 FIG3B_RANKS = 16
 
